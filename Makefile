@@ -1,0 +1,33 @@
+# Two commands matter: `make demo` and `make test`. Both build the venv first.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: test lint demo bench venv clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "Python 3.11+ is required, found " + sys.version.split()[0])'
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+lint: venv
+	$(BIN)/ruff check celery_periodiq tests bench example_project
+	$(BIN)/ruff format --check celery_periodiq tests bench example_project
+	$(BIN)/mypy --strict celery_periodiq
+
+test: lint
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+demo: venv
+	@echo "make demo: coming in a later issue (the example project lands with issue 6)."
+
+bench: venv
+	$(BIN)/python bench/schedules.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

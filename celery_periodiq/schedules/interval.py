@@ -1,0 +1,113 @@
+"""Fixed intervals (``@every 1h30m``, ``every=30``) anchored so restarts never drift."""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import UTC, datetime, timedelta
+from typing import ClassVar
+
+from celery_periodiq.errors import ScheduleError
+from celery_periodiq.schedules.base import Schedule
+from celery_periodiq.schedules.describe import describe_duration
+
+__all__ = ["EPOCH", "IntervalSchedule", "every_spec", "parse_duration"]
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_UNITS = {"d": 86400_000_000, "h": 3600_000_000, "m": 60_000_000, "s": 1_000_000, "ms": 1000}
+_PART = re.compile(r"(\d+)(ms|d|h|m|s)")
+_ALLOWED = "a duration such as 30s, 1h30m, 2d or 500ms (units d, h, m, s, ms)"
+
+
+def parse_duration(text: str, spec: str) -> timedelta:
+    """Parse ``1h30m`` style durations.
+
+    Raises:
+        ScheduleError: malformed, or not longer than zero.
+    """
+    compact = text.replace(" ", "").lower()
+    position = 0
+    micros = 0
+    seen: set[str] = set()
+    while position < len(compact):
+        match = _PART.match(compact, position)
+        if match is None:
+            raise ScheduleError(
+                f"interval {spec!r}: {compact[position:]!r} is not a duration part "
+                f"(allowed: {_ALLOWED})"
+            )
+        unit = match.group(2)
+        if unit in seen:
+            raise ScheduleError(
+                f"interval {spec!r}: unit {unit!r} appears twice (allowed: {_ALLOWED})"
+            )
+        seen.add(unit)
+        micros += int(match.group(1)) * _UNITS[unit]
+        position = match.end()
+    if not compact:
+        raise ScheduleError(f"interval {spec!r}: no duration given (allowed: {_ALLOWED})")
+    if micros <= 0:
+        raise ScheduleError(f"interval {spec!r}: the interval must be longer than zero")
+    return timedelta(microseconds=micros)
+
+
+def every_spec(every: float | timedelta) -> str:
+    """The ``@every`` spec for an ``every=`` value given as seconds or a timedelta.
+
+    Raises:
+        ScheduleError: not a positive number of seconds or timedelta.
+    """
+    if isinstance(every, timedelta):
+        micros = every // timedelta(microseconds=1)
+    elif isinstance(every, int | float) and not isinstance(every, bool) and math.isfinite(every):
+        micros = round(every * 1_000_000)
+    else:
+        raise ScheduleError(f"every={every!r}: not a number of seconds or a timedelta")
+    if micros <= 0:
+        raise ScheduleError(f"every={every!r}: the interval must be longer than zero")
+    if micros % 1000:
+        raise ScheduleError(f"every={every!r}: the smallest unit is a millisecond")
+    parts = []
+    for unit in ("d", "h", "m", "s", "ms"):
+        count, micros = divmod(micros, _UNITS[unit])
+        if count:
+            parts.append(f"{count}{unit}")
+    return "@every " + "".join(parts)
+
+
+class IntervalSchedule(Schedule):
+    """Fires at ``anchor + k * period``; the anchor is ``start_at`` or the Unix epoch.
+
+    Anchoring to a fixed instant, not to the last run, means every beat and
+    every restart computes the same instants: nothing drifts.
+    """
+
+    kind: ClassVar[str] = "interval"
+
+    def __init__(
+        self,
+        spec: str,
+        period: timedelta,
+        *,
+        timezone: str = "UTC",
+        key: str | None = None,
+        start_at: datetime | None = None,
+        end_at: datetime | None = None,
+    ) -> None:
+        super().__init__(spec, timezone=timezone, key=key, start_at=start_at, end_at=end_at)
+        self.period = period
+        self.anchor = self.start_at or EPOCH
+        self._period_us = period // timedelta(microseconds=1)
+
+    def _next(self, dt: datetime) -> datetime | None:
+        elapsed = (dt - self.anchor) // timedelta(microseconds=1)
+        steps = elapsed // self._period_us + 1
+        fire = self.anchor + timedelta(microseconds=steps * self._period_us)
+        return fire.astimezone(self.zone)
+
+    def describe(self) -> str:
+        """E.g. ``"every 1 hour 30 minutes"``."""
+        text = f"every {describe_duration(self.period.total_seconds())}"
+        if self.start_at is not None:
+            text += f" from {self.start_at.isoformat()}"
+        return text
