@@ -67,7 +67,9 @@ class Schedule(BaseSchedule, ABC):
         self.key = key
         self.start_at = None if start_at is None else require_aware(start_at, "start_at")
         self.end_at = None if end_at is None else require_aware(end_at, "end_at")
-        if self.start_at and self.end_at and self.end_at < self.start_at:
+        self._start_utc = None if self.start_at is None else self.start_at.astimezone(UTC)
+        self._end_utc = None if self.end_at is None else self.end_at.astimezone(UTC)
+        if self._start_utc and self._end_utc and self._end_utc < self._start_utc:
             raise ScheduleError(
                 f"end_at {self.end_at.isoformat()} is before start_at {self.start_at.isoformat()}"
             )
@@ -79,17 +81,21 @@ class Schedule(BaseSchedule, ABC):
             dt: an aware datetime.
 
         Returns:
-            An aware datetime in the schedule's zone, or None when nothing
+            An aware datetime in the schedule's zone (subtract or compare
+            such values after ``.astimezone(UTC)``: within one zone Python
+            ignores ``fold``), or None when nothing
             fires any more (past ``end_at``, or an event schedule).
 
         Raises:
             ScheduleError: ``dt`` is naive.
         """
-        require_aware(dt, "next_after")
-        if self.start_at is not None and dt < self.start_at:
-            dt = self.start_at - _TINY
+        # Compare in UTC only: Python compares two datetimes of one zone by
+        # their wall time and ignores ``fold``, which is wrong inside a DST fold.
+        dt = require_aware(dt, "next_after").astimezone(UTC)
+        if self._start_utc is not None and dt < self._start_utc:
+            dt = self._start_utc - _TINY
         fire = self._next(dt)
-        if fire is None or (self.end_at is not None and fire > self.end_at):
+        if fire is None or (self._end_utc is not None and fire.astimezone(UTC) > self._end_utc):
             return None
         return fire
 

