@@ -12,6 +12,7 @@ and 04-05 02:00 -> 01:30 (+11 to +10:30).
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
@@ -194,5 +195,5 @@ def test_fires_of_an_every_hour_schedule_are_exactly_one_real_hour_apart_through
     start = datetime(2026, 10, 24, 20, tzinfo=BERLIN)
     instants = parse_schedule("0 * * * *", tz="Europe/Berlin").upcoming(start, 12)
     utc = [instant.astimezone(UTC) for instant in instants]
-    gaps = {(b - a).total_seconds() for a, b in zip(utc, utc[1:], strict=False)}
+    gaps = {(b - a).total_seconds() for a, b in itertools.pairwise(utc)}
     assert gaps == {3600.0}

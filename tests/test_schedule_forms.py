@@ -7,6 +7,7 @@ not computed with the code under test.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import pickle
 from datetime import UTC, datetime, timedelta
 
@@ -257,7 +258,7 @@ def test_interval_restarts_do_not_drift() -> None:
     first = parse_schedule("@every 7s").upcoming(datetime(2026, 1, 1, 0, 0, 3, tzinfo=UTC), 100)
     later = parse_schedule("@every 7s").upcoming(first[40] - timedelta(microseconds=1), 60)
     assert later == first[40:]
-    assert all(b - a == timedelta(seconds=7) for a, b in zip(first, first[1:], strict=False))
+    assert all(b - a == timedelta(seconds=7) for a, b in itertools.pairwise(first))
 
 
 @pytest.mark.parametrize("spec", ["@reboot", "@shutdown", "@REBOOT"])

@@ -71,7 +71,7 @@ class Schedule(BaseSchedule, ABC):
         self._end_utc = None if self.end_at is None else self.end_at.astimezone(UTC)
         if self._start_utc and self._end_utc and self._end_utc < self._start_utc:
             raise ScheduleError(
-                f"end_at {self.end_at.isoformat()} is before start_at {self.start_at.isoformat()}"
+                f"end_at {self._end_utc.isoformat()} is before start_at {self._start_utc.isoformat()}"
             )
 
     def next_after(self, dt: datetime) -> datetime | None:
