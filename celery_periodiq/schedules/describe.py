@@ -114,11 +114,15 @@ def _by_date(rule: DayRule) -> list[str]:
     words = []
     if rule.days:
         words.append("day " + _numbers(tuple(sorted(rule.days))) + " of the month")
-    for back in sorted(rule.from_end):
-        words.append(
-            "the last day of the month"
-            if back == 0
-            else f"the {_ordinal_day(back + 1)}-last day of the month"
+    last_days = len(rule.from_end)
+    if last_days > 1 and rule.from_end == frozenset(range(last_days)):
+        words.append(f"the last {last_days} days of the month")
+    else:
+        words.extend(
+            f"the {_ordinal_day(back + 1)}-last day of the month"
+            if back
+            else "the last day of the month"
+            for back in sorted(rule.from_end)
         )
     words.extend(
         f"the weekday nearest the {_ordinal_day(day)}" for day in sorted(rule.nearest_weekday)
