@@ -20,7 +20,7 @@ def table_rows() -> list[tuple[str, dict[str, str], list[str]]]:
     table = text.split("<!-- schedule-examples -->")[1].split("<!-- /schedule-examples -->")[0]
     rows = []
     for line in table.strip().splitlines()[2:]:
-        _, form, spec, options, fires, _ = (cell.strip() for cell in line.split("|"))
+        _, _form, spec, options, fires, _ = (cell.strip() for cell in line.split("|"))
         parsed = dict(re.findall(r'(\w+)="([^"]*)"', options))
         rows.append((spec.strip("`"), parsed, [fire.strip() for fire in fires.split(",")]))
     return rows

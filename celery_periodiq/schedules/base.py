@@ -70,9 +70,8 @@ class Schedule(BaseSchedule, ABC):
         self._start_utc = None if self.start_at is None else self.start_at.astimezone(UTC)
         self._end_utc = None if self.end_at is None else self.end_at.astimezone(UTC)
         if self._start_utc and self._end_utc and self._end_utc < self._start_utc:
-            raise ScheduleError(
-                f"end_at {self._end_utc.isoformat()} is before start_at {self._start_utc.isoformat()}"
-            )
+            end, start = self._end_utc.isoformat(), self._start_utc.isoformat()
+            raise ScheduleError(f"end_at {end} is before start_at {start}")
 
     def next_after(self, dt: datetime) -> datetime | None:
         """The first fire instant strictly after ``dt``.
