@@ -215,6 +215,12 @@ def test_calendar_event_may_name_its_time_zone() -> None:
     assert schedule.next_after(NEW_YEAR) == datetime(2026, 1, 1, 8, tzinfo=UTC)
 
 
+def test_zone_written_in_a_calendar_event_wins_over_tz() -> None:
+    schedule = parse_schedule("*-*-* 09:00 UTC", tz="Europe/Berlin")
+    assert schedule.timezone == "UTC"
+    assert schedule.next_after(NEW_YEAR) == datetime(2026, 1, 1, 9, tzinfo=UTC)
+
+
 def test_every_thirty_seconds_from_the_epoch() -> None:
     assert fires("@every 30s", NEW_YEAR + timedelta(seconds=10)) == utc(
         "2026-01-01T00:00:30", "2026-01-01T00:01:00", "2026-01-01T00:01:30"

@@ -129,12 +129,7 @@ def parse_form(
     if form == "calendar" or (form == "auto" and looks_like_calendar(text)):
         fields, named_zone = compile_calendar(text)
         if named_zone is not None:
-            if tz not in ("UTC", named_zone):
-                raise ScheduleError(
-                    f"calendar {spec!r}: names time zone {named_zone!r} "
-                    f"but tz={tz!r} was also given"
-                )
-            timezone = named_zone
+            timezone = named_zone  # the zone written in the event wins over tz=
         return CalendarSchedule(
             text, fields, timezone=timezone, key=key, start_at=start_at, end_at=end_at
         )

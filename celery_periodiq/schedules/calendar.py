@@ -33,22 +33,21 @@ _WEEKDAYS = {
     for name in names
 }  # fmt: skip
 _NUMBER = re.compile(r"\d+")
+_DATE_TOKEN = re.compile(r"[\d*,/]+(-[\d*,/]+){1,2}")
 _ZONE_TOKEN = re.compile(r"[A-Za-z][A-Za-z0-9_+\-/]*")
 _WEEKDAY_TOKEN = re.compile(r"[A-Za-z][A-Za-z.,\-]*")
 
 
 def looks_like_calendar(spec: str) -> bool:
     """Whether ``spec`` reads as a calendar event rather than a cron expression."""
-    text = spec.strip().lower()
-    tokens = text.split()
+    tokens = spec.strip().lower().split()
     if not tokens:
         return False
-    return (
-        tokens[0] in SHORTHANDS
-        or any(mark in text for mark in (":", "..", "~"))
-        or any(token.count("-") == 2 and "*" in token for token in tokens)
-        or (len(tokens) < 5 and _names_weekdays(tokens[0]))
-    )
+    if tokens[0] in SHORTHANDS or any(mark in spec for mark in (":", "..", "~")):
+        return True
+    if 5 <= len(tokens) <= 7:  # as many fields as cron has
+        return False
+    return any(_DATE_TOKEN.fullmatch(token) for token in tokens) or _names_weekdays(tokens[0])
 
 
 def _names_weekdays(token: str) -> bool:

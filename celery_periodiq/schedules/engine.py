@@ -33,9 +33,15 @@ def _listing(values: tuple[int, ...] | list[int], low: int, high: int) -> str:
     return ",".join(str(value) for value in values)
 
 
-def _dom_superset(rule: DayRule) -> str:
-    """croniter's day-of-month field: exact where croniter is right, a superset elsewhere."""
-    if rule.from_end == {0} and not (rule.days or rule.nearest_weekday or rule.last_weekday):
+def _dom_superset(rule: DayRule, plain: bool) -> str:
+    """croniter's day-of-month field: exact where croniter is right, a superset elsewhere.
+
+    ``plain``: use numbers only; croniter mishandles ``L`` when both day fields count.
+    """
+    only_last = rule.from_end == {0} and not (
+        rule.days or rule.nearest_weekday or rule.last_weekday
+    )
+    if only_last and not plain:
         return "L"
     days = set(rule.days)
     for back in rule.from_end:  # a month's last day is the 28th to the 31st
@@ -47,11 +53,12 @@ def _dom_superset(rule: DayRule) -> str:
     return _listing(sorted(days), 1, 31)
 
 
-def _dow_superset(rule: DayRule) -> str:
-    if not rule.weekdays and not rule.last_weekdays and len(rule.nth_weekdays) == 1:
+def _dow_superset(rule: DayRule, plain: bool) -> str:
+    """croniter's day-of-week field; ``plain``: weekday numbers only (no ``#`` or ``L``)."""
+    if not plain and not rule.weekdays and not rule.last_weekdays and len(rule.nth_weekdays) == 1:
         weekday, nth = next(iter(rule.nth_weekdays))
         return f"{weekday}#{nth}"
-    if not rule.weekdays and not rule.nth_weekdays and len(rule.last_weekdays) == 1:
+    if not plain and not rule.weekdays and not rule.nth_weekdays and len(rule.last_weekdays) == 1:
         return f"L{next(iter(rule.last_weekdays))}"
     weekdays = set(rule.weekdays) | {weekday for weekday, _ in rule.nth_weekdays}
     weekdays |= rule.last_weekdays
@@ -61,8 +68,9 @@ def _dow_superset(rule: DayRule) -> str:
 def croniter_expression(fields: Fields) -> tuple[str, bool]:
     """The seconds-first croniter expression proposing candidates, and its ``day_or``."""
     rule = fields.days
-    dom = _dom_superset(rule) if rule.dom_restricted else "*"
-    dow = _dow_superset(rule) if rule.dow_restricted else "*"
+    both = rule.dom_restricted and rule.dow_restricted
+    dom = _dom_superset(rule, plain=both) if rule.dom_restricted else "*"
+    dow = _dow_superset(rule, plain=both) if rule.dow_restricted else "*"
     if rule.dom_restricted and rule.dow_restricted and rule.either and "*" in (dom, dow):
         dom = dow = "*"  # one side matches every day, so every day matches
     parts = [
