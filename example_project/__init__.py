@@ -1,0 +1,1 @@
+"""The example Celery project (see README); it grows with each capability."""
