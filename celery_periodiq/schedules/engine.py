@@ -186,7 +186,7 @@ class FieldSchedule(Schedule):
             if proposal is None:
                 return None
             fire = (proposal - offset).replace(tzinfo=UTC)
-            change = first_transition(segment_start, fire, zone)
+            change = first_transition(segment_start, fire, zone, offset)
             if change is None:
                 return fire.astimezone(zone)
             segment_start = change

@@ -54,13 +54,19 @@ def _offset_at(instant: datetime, tz: tzinfo) -> timedelta:
     return offset
 
 
-def first_transition(start: datetime, end: datetime, tz: tzinfo) -> datetime | None:
+def first_transition(
+    start: datetime, end: datetime, tz: tzinfo, offset: timedelta | None = None
+) -> datetime | None:
     """The first instant in ``(start, end]`` at which ``tz`` changes its offset, or None.
 
     Both bounds are aware datetimes; the result is in UTC, exact to the second
-    (tzdata transitions fall on whole seconds).
+    (tzdata transitions fall on whole seconds). ``offset``: the offset at
+    ``start``, if the caller knows it.
     """
-    offset = _offset_at(start, tz)
+    if offset is None:
+        offset = _offset_at(start, tz)
+    if end - start <= _SCAN_STEP:  # the common case: one look at the end
+        return _bisect(start, end, offset, tz) if _offset_at(end, tz) != offset else None
     low = start
     while low < end:
         high = min(low + _SCAN_STEP, end)
