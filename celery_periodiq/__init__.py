@@ -2,15 +2,33 @@
 
 from __future__ import annotations
 
-from celery_periodiq.errors import PeriodiqError, ScheduleError
+from celery_periodiq.api import Periodiq, periodiq
+from celery_periodiq.errors import (
+    ConfigurationError,
+    EntryError,
+    EntryExistsError,
+    EntryNotFoundError,
+    PeriodiqError,
+    ScheduleError,
+    StoreUnavailableError,
+)
+from celery_periodiq.scheduler import Scheduler
 from celery_periodiq.schedules import Schedule, parse_schedule
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ConfigurationError",
+    "EntryError",
+    "EntryExistsError",
+    "EntryNotFoundError",
+    "Periodiq",
     "PeriodiqError",
     "Schedule",
     "ScheduleError",
+    "Scheduler",
+    "StoreUnavailableError",
     "__version__",
     "parse_schedule",
+    "periodiq",
 ]

@@ -13,3 +13,26 @@ class ScheduleError(PeriodiqError, ValueError):
 
 class RedisServerError(PeriodiqError):
     """A local ``redis-server`` could not be found, started or stopped."""
+
+
+class ConfigurationError(PeriodiqError, ValueError):
+    """A ``periodiq_*`` setting has a value it cannot have."""
+
+
+class EntryError(PeriodiqError, ValueError):
+    """An entry definition is invalid: bad name, task, arguments or policy."""
+
+
+class EntryNotFoundError(PeriodiqError, KeyError):
+    """No entry has that name."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "entry not found"
+
+
+class EntryExistsError(PeriodiqError):
+    """An entry with that name already exists."""
+
+
+class StoreUnavailableError(PeriodiqError):
+    """Redis could not be reached or answered with an error."""

@@ -40,3 +40,10 @@ def redis_client(redis_server: LocalRedis) -> Iterator[redis.Redis]:
     client = redis.Redis.from_url(redis_server.url, decode_responses=True)
     yield client
     client.close()
+
+
+@pytest.fixture
+def broker_url(tmp_path: Path) -> Iterator[str]:
+    """A second private Redis, used as the Celery broker so the schedule's Redis can fail alone."""
+    with LocalRedis(tmp_path / "broker") as server:
+        yield server.url

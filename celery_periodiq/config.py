@@ -1,0 +1,181 @@
+"""``periodiq_*`` settings with their defaults, and every Redis key name.
+
+All keys share one hash tag, ``{prefix}``, so every Lua script touches keys of
+a single Redis Cluster slot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from celery import Celery
+
+from celery_periodiq.errors import ConfigurationError
+
+__all__ = ["DEFAULTS", "Keys", "Settings"]
+
+CATCHUP_POLICIES = ("last", "skip", "all")
+OVERLAP_POLICIES = ("skip", "allow", "buffer_one")
+
+DEFAULTS: dict[str, Any] = {
+    "periodiq_redis_url": None,  # None: the broker URL when it is redis(s)://, else localhost
+    "periodiq_redis_options": {},  # extra redis.Redis keyword arguments (ssl_ca_certs, ...)
+    "periodiq_key_prefix": "periodiq",
+    "periodiq_claim_lease": 10.0,  # seconds before a dead beat's claimed ticks are taken over
+    "periodiq_batch_size": 500,  # ticks claimed per Lua call
+    "periodiq_history_length": 100,  # events kept per entry
+    "periodiq_catchup_cap": 100,  # most ticks catchup="all" publishes at once
+    "periodiq_default_catchup": "last",
+    "periodiq_default_overlap": "skip",
+    "periodiq_default_grace": 10.0,  # seconds between soft and hard time limit, at most
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """The ``periodiq_*`` settings of one Celery app, validated."""
+
+    redis_url: str
+    redis_options: dict[str, Any]
+    key_prefix: str
+    claim_lease: float
+    batch_size: int
+    history_length: int
+    catchup_cap: int
+    default_catchup: str
+    default_overlap: str
+    default_grace: float
+
+    @classmethod
+    def from_app(cls, app: Celery) -> Settings:
+        """Read and check the app's settings.
+
+        Raises:
+            ConfigurationError: a setting has a value it cannot have.
+        """
+        conf = app.conf
+
+        def get(name: str) -> Any:
+            value = conf.get(name)
+            return DEFAULTS[name] if value is None else value
+
+        url = get("periodiq_redis_url") or _redis_url_from_broker(conf.get("broker_url"))
+        settings = cls(
+            redis_url=url,
+            redis_options=dict(get("periodiq_redis_options")),
+            key_prefix=get("periodiq_key_prefix"),
+            claim_lease=float(get("periodiq_claim_lease")),
+            batch_size=int(get("periodiq_batch_size")),
+            history_length=int(get("periodiq_history_length")),
+            catchup_cap=int(get("periodiq_catchup_cap")),
+            default_catchup=get("periodiq_default_catchup"),
+            default_overlap=get("periodiq_default_overlap"),
+            default_grace=float(get("periodiq_default_grace")),
+        )
+        settings.check()
+        return settings
+
+    def check(self) -> None:
+        """Raise :class:`ConfigurationError` for any value out of bounds."""
+        if not self.redis_url.startswith(("redis://", "rediss://", "unix://")):
+            raise _bad("periodiq_redis_url", self.redis_url, "a redis://, rediss:// or unix:// URL")
+        prefix = self.key_prefix
+        if not prefix or any(mark in prefix for mark in "{} \n"):
+            raise _bad("periodiq_key_prefix", prefix, "a non-empty name without braces or spaces")
+        if not 0.5 <= self.claim_lease <= 3600:
+            raise _bad("periodiq_claim_lease", self.claim_lease, "0.5 to 3600 seconds")
+        if not 1 <= self.batch_size <= 10_000:
+            raise _bad("periodiq_batch_size", self.batch_size, "1 to 10000")
+        if not 1 <= self.history_length <= 100_000:
+            raise _bad("periodiq_history_length", self.history_length, "1 to 100000")
+        if not 1 <= self.catchup_cap <= 100_000:
+            raise _bad("periodiq_catchup_cap", self.catchup_cap, "1 to 100000")
+        if self.default_catchup not in CATCHUP_POLICIES:
+            raise _bad(
+                "periodiq_default_catchup", self.default_catchup, ", ".join(CATCHUP_POLICIES)
+            )
+        if self.default_overlap not in OVERLAP_POLICIES:
+            raise _bad(
+                "periodiq_default_overlap", self.default_overlap, ", ".join(OVERLAP_POLICIES)
+            )
+        if not 0 <= self.default_grace <= 86400:
+            raise _bad("periodiq_default_grace", self.default_grace, "0 to 86400 seconds")
+
+    @property
+    def keys(self) -> Keys:
+        """The Redis key names under this app's prefix."""
+        return Keys(self.key_prefix)
+
+
+def _bad(name: str, value: object, allowed: str) -> ConfigurationError:
+    return ConfigurationError(f"setting {name}={value!r} is invalid (allowed: {allowed})")
+
+
+def _redis_url_from_broker(broker: object) -> str:
+    if isinstance(broker, str) and broker.startswith(("redis://", "rediss://")):
+        return broker
+    return "redis://localhost:6379/0"
+
+
+class Keys:
+    """Every Redis key celery_periodiq uses, built from one prefix with a hash tag."""
+
+    def __init__(self, prefix: str) -> None:
+        self.tag = "{" + prefix + "}"
+        tag = self.tag
+        self.entries = f"{tag}:entries"
+        """hash: entry name -> definition JSON."""
+        self.due = f"{tag}:due"
+        """zset: entry name -> when its next tick is due (ms, jitter applied)."""
+        self.inflight = f"{tag}:inflight"
+        """zset: tick id -> when to look at the claim again (ms)."""
+        self.ticks = f"{tag}:ticks"
+        """hash: tick id -> JSON of the claim (entry, nominal instant, owner, ...)."""
+        self.beats = f"{tag}:beats"
+        """zset: beat id -> heartbeat expiry (ms)."""
+        self.changes = f"{tag}:changes"
+        """pub/sub channel: an entry was created, changed, paused or deleted."""
+
+    def state(self, name: str) -> str:
+        """hash: an entry's run state and counters."""
+        return f"{self.tag}:state:{name}"
+
+    def running(self, name: str) -> str:
+        """string with TTL: the task id of the entry's unfinished run."""
+        return f"{self.tag}:running:{name}"
+
+    def queued(self, name: str) -> str:
+        """string with TTL: the task id of a published run that has not started."""
+        return f"{self.tag}:queued:{name}"
+
+    def started(self, name: str) -> str:
+        """zset: nominal instants (ms) of the entry's ticks whose runs began."""
+        return f"{self.tag}:started:{name}"
+
+    def history(self, name: str) -> str:
+        """stream: the entry's capped event history."""
+        return f"{self.tag}:history:{name}"
+
+    def checkpoint(self, name: str) -> str:
+        """string: the entry's checkpoint JSON."""
+        return f"{self.tag}:checkpoint:{name}"
+
+    def owner(self, owner: str) -> str:
+        """set: names of the entries with this owner tag."""
+        return f"{self.tag}:owner:{owner}"
+
+    def beat(self, beat_id: str) -> str:
+        """hash with TTL: one beat instance's heartbeat."""
+        return f"{self.tag}:beat:{beat_id}"
+
+    def entry_keys(self, name: str) -> list[str]:
+        """Every per-entry key, for deletion."""
+        return [
+            self.state(name),
+            self.running(name),
+            self.queued(name),
+            self.started(name),
+            self.history(name),
+            self.checkpoint(name),
+        ]

@@ -1,0 +1,153 @@
+"""Turn the user-facing keyword options (``cron=``, ``every=``, ...) into an :class:`Entry`.
+
+Shared by ``periodiq(app).add()``, ``update()`` and the ``@periodic`` decorator,
+so all of them accept and reject exactly the same things.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from celery_periodiq.entry import AUTO, Entry, Form, Source
+from celery_periodiq.errors import EntryError, ScheduleError
+from celery_periodiq.schedules.interval import every_spec
+
+__all__ = ["SCHEDULE_OPTIONS", "UPDATABLE", "build_entry", "schedule_of"]
+
+SCHEDULE_OPTIONS = ("cron", "every", "calendar")
+UPDATABLE = frozenset(
+    {
+        "task", "cron", "every", "calendar", "args", "kwargs", "options", "tz", "owner",
+        "tolerance", "timebox", "grace", "overlap", "catchup", "catchup_window", "jitter",
+        "start_at", "end_at", "enabled",
+    }
+)  # fmt: skip
+
+
+def schedule_of(
+    name: str,
+    cron: str | None,
+    every: float | timedelta | str | None,
+    calendar: str | None,
+) -> tuple[str, Form]:
+    """The spec and form given by exactly one of ``cron=``, ``every=``, ``calendar=``.
+
+    Raises:
+        EntryError: none or several were given, or ``every`` is not an interval.
+    """
+    given = [
+        (key, value)
+        for key, value in zip(SCHEDULE_OPTIONS, (cron, every, calendar), strict=True)
+        if value is not None
+    ]
+    if len(given) != 1:
+        got = ", ".join(f"{key}=" for key, _ in given) or "none"
+        raise EntryError(
+            f"entry {name!r}: give exactly one of cron=, every=, calendar= (got {got})"
+        )
+    key, value = given[0]
+    if key == "every":
+        if isinstance(value, str):
+            text = value.strip()
+            return (text if text.lower().startswith("@every") else f"@every {text}"), "every"
+        try:
+            return every_spec(value), "every"
+        except ScheduleError as error:
+            raise EntryError(f"entry {name!r}: {error}") from None
+    if not isinstance(value, str):
+        raise EntryError(f"entry {name!r}: {key}={value!r} is not a string")
+    return value, key  # type: ignore[return-value]
+
+
+def task_name(task: Any) -> str:
+    """A task's name, from a name or a Celery task object."""
+    name = getattr(task, "name", task)
+    if not isinstance(name, str):
+        raise EntryError(f"task {task!r} is neither a task name nor a Celery task")
+    return name
+
+
+def build_entry(
+    name: str,
+    task: Any,
+    *,
+    cron: str | None = None,
+    every: float | timedelta | str | None = None,
+    calendar: str | None = None,
+    args: list[Any] | tuple[Any, ...] = (),
+    kwargs: dict[str, Any] | None = None,
+    options: dict[str, Any] | None = None,
+    tz: str = "UTC",
+    owner: str | None = None,
+    tolerance: float | str = AUTO,
+    timebox: float | str | None = AUTO,
+    grace: float | None = None,
+    overlap: str = "skip",
+    catchup: str = "last",
+    catchup_window: float | None = None,
+    jitter: float = 0.0,
+    start_at: datetime | None = None,
+    end_at: datetime | None = None,
+    enabled: bool = True,
+    source: Source = "runtime",
+) -> Entry:
+    """Build and validate an entry from keyword options.
+
+    Raises:
+        EntryError: any option is invalid; the message names it and what is allowed.
+    """
+    spec, form = schedule_of(name, cron, every, calendar)
+    if not isinstance(args, list | tuple):
+        raise EntryError(
+            f"entry {name!r}: args={args!r} is invalid (allowed: a list of JSON values)"
+        )
+    return Entry(
+        name=name,
+        task=task_name(task),
+        schedule=spec,
+        form=form,
+        tz=tz,
+        args=list(args),
+        kwargs=dict(kwargs or {}),
+        options=dict(options or {}),
+        owner=owner,
+        enabled=enabled,
+        start_at=start_at,
+        end_at=end_at,
+        tolerance=tolerance,
+        timebox=timebox,
+        grace=grace,
+        overlap=overlap,
+        catchup=catchup,
+        catchup_window=catchup_window,
+        jitter=jitter,
+        source=source,
+    )
+
+
+def changed_entry(entry: Entry, changes: dict[str, Any]) -> Entry:
+    """``entry`` with ``changes`` (the keyword options of ``update()``) applied.
+
+    Raises:
+        EntryError: an unknown option, or an invalid value.
+    """
+    unknown = set(changes) - UPDATABLE
+    if unknown:
+        raise EntryError(
+            f"entry {entry.name!r}: cannot update {sorted(unknown)} (allowed: {sorted(UPDATABLE)})"
+        )
+    current: dict[str, Any] = {
+        "task": entry.task, "args": entry.args, "kwargs": entry.kwargs, "options": entry.options,
+        "tz": entry.tz, "owner": entry.owner, "tolerance": entry.tolerance,
+        "timebox": entry.timebox,
+        "grace": entry.grace, "overlap": entry.overlap, "catchup": entry.catchup,
+        "catchup_window": entry.catchup_window, "jitter": entry.jitter, "start_at": entry.start_at,
+        "end_at": entry.end_at, "enabled": entry.enabled,
+    }  # fmt: skip
+    if any(key in changes for key in SCHEDULE_OPTIONS):
+        current.update({key: changes.pop(key, None) for key in SCHEDULE_OPTIONS})
+    else:
+        current[entry.form] = entry.schedule
+    current.update(changes)
+    return build_entry(entry.name, source=entry.source, **current)

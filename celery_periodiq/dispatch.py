@@ -1,0 +1,215 @@
+"""One beat pass: claim due ticks, publish their messages, settle the claims.
+
+Two Redis round trips per batch (claim.lua, ack.lua) however many entries
+are due, and one broker producer for the whole batch.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from celery import Celery
+from kombu.exceptions import OperationalError
+
+from celery_periodiq.config import Settings
+from celery_periodiq.entry import Entry
+from celery_periodiq.errors import EntryError
+from celery_periodiq.plan import Plan, Tick, from_ms, plan_tick, task_id_for, to_ms
+from celery_periodiq.publish import send
+from celery_periodiq.schedules import EventSchedule
+from celery_periodiq.scripts import Claim, ClaimBatch
+from celery_periodiq.store import Store
+
+__all__ = ["Dispatcher", "Pass"]
+
+logger = logging.getLogger(__name__)
+
+# At most this many "missed" events are written per claim; the counter has them all.
+_MISSED_EVENTS = 20
+
+
+@functools.lru_cache(maxsize=4096)
+def _entry(definition: str) -> Entry:
+    return Entry.from_json(definition)
+
+
+@dataclass(frozen=True, slots=True)
+class Pass:
+    """What one dispatch pass saw."""
+
+    batch: ClaimBatch
+    claimed_at: float
+    """``time.monotonic()`` when the claim returned, to age the Redis clock reading."""
+    complete: bool
+    """False when publishing stopped early (broker down, lease running out)."""
+    rescheduled_ms: int | None = None
+    """The earliest next tick this pass scheduled (claim.lua could not see those)."""
+
+    def seconds_until_next(self) -> float | None:
+        """Seconds until the next due tick or claim recheck, from now."""
+        batch = self.batch
+        candidates = (batch.next_due_ms, batch.next_recheck_ms, self.rescheduled_ms)
+        moments = [m for m in candidates if m is not None]
+        if not moments:
+            return None
+        elapsed = time.monotonic() - self.claimed_at
+        return max((min(moments) - batch.now_ms) / 1000 - elapsed, 0.0)
+
+
+class Dispatcher:
+    """Claims, publishes and settles ticks for one beat instance."""
+
+    def __init__(
+        self, app: Celery, store: Store, beat_id: str, last_heartbeat: Callable[[], float]
+    ) -> None:
+        self.app = app
+        self.store = store
+        self.settings: Settings = store.settings
+        self.beat_id = beat_id
+        self._last_heartbeat = last_heartbeat
+        self.ticks_claimed = 0
+        self.last_tick_ms: int | None = None
+        self._broker_down = False
+
+    def dispatch(self) -> Pass:
+        """Claim one batch, publish it, settle it."""
+        settings = self.settings
+        lease_ms = int(settings.claim_lease * 1000)
+        batch = self.store.scripts.claim(self.beat_id, settings.batch_size, lease_ms)
+        claimed_at = time.monotonic()
+        if not batch.claims:
+            return Pass(batch, claimed_at, complete=True)
+        self.ticks_claimed += len(batch.claims)
+        self.last_tick_ms = batch.now_ms
+        settlements: list[dict[str, Any]] = []
+        complete = False
+        try:
+            with self.app.producer_or_acquire() as producer:
+                for claim in batch.claims:
+                    if not self._may_publish(claimed_at):
+                        logger.warning("periodiq: lease running out, %d ticks left in flight",
+                                       len(batch.claims) - len(settlements))  # fmt: skip
+                        break
+                    settlements.append(self._settle(claim, producer, batch.now_ms))
+                else:
+                    complete = True
+            if self._broker_down:
+                logger.info("periodiq: broker reachable again")
+                self._broker_down = False
+        except (OperationalError, OSError) as error:
+            if not self._broker_down:
+                logger.error(
+                    "periodiq: broker unreachable (%s); %d claimed ticks stay in flight",
+                    error, len(batch.claims) - len(settlements),
+                )  # fmt: skip
+            self._broker_down = True
+        finally:
+            self.store.scripts.ack(self.beat_id, settings.history_length, settlements)
+        dues = [item["due"] for item in settlements if item.get("due") is not None]
+        return Pass(batch, claimed_at, complete=complete, rescheduled_ms=min(dues, default=None))
+
+    def _may_publish(self, claimed_at: float) -> bool:
+        # Publish only while our claim is surely ours: within the lease of the
+        # claim, or of the last heartbeat that kept other beats off it.
+        fresh = max(claimed_at, self._last_heartbeat())
+        return time.monotonic() - fresh < self.settings.claim_lease * 0.8
+
+    def _settle(self, claim: Claim, producer: Any, sent_at_ms: int) -> dict[str, Any]:
+        settlement: dict[str, Any] = {
+            "id": claim.id, "name": claim.name, "version": claim.version, "next": None, "due": None,
+        }  # fmt: skip
+        if claim.definition is None:
+            return settlement
+        try:
+            entry = _entry(claim.definition)
+        except EntryError as error:
+            logger.error("periodiq: entry %r quarantined: %s", claim.name, error)
+            settlement["quarantine"] = str(error)
+            return settlement
+        plan = plan_tick(
+            entry,
+            from_ms(claim.nominal_ms),
+            from_ms(claim.claimed_ms),
+            running=claim.running,
+            queued=claim.queued,
+            prefix=self.settings.key_prefix,
+            catchup_cap=self.settings.catchup_cap,
+            default_grace=self.settings.default_grace,
+            sent_at=from_ms(sent_at_ms),
+        )
+        for tick in plan.publish:
+            send(self.app, entry, tick, producer)
+            logger.info(
+                "periodiq: entry %r tick %s sent as %s (stands for %d)",
+                entry.name, tick.nominal.isoformat(), tick.task_id, tick.missed,
+            )  # fmt: skip
+        settlement.update(self._accounting(plan, claim, sent_at_ms))
+        return settlement
+
+    def _accounting(self, plan: Plan, claim: Claim, sent_at_ms: int) -> dict[str, Any]:
+        counts: dict[str, int] = {}
+        events: list[list[Any]] = []
+        for tick in plan.publish:
+            events.append(["enqueued", to_ms(tick.nominal), tick.task_id, tick.missed, ""])
+        if plan.publish:
+            counts["enqueued"] = len(plan.publish)
+        for reason, instants in (
+            ("missed", plan.missed),
+            ("skipped_overlap", plan.skipped_overlap),
+        ):
+            if not instants:
+                continue
+            counts[reason] = len(instants)
+            for instant in instants[-_MISSED_EVENTS:]:
+                events.append([reason, to_ms(instant), "", "", ""])
+            if len(instants) > _MISSED_EVENTS:
+                events[-1][4] = f"{len(instants) - _MISSED_EVENTS} earlier not listed"
+            logger.info("periodiq: entry %r: %d ticks %s", claim.name, len(instants), reason)
+        accounting: dict[str, Any] = {"counts": counts, "events": events}
+        if plan.next_nominal is not None and plan.next_due is not None:
+            accounting["next"] = to_ms(plan.next_nominal)
+            accounting["due"] = to_ms(plan.next_due)
+        if plan.publish:
+            last = plan.publish[-1]
+            ttl = max(to_ms(last.expires) - sent_at_ms, 1000)
+            accounting["queued"] = [last.task_id, ttl]
+            accounting["last"] = {
+                "last_enqueued": claim.claimed_ms,
+                "last_tick": to_ms(last.nominal),
+            }
+        return accounting
+
+    def fire_events(self, event: str) -> list[str]:
+        """Publish every enabled, unpaused ``@reboot``/``@shutdown`` entry; returns the names."""
+        fired = []
+        now_ms = self.store.now_ms()
+        for stored in self.store.load():
+            entry = stored.entry
+            if entry is None or stored.paused or not entry.enabled:
+                continue
+            schedule = entry.parsed_schedule()
+            if not isinstance(schedule, EventSchedule) or schedule.event != event:
+                continue
+            now = from_ms(now_ms)
+            tick = Tick(
+                nominal=now,
+                missed=1,
+                interval=0.0,
+                expires=now + timedelta(hours=1),
+                soft_time_limit=None,
+                time_limit=None,
+                task_id=task_id_for(self.settings.key_prefix, entry.name, now_ms),
+            )
+            send(self.app, entry, tick)
+            self.store.record(
+                entry.name, "enqueued", tick=now_ms, task_id=tick.task_id, note=f"@{event}"
+            )
+            logger.info("periodiq: entry %r sent on @%s as %s", entry.name, event, tick.task_id)
+            fired.append(entry.name)
+        return fired

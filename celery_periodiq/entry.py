@@ -1,0 +1,284 @@
+"""An entry: a named schedule and what to run on it, stored in Redis as JSON.
+
+:class:`Entry` is the one definition the decorator, ``beat_schedule``, the
+API, the CLI and the beat all share. It validates itself on creation, so an
+invalid entry never reaches Redis, and :meth:`Entry.from_json` applies the
+same checks to data read back (anything else is quarantined).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import math
+from dataclasses import asdict, dataclass, field, fields, replace
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from celery_periodiq.config import CATCHUP_POLICIES, OVERLAP_POLICIES
+from celery_periodiq.errors import EntryError, ScheduleError
+from celery_periodiq.schedules import Schedule
+from celery_periodiq.schedules import parse_form as _parse_form
+
+__all__ = ["AUTO", "FORMS", "OPTION_KEYS", "SOURCES", "Entry"]
+
+AUTO = "auto"
+FORMS = ("cron", "calendar", "every")
+SOURCES = ("code", "config", "runtime")
+OPTION_KEYS = {
+    "queue": str,
+    "routing_key": str,
+    "exchange": str,
+    "priority": int,
+    "serializer": str,
+    "compression": str,
+}
+_MAX_NAME = 200
+_DEFAULT_TOLERANCE = 0.1  # of the interval
+_DEFAULT_TIMEBOX = 0.5  # of the interval
+
+Form = Literal["cron", "calendar", "every"]
+Source = Literal["code", "config", "runtime"]
+
+
+def _fail(name: str, what: str, value: object, allowed: str) -> EntryError:
+    return EntryError(f"entry {name!r}: {what}={value!r} is invalid (allowed: {allowed})")
+
+
+def _number(name: str, what: str, value: object, *, low: float = 0.0) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise _fail(name, what, value, f"a number of seconds >= {low:g}")
+    if value < low:
+        raise _fail(name, what, value, f"a number of seconds >= {low:g}")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A named schedule and the task it runs.
+
+    Policy fields that default to ``"auto"`` follow the tick's interval:
+    ``tolerance`` is 10% of it and ``timebox`` half of it.
+    """
+
+    name: str
+    task: str
+    schedule: str
+    form: Form = "cron"
+    tz: str = "UTC"
+    args: list[Any] = field(default_factory=list)
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)
+    owner: str | None = None
+    enabled: bool = True
+    start_at: datetime | None = None
+    end_at: datetime | None = None
+    tolerance: float | str = AUTO
+    timebox: float | str | None = AUTO
+    grace: float | None = None
+    overlap: str = "skip"
+    catchup: str = "last"
+    catchup_window: float | None = None
+    jitter: float = 0.0
+    source: Source = "runtime"
+
+    def __post_init__(self) -> None:
+        self._check()
+
+    def _check(self) -> None:
+        name = self.name
+        if not isinstance(name, str) or not name.strip() or len(name) > _MAX_NAME:
+            raise EntryError(
+                f"entry name {name!r} is invalid (allowed: 1-{_MAX_NAME} characters, not blank)"
+            )
+        if not name.isprintable() or name != name.strip():
+            raise EntryError(
+                f"entry name {name!r} is invalid (allowed: printable, no leading/trailing space)"
+            )
+        if not isinstance(self.task, str) or not self.task.strip():
+            raise _fail(name, "task", self.task, "a task name such as 'proj.tasks.report'")
+        if self.form not in FORMS:
+            raise _fail(name, "form", self.form, ", ".join(FORMS))
+        if not isinstance(self.args, list | tuple):
+            raise _fail(name, "args", self.args, "a list of JSON values")
+        if not isinstance(self.kwargs, dict) or not all(isinstance(k, str) for k in self.kwargs):
+            raise _fail(name, "kwargs", self.kwargs, "a dict with string keys and JSON values")
+        for what, value in (("args", self.args), ("kwargs", self.kwargs)):
+            try:
+                json.dumps(value, allow_nan=False)
+            except (TypeError, ValueError):
+                raise _fail(
+                    name, what, value, "JSON values only: str, int, float, bool, None, list, dict"
+                ) from None
+        if not isinstance(self.options, dict):
+            raise _fail(name, "options", self.options, ", ".join(OPTION_KEYS))
+        for key, value in self.options.items():
+            kind = OPTION_KEYS.get(key)
+            if kind is None or isinstance(value, bool) or not isinstance(value, kind):
+                raise _fail(
+                    name,
+                    f"options[{key!r}]",
+                    value,
+                    ", ".join(f"{k}: {t.__name__}" for k, t in OPTION_KEYS.items()),
+                )
+        priority = self.options.get("priority")
+        if priority is not None and not 0 <= priority <= 255:
+            raise _fail(name, "priority", priority, "0-255")
+        if self.owner is not None and (
+            not isinstance(self.owner, str)
+            or not self.owner.strip()
+            or not self.owner.isprintable()
+        ):
+            raise _fail(name, "owner", self.owner, "a non-empty printable tag")
+        if not isinstance(self.enabled, bool):
+            raise _fail(name, "enabled", self.enabled, "True or False")
+        if self.tolerance != AUTO:
+            _number(name, "tolerance", self.tolerance)
+        if self.timebox not in (AUTO, None) and _number(name, "timebox", self.timebox) <= 0:
+            raise _fail(name, "timebox", self.timebox, "seconds > 0, 'auto' or None")
+        if self.grace is not None:
+            _number(name, "grace", self.grace)
+        if self.overlap not in OVERLAP_POLICIES:
+            raise _fail(name, "overlap", self.overlap, ", ".join(OVERLAP_POLICIES))
+        if self.catchup not in CATCHUP_POLICIES:
+            raise _fail(name, "catchup", self.catchup, ", ".join(CATCHUP_POLICIES))
+        if (
+            self.catchup_window is not None
+            and _number(name, "catchup_window", self.catchup_window) <= 0
+        ):
+            raise _fail(name, "catchup_window", self.catchup_window, "seconds > 0 or None")
+        _number(name, "jitter", self.jitter)
+        if self.source not in SOURCES:
+            raise _fail(name, "source", self.source, ", ".join(SOURCES))
+        try:
+            schedule = self.parsed_schedule()
+        except ScheduleError as error:
+            raise EntryError(f"entry {name!r}: {error}") from None
+        self._check_timebox(schedule)
+
+    def _check_timebox(self, schedule: Schedule) -> None:
+        # A fixed interval lets us refuse a timebox that would let runs overlap.
+        from celery_periodiq.schedules import IntervalSchedule
+
+        if isinstance(schedule, IntervalSchedule) and isinstance(self.timebox, int | float):
+            interval = schedule.period.total_seconds()
+            if self.timebox > interval:
+                raise _fail(
+                    self.name, "timebox", self.timebox,
+                    f"at most the interval, {interval:g} s, so runs cannot overlap",
+                )  # fmt: skip
+            if isinstance(self.tolerance, int | float) and self.tolerance >= interval:
+                raise _fail(
+                    self.name,
+                    "tolerance",
+                    self.tolerance,
+                    f"less than the interval, {interval:g} s",
+                )
+
+    def parsed_schedule(self) -> Schedule:
+        """The entry's :class:`Schedule` (``H`` is keyed by the entry name)."""
+        return _parse_cached(
+            self.schedule, self.form, self.tz, self.name, self.start_at, self.end_at
+        )
+
+    # Policy numbers for a tick whose interval to the next tick is ``interval`` seconds.
+
+    def tolerance_for(self, interval: float) -> float:
+        """Seconds a run may start early, before ``last_run + interval``."""
+        return interval * _DEFAULT_TOLERANCE if self.tolerance == AUTO else float(self.tolerance)
+
+    def timebox_for(self, interval: float) -> float | None:
+        """The soft time limit of a run, or None when timeboxing is off."""
+        if self.timebox is None:
+            return None
+        return interval * _DEFAULT_TIMEBOX if self.timebox == AUTO else float(self.timebox)
+
+    def grace_for(self, timebox: float, default_grace: float) -> float:
+        """Seconds between the soft and the hard time limit."""
+        if self.grace is not None:
+            return self.grace
+        return min(default_grace, max(1.0, timebox * 0.2))
+
+    # JSON
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (datetimes as ISO strings)."""
+        data = asdict(self)
+        data["args"] = list(self.args)
+        for key in ("start_at", "end_at"):
+            value = data[key]
+            data[key] = None if value is None else value.astimezone(UTC).isoformat()
+        return data
+
+    def to_json(self) -> str:
+        """Canonical JSON: sorted keys, no spaces."""
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+    @property
+    def digest(self) -> str:
+        """A hash of the definition: equal definitions have equal digests."""
+        return hashlib.sha1(self.to_json().encode(), usedforsecurity=False).hexdigest()
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Entry:
+        """Build and validate an entry from :meth:`to_dict` output.
+
+        Raises:
+            EntryError: a field is missing, unknown or invalid.
+        """
+        if not isinstance(data, dict):
+            raise EntryError(f"entry data {data!r} is not a JSON object")
+        known = {f.name for f in fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise EntryError(f"entry {data.get('name')!r}: unknown fields {sorted(unknown)}")
+        missing = {"name", "task", "schedule"} - set(data)
+        if missing:
+            raise EntryError(f"entry {data.get('name')!r}: missing fields {sorted(missing)}")
+        values = dict(data)
+        for key in ("start_at", "end_at"):
+            raw = values.get(key)
+            if raw is not None:
+                try:
+                    parsed = datetime.fromisoformat(raw)
+                except (TypeError, ValueError):
+                    raise _fail(
+                        str(data.get("name")), key, raw, "an ISO 8601 instant with offset"
+                    ) from None
+                if parsed.tzinfo is None:
+                    raise _fail(str(data.get("name")), key, raw, "an ISO 8601 instant with offset")
+                values[key] = parsed
+        try:
+            return cls(**values)
+        except TypeError as error:
+            raise EntryError(f"entry {data.get('name')!r}: {error}") from None
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Entry:
+        """Parse and validate stored JSON.
+
+        Raises:
+            EntryError: not JSON, or not a valid entry.
+        """
+        try:
+            data = json.loads(text)
+        except (TypeError, ValueError) as error:
+            raise EntryError(f"entry data is not JSON: {error}") from None
+        return cls.from_dict(data)
+
+    def evolve(self, **changes: Any) -> Entry:
+        """A copy with ``changes`` applied and validated."""
+        return replace(self, **changes)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_cached(
+    spec: str,
+    form: Form,
+    tz: str,
+    key: str,
+    start_at: datetime | None,
+    end_at: datetime | None,
+) -> Schedule:
+    return _parse_form(spec, form, tz=tz, key=key, start_at=start_at, end_at=end_at)

@@ -1,0 +1,101 @@
+"""Background threads of a beat: its heartbeat, and the listener that wakes it on changes."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import redis
+
+from celery_periodiq.store import Store
+
+__all__ = ["ChangeListener", "Heartbeat"]
+
+logger = logging.getLogger(__name__)
+
+
+class Heartbeat(threading.Thread):
+    """Refresh this beat's heartbeat three times per lease.
+
+    Other beats take over this beat's claimed ticks only once the heartbeat
+    has expired, so a slow publish never hands a tick to a second beat while
+    this one lives.
+    """
+
+    def __init__(
+        self, store: Store, beat_id: str, lease: float, info: Callable[[], dict[str, Any]]
+    ) -> None:
+        super().__init__(name="periodiq-heartbeat", daemon=True)
+        self.store = store
+        self.beat_id = beat_id
+        self.lease = lease
+        self.info = info
+        self.last_ok = time.monotonic()
+        self._stopped = threading.Event()
+        self._failing = False
+
+    def beat_once(self) -> None:
+        """Refresh the heartbeat now."""
+        self.store.scripts.beat(self.beat_id, "alive", int(self.lease * 1000), self.info())
+        self.last_ok = time.monotonic()
+
+    def run(self) -> None:
+        while not self._stopped.wait(self.lease / 3):
+            try:
+                self.beat_once()
+            except redis.RedisError as error:
+                if not self._failing:
+                    logger.warning("periodiq beat %s: heartbeat failed: %s", self.beat_id, error)
+                self._failing = True
+            else:
+                if self._failing:
+                    logger.info("periodiq beat %s: heartbeat restored", self.beat_id)
+                self._failing = False
+
+    def stop(self) -> None:
+        """Stop refreshing (the heartbeat then expires unless the beat unregisters)."""
+        self._stopped.set()
+
+
+class ChangeListener(threading.Thread):
+    """Set ``wake`` whenever an entry is created, changed, paused or deleted.
+
+    Blocks on a pub/sub subscription; after a lost connection it subscribes
+    again and wakes the beat once, since changes may have been missed.
+    """
+
+    def __init__(self, client: redis.Redis, channel: str, wake: threading.Event) -> None:
+        super().__init__(name="periodiq-changes", daemon=True)
+        self.client = client
+        self.channel = channel
+        self.wake = wake
+        self._stopped = threading.Event()
+        self.subscribed = threading.Event()
+
+    def run(self) -> None:
+        backoff = 0.5
+        while not self._stopped.is_set():
+            pubsub = self.client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
+            try:
+                pubsub.subscribe(self.channel)
+                self.subscribed.set()
+                self.wake.set()
+                backoff = 0.5
+                while not self._stopped.is_set():
+                    if pubsub.get_message(timeout=1.0) is not None:
+                        self.wake.set()
+            except (redis.RedisError, OSError, ValueError):
+                self.subscribed.clear()
+                self._stopped.wait(backoff)
+                backoff = min(backoff * 2, 5.0)
+            finally:
+                with contextlib.suppress(redis.RedisError, OSError):
+                    pubsub.close()
+
+    def stop(self) -> None:
+        """Stop listening (within a second)."""
+        self._stopped.set()

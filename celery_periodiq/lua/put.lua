@@ -1,0 +1,80 @@
+-- put: create or replace entries, and schedule their next tick.
+--
+-- Used by the API (add, update) and by the beat's reconciliation on start.
+-- Per entry the mode decides what may happen:
+--   add        fail if the name exists
+--   update     fail if the name does not exist
+--   reconcile  create, or replace if the stored digest differs; never replace
+--              an entry whose source is "runtime" (those belong to the API)
+-- A replaced entry gets a new version and its next tick computed afresh
+-- (by the caller); its run state, counters and history are kept.
+--
+-- KEYS[1] entries  hash  entry name -> definition JSON
+-- KEYS[2] due      zset  entry name -> due instant (ms)
+-- ARGV[1] key tag; ARGV[2] changes channel; ARGV[3] mode
+-- ARGV[4..] one JSON object per entry:
+--   name, definition (JSON text), digest, owner (or null), source,
+--   next, due   nominal and jittered instants of the first tick (ms), or null
+--   schedule    true if the entry should be in the due set (enabled, clock-driven)
+--
+-- Returns one status per entry: "created", "replaced", "unchanged",
+-- "exists" (add on an existing name), "missing" (update on an unknown name),
+-- or "runtime" (reconcile met a runtime entry of that name).
+--
+-- Touches per entry: <tag>:state:<name> (version, digest, next, created),
+-- <tag>:owner:<owner> (set of names).
+
+local entries, due = KEYS[1], KEYS[2]
+local tag, channel, mode = ARGV[1], ARGV[2], ARGV[3]
+
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local out = {}
+
+local function owner_of(definition)
+  local owner = cjson.decode(definition).owner
+  if owner == cjson.null then return nil end
+  return owner
+end
+
+for i = 4, #ARGV do
+  local e = cjson.decode(ARGV[i])
+  local state = tag .. ':state:' .. e.name
+  local old = redis.call('HGET', entries, e.name)
+  local status
+  if old and mode == 'add' then
+    status = 'exists'
+  elseif not old and mode == 'update' then
+    status = 'missing'
+  elseif old and mode == 'reconcile' and cjson.decode(old).source == 'runtime' then
+    status = 'runtime'
+  elseif old and mode == 'reconcile' and redis.call('HGET', state, 'digest') == e.digest then
+    status = 'unchanged'
+  else
+    status = old and 'replaced' or 'created'
+    if old then
+      local previous = owner_of(old)
+      if previous then redis.call('SREM', tag .. ':owner:' .. previous, e.name) end
+    end
+    local owner = e.owner
+    if owner ~= nil and owner ~= cjson.null then
+      redis.call('SADD', tag .. ':owner:' .. owner, e.name)
+    end
+    redis.call('HSET', entries, e.name, e.definition)
+    redis.call('HINCRBY', state, 'version', 1)
+    redis.call('HSET', state, 'digest', e.digest, 'updated', now)
+    redis.call('HSETNX', state, 'created', now)
+    redis.call('HDEL', state, 'quarantined')
+    local paused = redis.call('HGET', state, 'paused') == '1'
+    if e.schedule and not paused and e.next ~= nil and e.next ~= cjson.null then
+      redis.call('HSET', state, 'next', e.next)
+      redis.call('ZADD', due, e.due, e.name)
+    else
+      redis.call('HSET', state, 'next', (e.next ~= nil and e.next ~= cjson.null) and e.next or '')
+      redis.call('ZREM', due, e.name)
+    end
+    redis.call('PUBLISH', channel, e.name)
+  end
+  out[#out + 1] = status
+end
+return out

@@ -1,0 +1,37 @@
+-- remove: delete entries and everything stored about them.
+--
+-- KEYS[1] entries  hash  entry name -> definition JSON
+-- KEYS[2] due      zset  entry name -> due instant (ms)
+-- ARGV[1] key tag; ARGV[2] changes channel
+-- ARGV[3] sources allowed to be removed, comma separated ("code,config"), or "*"
+-- ARGV[4..] entry names
+--
+-- Returns the names actually removed.
+--
+-- Touches per entry: <tag>:state|running|queued|started|history|checkpoint:<name>,
+-- <tag>:owner:<owner>.
+
+local entries, due = KEYS[1], KEYS[2]
+local tag, channel, sources = ARGV[1], ARGV[2], ARGV[3]
+local removed = {}
+
+for i = 4, #ARGV do
+  local name = ARGV[i]
+  local definition = redis.call('HGET', entries, name)
+  if definition then
+    local entry = cjson.decode(definition)
+    if sources == '*' or string.find(',' .. sources .. ',', ',' .. tostring(entry.source) .. ',', 1, true) then
+      redis.call('HDEL', entries, name)
+      redis.call('ZREM', due, name)
+      for _, kind in ipairs({'state', 'running', 'queued', 'started', 'history', 'checkpoint'}) do
+        redis.call('DEL', tag .. ':' .. kind .. ':' .. name)
+      end
+      if entry.owner ~= nil and entry.owner ~= cjson.null then
+        redis.call('SREM', tag .. ':owner:' .. entry.owner, name)
+      end
+      redis.call('PUBLISH', channel, name)
+      removed[#removed + 1] = name
+    end
+  end
+end
+return removed

@@ -1,0 +1,219 @@
+"""What to do with a claimed tick: pure decisions, no I/O, no clock.
+
+Given an entry, the tick's nominal instant and the Redis clock at claim
+time, :func:`plan_tick` decides which ticks to publish (catch-up policy and
+window, beat-side overlap policy), which to count as missed or skipped, and
+when the entry's next tick is due (jitter applied). The same inputs always
+give the same plan, so a beat that takes over a dead beat's claim publishes
+the very same ticks with the very same task ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from celery_periodiq.entry import Entry
+from celery_periodiq.schedules import IntervalSchedule, Schedule
+
+__all__ = ["Plan", "Tick", "from_ms", "plan_tick", "task_id_for", "to_ms"]
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_NAMESPACE = uuid.UUID("6f1c3a52-5d2e-4c47-9a8e-0d4d1b9a7e10")
+# Counting missed ticks one by one stops here; beyond it the count is a floor.
+_MAX_COUNTED = 10_000
+_LOOKBACK = (
+    timedelta(minutes=1),
+    timedelta(hours=1),
+    timedelta(days=1),
+    timedelta(days=32),
+    timedelta(days=366),
+    timedelta(days=366 * 10),
+)
+
+
+def to_ms(instant: datetime) -> int:
+    """Whole milliseconds since the epoch."""
+    return (instant - _EPOCH) // timedelta(milliseconds=1)
+
+
+def from_ms(ms: int) -> datetime:
+    """An aware UTC datetime from milliseconds since the epoch."""
+    return datetime.fromtimestamp(ms / 1000, UTC)
+
+
+def task_id_for(prefix: str, name: str, nominal_ms: int) -> str:
+    """The Celery task id of a tick: the same tick always gets the same id."""
+    return str(uuid.uuid5(_NAMESPACE, f"{prefix}\x00{name}\x00{nominal_ms}"))
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """One message to publish."""
+
+    nominal: datetime
+    """The tick's due instant, before jitter (UTC)."""
+    missed: int
+    """How many ticks this run stands for (1: just itself)."""
+    interval: float
+    """Seconds from this tick to the entry's next one."""
+    expires: datetime
+    """After this instant the message must not run any more."""
+    soft_time_limit: float | None
+    time_limit: float | None
+    task_id: str
+
+
+@dataclass(slots=True)
+class Plan:
+    """The decision for one claimed tick."""
+
+    publish: list[Tick] = field(default_factory=list)
+    missed: list[datetime] = field(default_factory=list)
+    """Ticks that will not run: superseded, outside the catch-up window or beyond the cap."""
+    skipped_overlap: list[datetime] = field(default_factory=list)
+    """Ticks not published because a run is unfinished (skip) or waiting (buffer_one)."""
+    next_nominal: datetime | None = None
+    next_due: datetime | None = None
+    """The next tick's due instant with jitter applied."""
+
+
+def due_ticks(schedule: Schedule, first: datetime, now: datetime) -> tuple[list[datetime], int]:
+    """The ticks from ``first`` up to ``now``, and how many there are in all.
+
+    At most the oldest ``_MAX_COUNTED`` are listed, plus the newest; the
+    count is exact for intervals and a floor of the truth beyond that.
+    """
+    if isinstance(schedule, IntervalSchedule):
+        period = schedule.period
+        count = (now - first) // period + 1
+        if count <= _MAX_COUNTED:
+            return [first + period * k for k in range(count)], count
+        listed = [first + period * k for k in range(_MAX_COUNTED)]
+        return [*listed, first + period * (count - 1)], count
+    ticks = [first]
+    current = first
+    while len(ticks) < _MAX_COUNTED:
+        following = schedule.next_after(current)
+        if following is None or following > now:
+            return ticks, len(ticks)
+        ticks.append(following.astimezone(UTC))
+        current = following
+    newest = _newest_until(schedule, current, now)
+    if newest != ticks[-1]:
+        ticks.append(newest)
+    return ticks, _MAX_COUNTED + 1
+
+
+def _newest_until(schedule: Schedule, known: datetime, now: datetime) -> datetime:
+    for back in _LOOKBACK:
+        start = max(known, now - back)
+        fire = schedule.next_after(start)
+        if fire is not None and fire <= now:
+            newest = fire.astimezone(UTC)
+            while (following := schedule.next_after(newest)) is not None and following <= now:
+                newest = following.astimezone(UTC)
+            return newest
+    return known
+
+
+def jitter_offset(entry: Entry, nominal: datetime, interval: float | None) -> timedelta:
+    """A deterministic delay in ``[0, jitter)`` per entry and tick, never reaching the next tick."""
+    if entry.jitter <= 0:
+        return timedelta(0)
+    digest = hashlib.sha256(f"{entry.name}\x00{to_ms(nominal)}".encode()).digest()
+    span_ms = int(entry.jitter * 1000)
+    if interval is not None:
+        span_ms = min(span_ms, max(int(interval * 1000) - 1, 0))
+    if span_ms <= 0:
+        return timedelta(0)
+    return timedelta(milliseconds=int.from_bytes(digest[:8], "big") % span_ms)
+
+
+def plan_tick(
+    entry: Entry,
+    nominal: datetime,
+    now: datetime,
+    *,
+    running: bool,
+    queued: bool,
+    prefix: str,
+    catchup_cap: int,
+    default_grace: float,
+    sent_at: datetime | None = None,
+) -> Plan:
+    """Decide what a claimed tick becomes.
+
+    Args:
+        entry: the entry as stored when the tick was claimed.
+        nominal: the oldest unhandled tick's due instant (UTC).
+        now: the Redis clock when the tick was claimed (UTC).
+        running: a run of the entry was unfinished at claim time.
+        queued: a published run of the entry had not started at claim time.
+        prefix: the key prefix, part of every task id.
+        catchup_cap: the most ticks ``catchup="all"`` publishes at once.
+        default_grace: the ``periodiq_default_grace`` setting.
+        sent_at: when the messages are published (Redis clock); a tick taken
+            over from a dead beat is published later than it was claimed, and
+            each message may still wait one interval in the queue from then.
+    """
+    sent_at = now if sent_at is None else max(sent_at, now)
+    schedule = entry.parsed_schedule()
+    plan = Plan()
+    ticks, count = due_ticks(schedule, nominal, now)
+    window = entry.catchup_window
+    timely = [t for t in ticks if window is None or (now - t).total_seconds() <= window]
+    late = [t for t in ticks if t not in timely]
+    plan.missed.extend(late)
+
+    chosen: list[datetime]
+    if entry.catchup == "all":
+        chosen = timely[-catchup_cap:]
+        plan.missed.extend(timely[: max(len(timely) - catchup_cap, 0)])
+    elif entry.catchup == "last":
+        chosen = timely[-1:]
+        plan.missed.extend(timely[:-1])
+    else:  # skip: only a tick that nothing superseded runs
+        chosen = timely if count == 1 else []
+        if count > 1:
+            plan.missed.extend(timely)
+
+    if entry.overlap == "skip" and running and chosen:
+        plan.skipped_overlap.extend(chosen)
+        chosen = []
+    elif entry.overlap == "buffer_one" and chosen:
+        keep = [] if queued else chosen[-1:]
+        plan.skipped_overlap.extend(t for t in chosen if t not in keep)
+        chosen = keep
+
+    newest = ticks[-1]
+    following = schedule.next_after(newest)
+    stands_for = count if entry.catchup == "last" else 1
+    for tick in chosen:
+        after = schedule.next_after(tick) if tick != newest else following
+        interval = (after.astimezone(UTC) - tick).total_seconds() if after else 0.0
+        expires = max(
+            after.astimezone(UTC) if after else sent_at, sent_at + timedelta(seconds=interval)
+        )
+        soft = entry.timebox_for(interval) if interval > 0 else None
+        hard = None if soft is None else soft + entry.grace_for(soft, default_grace)
+        plan.publish.append(
+            Tick(
+                nominal=tick,
+                missed=stands_for if tick == newest else 1,
+                interval=interval,
+                expires=expires,
+                soft_time_limit=soft,
+                time_limit=hard,
+                task_id=task_id_for(prefix, entry.name, to_ms(tick)),
+            )
+        )
+
+    if following is not None:
+        plan.next_nominal = following.astimezone(UTC)
+        after_next = schedule.next_after(following)
+        gap = None if after_next is None else (after_next - following).total_seconds()
+        plan.next_due = plan.next_nominal + jitter_offset(entry, plan.next_nominal, gap)
+    return plan

@@ -1,0 +1,114 @@
+"""Entries declared in code (``@periodic``) and in ``app.conf.beat_schedule``.
+
+The beat reconciles these into Redis when it starts.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import Any
+
+from celery import Celery
+from celery.schedules import crontab
+from celery.schedules import schedule as every_schedule
+
+from celery_periodiq.config import Settings
+from celery_periodiq.definitions import build_entry
+from celery_periodiq.entry import OPTION_KEYS, Entry
+from celery_periodiq.errors import EntryError
+from celery_periodiq.schedules import Schedule
+
+__all__ = ["declare", "declared", "from_beat_schedule"]
+
+logger = logging.getLogger(__name__)
+
+_DECLARED: dict[str, Entry] = {}
+
+
+def declare(entry: Entry) -> None:
+    """Record an entry declared in code; the beat writes it to Redis on start.
+
+    Raises:
+        EntryError: another declaration already uses that name for another task.
+    """
+    previous = _DECLARED.get(entry.name)
+    if previous is not None and previous.task != entry.task:
+        raise EntryError(
+            f"entry {entry.name!r} is declared twice, for tasks {previous.task!r} and "
+            f"{entry.task!r} (allowed: one declaration per name; pass name= to tell them apart)"
+        )
+    _DECLARED[entry.name] = entry
+
+
+def declared(settings: Settings | None = None) -> list[Entry]:
+    """Every entry declared with ``@periodic`` in imported modules."""
+    return list(_DECLARED.values())
+
+
+def _schedule_options(value: Any, app: Celery) -> dict[str, Any]:
+    if isinstance(value, Schedule):
+        options: dict[str, Any] = {
+            "tz": value.timezone,
+            "start_at": value.start_at,
+            "end_at": value.end_at,
+        }
+        key = {"interval": "every", "calendar": "calendar"}.get(value.kind, "cron")
+        options[key] = value.spec
+        return options
+    if isinstance(value, crontab):
+        attributes = vars(value)
+        fields = [
+            _cron_field(attributes[f"_orig_{part}"])
+            for part in ("minute", "hour", "day_of_month", "month_of_year", "day_of_week")
+        ]
+        if fields[2] != "*" and fields[4] != "*":
+            logger.warning(
+                "crontab %s: Celery requires day-of-month AND day-of-week to match; "
+                "as a cron expression either one matching is enough",
+                " ".join(fields),
+            )
+        return {"cron": " ".join(fields), "tz": str(app.conf.timezone or "UTC")}
+    if isinstance(value, every_schedule):
+        return {"every": vars(value)["run_every"]}
+    if isinstance(value, timedelta | int | float) and not isinstance(value, bool):
+        return {"every": value}
+    raise EntryError(
+        f"schedule {value!r} is not supported (allowed: celery_periodiq schedules, "
+        "crontab, schedule/timedelta/seconds)"
+    )
+
+
+def _cron_field(value: Any) -> str:
+    if isinstance(value, str | int):
+        return str(value)
+    return ",".join(str(item) for item in sorted(value))
+
+
+def from_beat_schedule(app: Celery, settings: Settings) -> list[Entry]:
+    """Entries for ``app.conf.beat_schedule``; invalid ones are logged and left out."""
+    entries = []
+    for name, spec in (app.conf.beat_schedule or {}).items():
+        try:
+            options = dict(spec.get("options") or {})
+            dropped = sorted(set(options) - set(OPTION_KEYS))
+            if dropped:
+                logger.warning(
+                    "beat_schedule %r: options %s are not kept by periodiq", name, dropped
+                )
+            entries.append(
+                build_entry(
+                    name,
+                    spec["task"],
+                    args=list(spec.get("args") or ()),
+                    kwargs=dict(spec.get("kwargs") or {}),
+                    options={key: value for key, value in options.items() if key in OPTION_KEYS},
+                    source="config",
+                    overlap=settings.default_overlap,
+                    catchup=settings.default_catchup,
+                    **_schedule_options(spec.get("schedule"), app),
+                )
+            )
+        except (EntryError, KeyError, TypeError, AttributeError) as error:
+            logger.error("beat_schedule %r is skipped: %s", name, error)
+    return entries

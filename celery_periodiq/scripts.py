@@ -1,0 +1,152 @@
+"""The Lua scripts in ``lua/``: loaded once per client, called through typed wrappers.
+
+Scripts are registered with redis-py, which calls them by SHA and loads them
+again after ``SCRIPT FLUSH`` or a server restart (NOSCRIPT).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import redis
+
+from celery_periodiq.config import Keys
+
+__all__ = ["Claim", "ClaimBatch", "Scripts"]
+
+
+@functools.cache
+def _source(name: str) -> str:
+    return resources.files("celery_periodiq.lua").joinpath(f"{name}.lua").read_text()
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """One claimed tick, as claim.lua recorded it."""
+
+    id: str
+    name: str
+    nominal_ms: int
+    claimed_ms: int
+    running: bool
+    queued: bool
+    version: int
+    taken: int
+    definition: str | None
+    """The entry's JSON at claim time; None when the entry has vanished."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimBatch:
+    """What one claim.lua call returned."""
+
+    now_ms: int
+    next_due_ms: int | None
+    next_recheck_ms: int | None
+    claims: list[Claim]
+
+
+def _decode_claims(raw: list[Any]) -> ClaimBatch:
+    now, next_due, recheck = (int(value) for value in raw[:3])
+    claims = []
+    for index in range(3, len(raw), 3):
+        record = json.loads(raw[index + 1])
+        claims.append(
+            Claim(
+                id=raw[index],
+                name=record["name"],
+                nominal_ms=int(record["nominal"]),
+                claimed_ms=int(record["claimed"]),
+                running=bool(record["running"]),
+                queued=bool(record["queued"]),
+                version=int(record["version"]),
+                taken=int(record.get("taken", 0)),
+                definition=raw[index + 2] or None,
+            )
+        )
+    return ClaimBatch(
+        now_ms=now,
+        next_due_ms=None if next_due < 0 else next_due,
+        next_recheck_ms=None if recheck < 0 else recheck,
+        claims=claims,
+    )
+
+
+class Scripts:
+    """Every Lua script, registered on one client (``decode_responses=True``)."""
+
+    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+        self.keys = keys
+        self._claim = client.register_script(_source("claim"))
+        self._ack = client.register_script(_source("ack"))
+        self._put = client.register_script(_source("put"))
+        self._remove = client.register_script(_source("remove"))
+        self._pause = client.register_script(_source("pause"))
+        self._beat = client.register_script(_source("beat"))
+
+    def claim(self, beat_id: str, batch: int, lease_ms: int) -> ClaimBatch:
+        """Claim up to ``batch`` due or orphaned ticks for ``beat_id``."""
+        k = self.keys
+        raw = self._claim(
+            keys=[k.due, k.inflight, k.ticks, k.entries, k.beats],
+            args=[k.tag, beat_id, batch, lease_ms],
+        )
+        return _decode_claims(raw)
+
+    def ack(self, beat_id: str, history_length: int, settlements: list[dict[str, Any]]) -> int:
+        """Settle claimed ticks (see ack.lua for the fields); returns how many were ours."""
+        if not settlements:
+            return 0
+        k = self.keys
+        args: list[Any] = [k.tag, beat_id, history_length]
+        args.extend(json.dumps(item, separators=(",", ":")) for item in settlements)
+        return int(self._ack(keys=[k.due, k.inflight, k.ticks, k.entries], args=args))
+
+    def put(self, mode: str, items: list[dict[str, Any]]) -> list[str]:
+        """Create or replace entries; one status per item (see put.lua)."""
+        if not items:
+            return []
+        k = self.keys
+        args: list[Any] = [k.tag, k.changes, mode]
+        args.extend(json.dumps(item, separators=(",", ":")) for item in items)
+        return list(self._put(keys=[k.entries, k.due], args=args))
+
+    def remove(self, names: list[str], sources: str = "*") -> list[str]:
+        """Delete entries whose source is in ``sources``; returns the names removed."""
+        if not names:
+            return []
+        k = self.keys
+        return list(self._remove(keys=[k.entries, k.due], args=[k.tag, k.changes, sources, *names]))
+
+    def pause(self, name: str, note: str) -> bool:
+        """Pause an entry; False if it does not exist."""
+        k = self.keys
+        args = [k.tag, k.changes, name, "pause", note, ""]
+        return bool(self._pause(keys=[k.entries, k.due], args=args) == "ok")
+
+    def resume(self, name: str, next_ms: int | None, due_ms: int | None) -> bool:
+        """Resume an entry with its next tick; False if it does not exist."""
+        k = self.keys
+        nominal = "" if next_ms is None else str(next_ms)
+        due = "" if due_ms is None else str(due_ms)
+        return bool(
+            self._pause(
+                keys=[k.entries, k.due], args=[k.tag, k.changes, name, "resume", nominal, due]
+            )
+            == "ok"
+        )
+
+    def beat(
+        self, beat_id: str, action: str, ttl_ms: int, info: dict[str, Any]
+    ) -> tuple[int, bool]:
+        """Heartbeat ``start``/``alive``/``stop``; returns (server now in ms, cluster flag)."""
+        k = self.keys
+        args: list[Any] = [k.tag, beat_id, action, ttl_ms]
+        for field, value in info.items():
+            args.extend([field, value])
+        now, flag = self._beat(keys=[k.beats], args=args)
+        return int(now), bool(flag)

@@ -1,0 +1,269 @@
+"""Entries and their state in Redis: the only module that talks to Redis directly."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, cast
+
+import redis
+
+from celery_periodiq.config import Settings
+from celery_periodiq.entry import Entry
+from celery_periodiq.plan import from_ms, jitter_offset, to_ms
+from celery_periodiq.schedules import EventSchedule
+from celery_periodiq.scripts import Scripts
+
+__all__ = ["BeatInfo", "Event", "Store", "StoredEntry", "connect"]
+
+
+def connect(settings: Settings) -> redis.Redis:
+    """A client for the configured Redis URL (TLS and ACL users come from the URL)."""
+    options: dict[str, Any] = {
+        "decode_responses": True,
+        "socket_timeout": 5.0,
+        "socket_connect_timeout": 5.0,
+        "health_check_interval": 15,
+    }
+    options.update(settings.redis_options)
+    return redis.Redis.from_url(settings.redis_url, **options)
+
+
+def _ms(value: str | None) -> datetime | None:
+    return from_ms(int(value)) if value else None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEntry:
+    """An entry as stored: its definition (if readable) and its run state."""
+
+    name: str
+    definition: str
+    entry: Entry | None
+    """None when the stored definition is unreadable or invalid."""
+    invalid: str | None
+    """Why the definition could not be read, or the beat's quarantine reason."""
+    state: dict[str, str]
+    running: str | None
+    """Task id of the unfinished run, if any."""
+
+    @property
+    def next_run(self) -> datetime | None:
+        """The nominal instant of the next tick, None when none is scheduled."""
+        if self.paused or self.invalid:
+            return None
+        return _ms(self.state.get("next"))
+
+    @property
+    def last_run(self) -> datetime | None:
+        """When the last run really began (the worker's Redis clock)."""
+        return _ms(self.state.get("last_run"))
+
+    @property
+    def paused(self) -> bool:
+        return self.state.get("paused") == "1"
+
+    @property
+    def note(self) -> str | None:
+        return self.state.get("note") or None
+
+    @property
+    def counters(self) -> dict[str, int]:
+        """Counts by reason: enqueued, started, succeeded, failed, dropped, skipped_overlap, ..."""
+        return {key[2:]: int(value) for key, value in self.state.items() if key.startswith("n:")}
+
+    @property
+    def version(self) -> int:
+        return int(self.state.get("version", 0))
+
+    @property
+    def status(self) -> str:
+        """``quarantined``, ``paused``, ``running``, ``disabled``, ``ended`` or ``active``."""
+        if self.invalid:
+            return "quarantined"
+        if self.paused:
+            return "paused"
+        if self.running:
+            return "running"
+        if self.entry is not None and not self.entry.enabled:
+            return "disabled"
+        clock_driven = self.entry is not None and not isinstance(
+            self.entry.parsed_schedule(), EventSchedule
+        )
+        if clock_driven and not self.state.get("next"):
+            return "ended"
+        return "active"
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One history event of an entry."""
+
+    id: str
+    kind: str
+    at: datetime
+    tick: datetime | None
+    task_id: str | None
+    fields: dict[str, str] = field(default_factory=dict)
+    """Everything else recorded: host, duration, error, missed, note."""
+
+
+@dataclass(frozen=True, slots=True)
+class BeatInfo:
+    """A live beat instance, from its heartbeat."""
+
+    id: str
+    host: str
+    pid: int
+    version: str
+    started: datetime | None
+    seen: datetime | None
+    last_tick: datetime | None
+    ticks_claimed: int
+
+
+class Store:
+    """Entries, state, history and beats of one key prefix."""
+
+    def __init__(self, settings: Settings, client: redis.Redis | None = None) -> None:
+        self.settings = settings
+        self.keys = settings.keys
+        self.client = client if client is not None else connect(settings)
+        self.scripts = Scripts(self.client, self.keys)
+
+    def now_ms(self) -> int:
+        """The Redis server clock, in milliseconds since the epoch."""
+        seconds, micros = self.client.time()
+        return int(seconds) * 1000 + int(micros) // 1000
+
+    # writing
+
+    def put_item(self, entry: Entry, now_ms: int) -> dict[str, Any]:
+        """The put.lua item for ``entry``, its first tick computed from ``now_ms``."""
+        schedule = entry.parsed_schedule()
+        first = schedule.next_after(from_ms(now_ms))
+        item: dict[str, Any] = {
+            "name": entry.name,
+            "definition": entry.to_json(),
+            "digest": entry.digest,
+            "owner": entry.owner,
+            "source": entry.source,
+            "next": None,
+            "due": None,
+            "schedule": entry.enabled and first is not None,
+        }
+        if first is not None:
+            following = schedule.next_after(first)
+            gap = None if following is None else (following - first).total_seconds()
+            item["next"] = to_ms(first)
+            item["due"] = to_ms(first + jitter_offset(entry, first, gap))
+        return item
+
+    def put(self, mode: str, entries: list[Entry]) -> list[str]:
+        """Create or replace entries (put.lua modes: add, update, reconcile)."""
+        now = self.now_ms()
+        return self.scripts.put(mode, [self.put_item(entry, now) for entry in entries])
+
+    # reading
+
+    def definitions(self) -> dict[str, str]:
+        """Every entry's stored JSON, by name."""
+        return cast("dict[str, str]", self.client.hgetall(self.keys.entries))
+
+    def load(self, names: list[str] | None = None) -> list[StoredEntry]:
+        """Stored entries with their state, all or by name (missing names are left out)."""
+        if names is None:
+            definitions = self.definitions()
+            names = sorted(definitions)
+        else:
+            values = cast(
+                "list[str | None]", self.client.hmget(self.keys.entries, names) if names else []
+            )
+            definitions = {n: v for n, v in zip(names, values, strict=True) if v is not None}
+            names = [name for name in names if name in definitions]
+        pipe = self.client.pipeline(transaction=False)
+        for name in names:
+            pipe.hgetall(self.keys.state(name))
+            pipe.get(self.keys.running(name))
+        replies = pipe.execute()
+        stored = []
+        for index, name in enumerate(names):
+            state, running = replies[2 * index], replies[2 * index + 1]
+            entry, invalid = _read(definitions[name])
+            stored.append(
+                StoredEntry(
+                    name=name,
+                    definition=definitions[name],
+                    entry=entry,
+                    invalid=invalid or state.get("quarantined") or None,
+                    state=state,
+                    running=running,
+                )
+            )
+        return stored
+
+    def owned_by(self, owner: str) -> list[str]:
+        """Names of the entries tagged with ``owner``."""
+        return sorted(cast("set[str]", self.client.smembers(self.keys.owner(owner))))
+
+    def history(self, name: str, limit: int) -> list[Event]:
+        """The newest ``limit`` events of an entry, newest first."""
+        events = []
+        rows = cast(
+            "list[tuple[str, dict[str, str]]]",
+            self.client.xrevrange(self.keys.history(name), count=limit),
+        )
+        for event_id, raw in rows:
+            values = dict(raw)
+            kind = values.pop("kind", "?")
+            at = _ms(values.pop("at", None)) or from_ms(int(event_id.split("-")[0]))
+            tick = _ms(values.pop("tick", None) or None)
+            task_id = values.pop("task_id", None) or None
+            extra = {key: value for key, value in values.items() if value not in ("", None)}
+            events.append(Event(event_id, kind, at, tick, task_id, extra))
+        return events
+
+    def record(self, name: str, kind: str, **fields: Any) -> None:
+        """Append one event to an entry's history."""
+        values: dict[Any, Any] = {
+            "kind": kind,
+            "at": self.now_ms(),
+            **{k: v for k, v in fields.items() if v is not None},
+        }
+        self.client.xadd(
+            self.keys.history(name), values, maxlen=self.settings.history_length, approximate=False
+        )
+
+    def beats(self) -> list[BeatInfo]:
+        """Beats whose heartbeat has not expired."""
+        now = self.now_ms()
+        ids = cast("list[str]", self.client.zrangebyscore(self.keys.beats, now, "+inf"))
+        pipe = self.client.pipeline(transaction=False)
+        for beat_id in ids:
+            pipe.hgetall(self.keys.beat(beat_id))
+        beats = []
+        for beat_id, info in zip(ids, pipe.execute(), strict=True):
+            if not info:
+                continue
+            beats.append(
+                BeatInfo(
+                    id=beat_id,
+                    host=info.get("host", "?"),
+                    pid=int(info.get("pid", 0)),
+                    version=info.get("version", "?"),
+                    started=_ms(info.get("started")),
+                    seen=_ms(info.get("seen")),
+                    last_tick=_ms(info.get("last_tick")),
+                    ticks_claimed=int(info.get("ticks_claimed", 0)),
+                )
+            )
+        return beats
+
+
+def _read(definition: str) -> tuple[Entry | None, str | None]:
+    from celery_periodiq.errors import EntryError
+
+    try:
+        return Entry.from_json(definition), None
+    except EntryError as error:
+        return None, str(error)

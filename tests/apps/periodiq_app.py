@@ -1,0 +1,50 @@
+"""The Celery app the process tests run as real beats and workers.
+
+Configured from the environment: TEST_BROKER_URL, TEST_REDIS_URL,
+TEST_LEASE (claim lease, s), TEST_BEAT_SCHEDULE (JSON: name -> {"task", "every"}).
+Every run records itself in the Redis list "runs" of TEST_REDIS_URL.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from typing import Any
+
+import redis
+from celery import Celery
+
+app = Celery("periodiq_app", broker=os.environ["TEST_BROKER_URL"])
+app.conf.beat_scheduler = "celery_periodiq:Scheduler"
+app.conf.periodiq_redis_url = os.environ["TEST_REDIS_URL"]
+app.conf.periodiq_claim_lease = float(os.environ.get("TEST_LEASE", "2"))
+app.conf.beat_max_loop_interval = 5
+app.conf.broker_connection_retry_on_startup = True
+app.conf.worker_prefetch_multiplier = 1
+app.conf.beat_schedule = {
+    name: {"task": spec["task"], "schedule": float(spec["every"])}
+    for name, spec in json.loads(os.environ.get("TEST_BEAT_SCHEDULE", "{}")).items()
+}
+
+_results = redis.Redis.from_url(os.environ["TEST_REDIS_URL"], decode_responses=True)
+
+
+def _record(request: Any, **extra: Any) -> None:
+    run = {
+        "entry": getattr(request, "periodiq_entry", None),
+        "tick": getattr(request, "periodiq_tick", None),
+        "missed": getattr(request, "periodiq_missed", None),
+        "task_id": request.id,
+        "host": socket.gethostname(),
+        "at": time.time(),
+        **extra,
+    }
+    _results.rpush("runs", json.dumps(run))
+
+
+@app.task(bind=True, name="record")
+def record(self: Any, *args: Any, **kwargs: Any) -> None:
+    """Record that this run happened."""
+    _record(self.request, args=list(args), kwargs=kwargs)

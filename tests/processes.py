@@ -1,0 +1,134 @@
+"""Run real ``celery beat`` and ``celery worker`` processes for tests, and wait on conditions."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import redis
+
+ROOT = Path(__file__).resolve().parent.parent
+APPS = ROOT / "tests" / "apps"
+T = TypeVar("T")
+
+
+def wait_for(condition: Callable[[], T], timeout: float, what: str, interval: float = 0.05) -> T:
+    """Poll ``condition`` until it returns something truthy; fail with ``what`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = condition()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+
+
+class Celery:
+    """One ``celery`` subprocess with its log in a file."""
+
+    def __init__(
+        self, args: list[str], env: dict[str, str], log: Path, prefix: list[str] | None = None
+    ) -> None:
+        self.args = args
+        self.env = env
+        self.log = log
+        self.prefix = prefix or []
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Celery:
+        handle = self.log.open("ab")
+        self.process = subprocess.Popen(
+            [*self.prefix, sys.executable, "-m", "celery", *self.args],
+            env=self.env, cwd=APPS, stdout=handle, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+        handle.close()
+        return self
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash would."""
+        if self.running and self.process is not None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+
+    def stop(self) -> None:
+        """SIGTERM and wait, as a clean shutdown would."""
+        if self.running and self.process is not None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+
+class Cluster:
+    """Beats and workers of ``tests/apps/periodiq_app.py`` sharing one schedule Redis."""
+
+    def __init__(self, tmp: Path, redis_url: str, broker_url: str, **settings: Any) -> None:
+        self.tmp = tmp
+        self.redis_url = redis_url
+        self.env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(APPS), str(ROOT)]),
+            "TEST_REDIS_URL": redis_url,
+            "TEST_BROKER_URL": broker_url,
+            "TEST_LEASE": str(settings.pop("lease", 2)),
+            "TEST_BEAT_SCHEDULE": json.dumps(settings.pop("beat_schedule", {})),
+        }
+        self.env.update({key: str(value) for key, value in settings.items()})
+        self.processes: list[Celery] = []
+        self.client = redis.Redis.from_url(redis_url, decode_responses=True)
+
+    def beat(self, name: str = "beat", prefix: list[str] | None = None, **env: str) -> Celery:
+        process = Celery(
+            ["-A", "periodiq_app", "beat", "--loglevel=INFO",
+             "-s", str(self.tmp / f"{name}-schedule")],
+            {**self.env, **env}, self.tmp / f"{name}.log", prefix,
+        )  # fmt: skip
+        self.processes.append(process)
+        return process.start()
+
+    def worker(self, name: str = "worker", *extra: str) -> Celery:
+        process = Celery(
+            ["-A", "periodiq_app", "worker", "--loglevel=INFO", "-P", "threads", "-c", "4",
+             "-n", f"{name}@%h", "--without-gossip", "--without-mingle", *extra],
+            self.env, self.tmp / f"{name}.log",
+        )  # fmt: skip
+        self.processes.append(process)
+        return process.start()
+
+    def runs(self) -> list[dict[str, Any]]:
+        return [json.loads(raw) for raw in self.client.lrange("runs", 0, -1)]
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {p.log.name}\n{p.output()[-4000:]}" for p in self.processes)
+
+    def stop(self) -> None:
+        for process in self.processes:
+            process.stop()
+
+
+@contextmanager
+def cluster(tmp: Path, redis_url: str, broker_url: str, **settings: Any) -> Iterator[Cluster]:
+    """A :class:`Cluster` whose processes are stopped afterwards, whatever happens."""
+    running = Cluster(tmp, redis_url, broker_url, **settings)
+    try:
+        yield running
+    finally:
+        running.stop()

@@ -1,0 +1,99 @@
+"""Several active beats over one Redis: each tick published once, none lost, even when beats die.
+
+Real ``celery beat`` and ``celery worker`` processes against private Redis servers.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from celery import Celery
+
+from celery_periodiq import periodiq
+from tests.processes import Cluster, cluster, wait_for
+
+pytestmark = pytest.mark.slow
+
+SECONDS = 30
+
+
+def api_for(redis_url: str, broker_url: str) -> Any:
+    app = Celery("test-api", broker=broker_url, set_as_current=False)
+    app.conf.periodiq_redis_url = redis_url
+    return periodiq(app)
+
+
+def ticks_of(running: Cluster, entry: str) -> list[int]:
+    return sorted(run["tick"] for run in running.runs() if run["entry"] == entry)
+
+
+def run_for(running: Cluster, entry: str, seconds: int, during: Any = None) -> list[int]:
+    """Wait until ``seconds`` consecutive ticks of ``entry`` ran; call ``during()`` meanwhile."""
+
+    def enough() -> bool:
+        if during is not None:
+            during()
+        ticks = ticks_of(running, entry)
+        return bool(ticks) and ticks[-1] - ticks[0] >= seconds * 1000
+
+    wait_for(enough, seconds + 30, f"{seconds} s of ticks of {entry}", interval=0.2)
+    return ticks_of(running, entry)
+
+
+def assert_each_tick_ran_once(ticks: list[int], running: Cluster) -> None:
+    duplicates = sorted({tick for tick in ticks if ticks.count(tick) > 1})
+    assert not duplicates, f"ticks ran twice: {duplicates}\n{running.logs()}"
+    expected = list(range(ticks[0], ticks[-1] + 1, 1000))
+    missing = sorted(set(expected) - set(ticks))
+    assert not missing, f"ticks never ran: {missing}\n{running.logs()}"
+
+
+def test_three_beats_publish_every_tick_exactly_once(
+    tmp_path: Path, redis_url: str, broker_url: str
+) -> None:
+    with cluster(tmp_path, redis_url, broker_url) as running:
+        worker = running.worker()
+        wait_for(lambda: "ready" in worker.output(), 60, "the worker to be ready")
+        for index in range(3):
+            running.beat(f"beat{index}")
+        api = api_for(redis_url, broker_url)
+        wait_for(lambda: len(api.beats()) == 3, 30, "three live beats")
+        api.add("each-second", "record", every=1)
+        ticks = run_for(running, "each-second", SECONDS)
+        claimed = {beat.id: beat.ticks_claimed for beat in api.beats()}
+    assert len(ticks) > SECONDS
+    assert_each_tick_ran_once(ticks, running)
+    print(f"ticks claimed per beat: {claimed}")
+
+
+def test_beats_killed_and_restarted_lose_and_double_no_tick(
+    tmp_path: Path, redis_url: str, broker_url: str
+) -> None:
+    with cluster(tmp_path, redis_url, broker_url, lease=1) as running:
+        worker = running.worker()
+        wait_for(lambda: "ready" in worker.output(), 60, "the worker to be ready")
+        beats = [running.beat(f"beat{index}") for index in range(3)]
+        api = api_for(redis_url, broker_url)
+        wait_for(lambda: len(api.beats()) == 3, 30, "three live beats")
+        api.add("each-second", "record", every=1, catchup="all")
+        kills = []
+        next_kill = [time.monotonic() + 3]
+        generation = [0]
+
+        def chaos() -> None:
+            if time.monotonic() < next_kill[0]:
+                return
+            index = random.randrange(len(beats))
+            beats[index].kill()
+            kills.append(index)
+            generation[0] += 1
+            beats[index] = running.beat(f"beat{index}-{generation[0]}")
+            next_kill[0] = time.monotonic() + random.uniform(2, 4)
+
+        ticks = run_for(running, "each-second", SECONDS, during=chaos)
+    assert len(kills) >= 6
+    assert_each_tick_ran_once(ticks, running)
