@@ -21,7 +21,7 @@ T = TypeVar("T")
 
 
 def wait_for(condition: Callable[[], T], timeout: float, what: str, interval: float = 0.05) -> T:
-    """Poll ``condition`` until it returns something truthy; fail with ``what`` after ``timeout``."""
+    """Poll ``condition`` until it returns something truthy; fail naming ``what`` on timeout."""
     deadline = time.monotonic() + timeout
     while True:
         result = condition()
