@@ -5,6 +5,7 @@ and deletes entries while everything runs. The CLI is a thin layer over it.
 from __future__ import annotations
 
 import contextlib
+import re
 import weakref
 from collections.abc import Iterator
 from datetime import datetime, timedelta
@@ -23,7 +24,7 @@ from celery_periodiq.errors import (
     PeriodiqError,
     StoreUnavailableError,
 )
-from celery_periodiq.plan import from_ms, jitter_offset, to_ms
+from celery_periodiq.plan import from_ms, next_tick, to_ms
 from celery_periodiq.publish import send
 from celery_periodiq.store import BeatInfo, Event, Store, StoredEntry
 
@@ -54,19 +55,25 @@ def _redis_errors(url: str) -> Iterator[None]:
 
 
 def _safe(url: str) -> str:
-    """The URL without its password."""
+    """The URL without its password (in the credentials or the query)."""
     scheme, sep, rest = url.partition("://")
     if "@" in rest:
         credentials, _, host = rest.rpartition("@")
         user = credentials.split(":", 1)[0]
         rest = f"{user}:***@{host}" if user else f"***@{host}"
-    return scheme + sep + rest
+    return scheme + sep + re.sub(r"(?i)(password=)[^&]*", r"\1***", rest)
 
 
 def _check_name(name: object) -> str:
     if not isinstance(name, str) or not name:
         raise EntryError(f"entry name {name!r} is invalid (allowed: a non-empty string)")
     return name
+
+
+def _check_owner(owner: object) -> str:
+    if not isinstance(owner, str) or not owner:
+        raise EntryError(f"owner={owner!r} is invalid (allowed: a non-empty string)")
+    return owner
 
 
 def _check_count(what: str, value: object, low: int = 1) -> int:
@@ -144,8 +151,10 @@ class Periodiq:
             task_name(task),
             cron=cron, every=every, calendar=calendar, args=args, kwargs=kwargs,
             options=options, tz=tz, owner=owner, tolerance=tolerance, timebox=timebox,
-            grace=grace, overlap=overlap or self.settings.default_overlap,
-            catchup=catchup or self.settings.default_catchup, catchup_window=catchup_window,
+            grace=grace,
+            overlap=self.settings.default_overlap if overlap is None else overlap,
+            catchup=self.settings.default_catchup if catchup is None else catchup,
+            catchup_window=catchup_window,
             jitter=jitter, start_at=start_at, end_at=end_at, enabled=enabled, source="runtime",
         )  # fmt: skip
         with self._guard():
@@ -163,7 +172,7 @@ class Periodiq:
         with self._guard():
             return self._stored(name)
 
-    def update(self, name: str, **changes: Any) -> StoredEntry:
+    def update(self, name: str, /, **changes: Any) -> StoredEntry:
         """Change an entry's options; its next tick is computed afresh, its state kept.
 
         Accepts the keyword options of :meth:`add` (a schedule option replaces
@@ -192,8 +201,7 @@ class Periodiq:
 
     def delete_owner(self, owner: str) -> list[str]:
         """Delete every entry tagged with ``owner``; returns their names."""
-        if not isinstance(owner, str) or not owner:
-            raise EntryError(f"owner={owner!r} is invalid (allowed: a non-empty string)")
+        _check_owner(owner)
         with self._guard():
             return self.store.scripts.remove(self.store.owned_by(owner))
 
@@ -210,14 +218,10 @@ class Periodiq:
         """Restart a paused entry from its next tick after now."""
         with self._guard():
             entry = self._readable(name)
-            schedule = entry.parsed_schedule()
-            first = schedule.next_after(from_ms(self.store.now_ms())) if entry.enabled else None
-            next_ms = due_ms = None
-            if first is not None:
-                following = schedule.next_after(first)
-                gap = None if following is None else (following - first).total_seconds()
-                next_ms = to_ms(first)
-                due_ms = to_ms(first + jitter_offset(entry, first, gap))
+            now = from_ms(self.store.now_ms())
+            upcoming = next_tick(entry, entry.parsed_schedule(), now) if entry.enabled else None
+            next_ms = None if upcoming is None else to_ms(upcoming[0])
+            due_ms = None if upcoming is None else to_ms(upcoming[1])
             if not self.store.scripts.resume(name, next_ms, due_ms):
                 raise EntryNotFoundError(f"no entry named {name!r}")
             return self._stored(name)
@@ -263,6 +267,6 @@ class Periodiq:
             if owner is None:
                 stored = self.store.load()
             else:
-                stored = self.store.load(self.store.owned_by(owner))
+                stored = self.store.load(self.store.owned_by(_check_owner(owner)))
         far = datetime.max.replace(tzinfo=from_ms(0).tzinfo)
         return sorted(stored, key=lambda item: (item.next_run or far, item.name))

@@ -62,16 +62,24 @@ class Settings:
 
         url = get("periodiq_redis_url") or _redis_url_from_broker(conf.get("broker_url"))
         settings = cls(
-            redis_url=url,
-            redis_options=dict(get("periodiq_redis_options")),
-            key_prefix=get("periodiq_key_prefix"),
-            claim_lease=float(get("periodiq_claim_lease")),
-            batch_size=int(get("periodiq_batch_size")),
-            history_length=int(get("periodiq_history_length")),
-            catchup_cap=int(get("periodiq_catchup_cap")),
-            default_catchup=get("periodiq_default_catchup"),
-            default_overlap=get("periodiq_default_overlap"),
-            default_grace=float(get("periodiq_default_grace")),
+            redis_url=_typed("periodiq_redis_url", url, str),
+            redis_options=dict(
+                _typed("periodiq_redis_options", get("periodiq_redis_options"), dict)
+            ),
+            key_prefix=_typed("periodiq_key_prefix", get("periodiq_key_prefix"), str),
+            claim_lease=float(_typed("periodiq_claim_lease", get("periodiq_claim_lease"), float)),
+            batch_size=_typed("periodiq_batch_size", get("periodiq_batch_size"), int),
+            history_length=_typed("periodiq_history_length", get("periodiq_history_length"), int),
+            catchup_cap=_typed("periodiq_catchup_cap", get("periodiq_catchup_cap"), int),
+            default_catchup=_typed(
+                "periodiq_default_catchup", get("periodiq_default_catchup"), str
+            ),
+            default_overlap=_typed(
+                "periodiq_default_overlap", get("periodiq_default_overlap"), str
+            ),
+            default_grace=float(
+                _typed("periodiq_default_grace", get("periodiq_default_grace"), float)
+            ),
         )
         settings.check()
         return settings
@@ -106,6 +114,17 @@ class Settings:
     def keys(self) -> Keys:
         """The Redis key names under this app's prefix."""
         return Keys(self.key_prefix)
+
+
+_KINDS = {str: "text", int: "a whole number", float: "a number", dict: "a dict"}
+
+
+def _typed(name: str, value: Any, kind: type) -> Any:
+    """``value`` if it is of ``kind`` (ints count as floats; bools never count)."""
+    accepted = (int, float) if kind is float else (kind,)
+    if isinstance(value, bool) or not isinstance(value, accepted):
+        raise _bad(name, value, _KINDS[kind])
+    return value
 
 
 def _bad(name: str, value: object, allowed: str) -> ConfigurationError:

@@ -77,11 +77,14 @@ class Dispatcher:
         self.last_tick_ms: int | None = None
         self._broker_down = False
 
-    def dispatch(self) -> Pass:
-        """Claim one batch, publish it, settle it."""
+    def dispatch(self, now_ms: int | None = None) -> Pass:
+        """Claim one batch, publish it, settle it.
+
+        ``now_ms`` replaces the Redis clock (tests drive timelines with it).
+        """
         settings = self.settings
         lease_ms = int(settings.claim_lease * 1000)
-        batch = self.store.scripts.claim(self.beat_id, settings.batch_size, lease_ms)
+        batch = self.store.scripts.claim(self.beat_id, settings.batch_size, lease_ms, now_ms)
         claimed_at = time.monotonic()
         if not batch.claims:
             return Pass(batch, claimed_at, complete=True)

@@ -54,6 +54,19 @@ def _number(name: str, what: str, value: object, *, low: float = 0.0) -> float:
     return float(value)
 
 
+def _non_negative(value: object) -> bool:
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value >= 0
+    )
+
+
+def _positive(value: object) -> bool:
+    return _non_negative(value) and float(value) > 0  # type: ignore[arg-type]
+
+
 @dataclass(frozen=True)
 class Entry:
     """A named schedule and the task it runs.
@@ -133,9 +146,9 @@ class Entry:
             raise _fail(name, "owner", self.owner, "a non-empty printable tag")
         if not isinstance(self.enabled, bool):
             raise _fail(name, "enabled", self.enabled, "True or False")
-        if self.tolerance != AUTO:
-            _number(name, "tolerance", self.tolerance)
-        if self.timebox not in (AUTO, None) and _number(name, "timebox", self.timebox) <= 0:
+        if self.tolerance != AUTO and not _non_negative(self.tolerance):
+            raise _fail(name, "tolerance", self.tolerance, "seconds >= 0 or 'auto'")
+        if self.timebox not in (AUTO, None) and not _positive(self.timebox):
             raise _fail(name, "timebox", self.timebox, "seconds > 0, 'auto' or None")
         if self.grace is not None:
             _number(name, "grace", self.grace)
@@ -143,10 +156,7 @@ class Entry:
             raise _fail(name, "overlap", self.overlap, ", ".join(OVERLAP_POLICIES))
         if self.catchup not in CATCHUP_POLICIES:
             raise _fail(name, "catchup", self.catchup, ", ".join(CATCHUP_POLICIES))
-        if (
-            self.catchup_window is not None
-            and _number(name, "catchup_window", self.catchup_window) <= 0
-        ):
+        if self.catchup_window is not None and not _positive(self.catchup_window):
             raise _fail(name, "catchup_window", self.catchup_window, "seconds > 0 or None")
         _number(name, "jitter", self.jitter)
         if self.source not in SOURCES:
@@ -161,20 +171,18 @@ class Entry:
         # A fixed interval lets us refuse a timebox that would let runs overlap.
         from celery_periodiq.schedules import IntervalSchedule
 
-        if isinstance(schedule, IntervalSchedule) and isinstance(self.timebox, int | float):
-            interval = schedule.period.total_seconds()
-            if self.timebox > interval:
-                raise _fail(
-                    self.name, "timebox", self.timebox,
-                    f"at most the interval, {interval:g} s, so runs cannot overlap",
-                )  # fmt: skip
-            if isinstance(self.tolerance, int | float) and self.tolerance >= interval:
-                raise _fail(
-                    self.name,
-                    "tolerance",
-                    self.tolerance,
-                    f"less than the interval, {interval:g} s",
-                )
+        if not isinstance(schedule, IntervalSchedule):
+            return
+        interval = schedule.period.total_seconds()
+        if isinstance(self.timebox, int | float) and self.timebox > interval:
+            raise _fail(
+                self.name, "timebox", self.timebox,
+                f"at most the interval, {interval:g} s, so runs cannot overlap",
+            )  # fmt: skip
+        if isinstance(self.tolerance, int | float) and self.tolerance >= interval:
+            raise _fail(
+                self.name, "tolerance", self.tolerance, f"less than the interval, {interval:g} s"
+            )
 
     def parsed_schedule(self) -> Schedule:
         """The entry's :class:`Schedule` (``H`` is keyed by the entry name)."""
@@ -206,6 +214,10 @@ class Entry:
         """A JSON-ready dict (datetimes as ISO strings)."""
         data = asdict(self)
         data["args"] = list(self.args)
+        for key in ("tolerance", "timebox", "grace", "catchup_window", "jitter"):
+            value = data[key]
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                data[key] = float(value)  # 10 and 10.0 are one definition
         for key in ("start_at", "end_at"):
             value = data[key]
             data[key] = None if value is None else value.astimezone(UTC).isoformat()

@@ -12,18 +12,23 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from collections import deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from celery_periodiq.entry import Entry
 from celery_periodiq.schedules import IntervalSchedule, Schedule
 
-__all__ = ["Plan", "Tick", "from_ms", "plan_tick", "task_id_for", "to_ms"]
+__all__ = ["Plan", "Tick", "due_ticks", "from_ms", "next_tick", "plan_tick", "task_id_for", "to_ms"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _NAMESPACE = uuid.UUID("6f1c3a52-5d2e-4c47-9a8e-0d4d1b9a7e10")
 # Counting missed ticks one by one stops here; beyond it the count is a floor.
 _MAX_COUNTED = 10_000
+# Missed ticks listed in the history per claim (the counter has them all).
+_SAMPLE = 20
+# The interval given to a lone last tick whose schedule has no earlier one to measure.
+_FALLBACK_INTERVAL = 3600.0
 _LOOKBACK = (
     timedelta(minutes=1),
     timedelta(hours=1),
@@ -71,8 +76,10 @@ class Plan:
     """The decision for one claimed tick."""
 
     publish: list[Tick] = field(default_factory=list)
-    missed: list[datetime] = field(default_factory=list)
+    missed_count: int = 0
     """Ticks that will not run: superseded, outside the catch-up window or beyond the cap."""
+    missed: list[datetime] = field(default_factory=list)
+    """The newest of those, for the history (up to ``_SAMPLE``)."""
     skipped_overlap: list[datetime] = field(default_factory=list)
     """Ticks not published because a run is unfinished (skip) or waiting (buffer_one)."""
     next_nominal: datetime | None = None
@@ -80,43 +87,59 @@ class Plan:
     """The next tick's due instant with jitter applied."""
 
 
-def due_ticks(schedule: Schedule, first: datetime, now: datetime) -> tuple[list[datetime], int]:
-    """The ticks from ``first`` up to ``now``, and how many there are in all.
+def due_ticks(
+    schedule: Schedule, first: datetime, now: datetime, keep: int
+) -> tuple[list[datetime], int]:
+    """The newest ``keep`` ticks from ``first`` up to ``now`` (oldest first), and how many in all.
 
-    At most the oldest ``_MAX_COUNTED`` are listed, plus the newest; the
-    count is exact for intervals and a floor of the truth beyond that.
+    The count is exact for intervals, and for other schedules up to
+    ``_MAX_COUNTED``; beyond that it is a floor of the truth.
     """
     if isinstance(schedule, IntervalSchedule):
         period = schedule.period
         count = (now - first) // period + 1
-        if count <= _MAX_COUNTED:
-            return [first + period * k for k in range(count)], count
-        listed = [first + period * k for k in range(_MAX_COUNTED)]
-        return [*listed, first + period * (count - 1)], count
-    ticks = [first]
-    current = first
-    while len(ticks) < _MAX_COUNTED:
+        return [first + period * k for k in range(max(count - keep, 0), count)], count
+    window: deque[datetime] = deque([first], maxlen=keep)
+    count, current = 1, first
+    while count < _MAX_COUNTED:
         following = schedule.next_after(current)
         if following is None or following > now:
-            return ticks, len(ticks)
-        ticks.append(following.astimezone(UTC))
-        current = following
-    newest = _newest_until(schedule, current, now)
-    if newest != ticks[-1]:
-        ticks.append(newest)
-    return ticks, _MAX_COUNTED + 1
-
-
-def _newest_until(schedule: Schedule, known: datetime, now: datetime) -> datetime:
+            return list(window), count
+        current = following.astimezone(UTC)
+        window.append(current)
+        count += 1
+    # Too many to walk one by one: collect the newest ones from a span just before now.
     for back in _LOOKBACK:
-        start = max(known, now - back)
-        fire = schedule.next_after(start)
-        if fire is not None and fire <= now:
-            newest = fire.astimezone(UTC)
-            while (following := schedule.next_after(newest)) is not None and following <= now:
-                newest = following.astimezone(UTC)
-            return newest
-    return known
+        start = max(current, now - back)
+        recent = _fires_between(schedule, start, now)
+        if len(recent) >= keep or start == current:
+            return [*window, *recent][-keep:], count + len(recent)
+    return list(window), count
+
+
+def _fires_between(schedule: Schedule, start: datetime, end: datetime) -> list[datetime]:
+    fires: list[datetime] = []
+    current = start
+    while len(fires) < _MAX_COUNTED:
+        following = schedule.next_after(current)
+        if following is None or following > end:
+            break
+        current = following.astimezone(UTC)
+        fires.append(current)
+    return fires
+
+
+def next_tick(
+    entry: Entry, schedule: Schedule, after: datetime
+) -> tuple[datetime, datetime] | None:
+    """The entry's next tick after ``after`` and when it is due (jitter applied), in UTC."""
+    following = schedule.next_after(after)
+    if following is None:
+        return None
+    following = following.astimezone(UTC)
+    after_next = schedule.next_after(following)
+    gap = None if after_next is None else (after_next.astimezone(UTC) - following).total_seconds()
+    return following, following + jitter_offset(entry, following, gap)
 
 
 def jitter_offset(entry: Entry, nominal: datetime, interval: float | None) -> timedelta:
@@ -162,38 +185,39 @@ def plan_tick(
     sent_at = now if sent_at is None else max(sent_at, now)
     schedule = entry.parsed_schedule()
     plan = Plan()
-    ticks, count = due_ticks(schedule, nominal, now)
+    keep = max(catchup_cap if entry.catchup == "all" else 1, _SAMPLE)
+    ticks, count = due_ticks(schedule, nominal, now, keep)
     window = entry.catchup_window
     timely = [t for t in ticks if window is None or (now - t).total_seconds() <= window]
-    late = [t for t in ticks if t not in timely]
-    plan.missed.extend(late)
 
     chosen: list[datetime]
     if entry.catchup == "all":
         chosen = timely[-catchup_cap:]
-        plan.missed.extend(timely[: max(len(timely) - catchup_cap, 0)])
     elif entry.catchup == "last":
         chosen = timely[-1:]
-        plan.missed.extend(timely[:-1])
     else:  # skip: only a tick that nothing superseded runs
         chosen = timely if count == 1 else []
-        if count > 1:
-            plan.missed.extend(timely)
 
     if entry.overlap == "skip" and running and chosen:
         plan.skipped_overlap.extend(chosen)
         chosen = []
     elif entry.overlap == "buffer_one" and chosen:
-        keep = [] if queued else chosen[-1:]
-        plan.skipped_overlap.extend(t for t in chosen if t not in keep)
-        chosen = keep
+        keep_one = [] if queued else chosen[-1:]
+        plan.skipped_overlap.extend(t for t in chosen if t not in keep_one)
+        chosen = keep_one
+    plan.missed_count = count - len(chosen) - len(plan.skipped_overlap)
+    plan.missed = [t for t in ticks if t not in chosen and t not in plan.skipped_overlap][-_SAMPLE:]
 
     newest = ticks[-1]
     following = schedule.next_after(newest)
     stands_for = count if entry.catchup == "last" else 1
     for tick in chosen:
         after = schedule.next_after(tick) if tick != newest else following
-        interval = (after.astimezone(UTC) - tick).total_seconds() if after else 0.0
+        if after is not None:
+            interval = (after.astimezone(UTC) - tick).total_seconds()
+        else:  # the last tick before end_at: give it the interval it came at
+            before = ticks[ticks.index(tick) - 1] if ticks.index(tick) > 0 else None
+            interval = (tick - before).total_seconds() if before else _last_interval(schedule)
         expires = max(
             after.astimezone(UTC) if after else sent_at, sent_at + timedelta(seconds=interval)
         )
@@ -211,9 +235,13 @@ def plan_tick(
             )
         )
 
-    if following is not None:
-        plan.next_nominal = following.astimezone(UTC)
-        after_next = schedule.next_after(following)
-        gap = None if after_next is None else (after_next - following).total_seconds()
-        plan.next_due = plan.next_nominal + jitter_offset(entry, plan.next_nominal, gap)
+    upcoming = next_tick(entry, schedule, newest)
+    if upcoming is not None:
+        plan.next_nominal, plan.next_due = upcoming
     return plan
+
+
+def _last_interval(schedule: Schedule) -> float:
+    if isinstance(schedule, IntervalSchedule):
+        return schedule.period.total_seconds()
+    return _FALLBACK_INTERVAL

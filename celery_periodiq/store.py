@@ -10,7 +10,7 @@ import redis
 
 from celery_periodiq.config import Settings
 from celery_periodiq.entry import Entry
-from celery_periodiq.plan import from_ms, jitter_offset, to_ms
+from celery_periodiq.plan import from_ms, next_tick, to_ms
 from celery_periodiq.schedules import EventSchedule
 from celery_periodiq.scripts import Scripts
 
@@ -30,7 +30,18 @@ def connect(settings: Settings) -> redis.Redis:
 
 
 def _ms(value: str | None) -> datetime | None:
-    return from_ms(int(value)) if value else None
+    """An instant from a stored millisecond count; None when absent or unreadable."""
+    try:
+        return from_ms(int(value)) if value else None
+    except (TypeError, ValueError, OverflowError, OSError):
+        return None
+
+
+def _int(value: str | None) -> int:
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,11 +81,11 @@ class StoredEntry:
     @property
     def counters(self) -> dict[str, int]:
         """Counts by reason: enqueued, started, succeeded, failed, dropped, skipped_overlap, ..."""
-        return {key[2:]: int(value) for key, value in self.state.items() if key.startswith("n:")}
+        return {key[2:]: _int(value) for key, value in self.state.items() if key.startswith("n:")}
 
     @property
     def version(self) -> int:
-        return int(self.state.get("version", 0))
+        return _int(self.state.get("version"))
 
     @property
     def status(self) -> str:
@@ -140,28 +151,27 @@ class Store:
 
     def put_item(self, entry: Entry, now_ms: int) -> dict[str, Any]:
         """The put.lua item for ``entry``, its first tick computed from ``now_ms``."""
-        schedule = entry.parsed_schedule()
-        first = schedule.next_after(from_ms(now_ms))
+        upcoming = next_tick(entry, entry.parsed_schedule(), from_ms(now_ms))
+        if not entry.enabled:
+            upcoming = None
         item: dict[str, Any] = {
             "name": entry.name,
             "definition": entry.to_json(),
             "digest": entry.digest,
             "owner": entry.owner,
             "source": entry.source,
-            "next": None,
-            "due": None,
-            "schedule": entry.enabled and first is not None,
+            "next": None if upcoming is None else to_ms(upcoming[0]),
+            "due": None if upcoming is None else to_ms(upcoming[1]),
+            "schedule": upcoming is not None,
         }
-        if first is not None:
-            following = schedule.next_after(first)
-            gap = None if following is None else (following - first).total_seconds()
-            item["next"] = to_ms(first)
-            item["due"] = to_ms(first + jitter_offset(entry, first, gap))
         return item
 
-    def put(self, mode: str, entries: list[Entry]) -> list[str]:
-        """Create or replace entries (put.lua modes: add, update, reconcile)."""
-        now = self.now_ms()
+    def put(self, mode: str, entries: list[Entry], now_ms: int | None = None) -> list[str]:
+        """Create or replace entries (put.lua modes: add, update, reconcile).
+
+        ``now_ms`` replaces the Redis clock for computing first ticks (tests).
+        """
+        now = self.now_ms() if now_ms is None else now_ms
         return self.scripts.put(mode, [self.put_item(entry, now) for entry in entries])
 
     # reading
@@ -249,12 +259,12 @@ class Store:
                 BeatInfo(
                     id=beat_id,
                     host=info.get("host", "?"),
-                    pid=int(info.get("pid", 0)),
+                    pid=_int(info.get("pid")),
                     version=info.get("version", "?"),
                     started=_ms(info.get("started")),
                     seen=_ms(info.get("seen")),
                     last_tick=_ms(info.get("last_tick")),
-                    ticks_claimed=int(info.get("ticks_claimed", 0)),
+                    ticks_claimed=_int(info.get("ticks_claimed")),
                 )
             )
         return beats

@@ -31,9 +31,16 @@ local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 local out = {}
 
+-- Stored JSON may be garbage written by someone else: read it defensively.
+local function decoded(definition)
+  local readable, value = pcall(cjson.decode, definition)
+  if readable and type(value) == 'table' then return value end
+  return {}
+end
+
 local function owner_of(definition)
-  local owner = cjson.decode(definition).owner
-  if owner == cjson.null then return nil end
+  local owner = decoded(definition).owner
+  if type(owner) ~= 'string' then return nil end
   return owner
 end
 
@@ -46,7 +53,7 @@ for i = 4, #ARGV do
     status = 'exists'
   elseif not old and mode == 'update' then
     status = 'missing'
-  elseif old and mode == 'reconcile' and cjson.decode(old).source == 'runtime' then
+  elseif old and mode == 'reconcile' and decoded(old).source == 'runtime' then
     status = 'runtime'
   elseif old and mode == 'reconcile' and redis.call('HGET', state, 'digest') == e.digest then
     status = 'unchanged'

@@ -19,14 +19,16 @@ for i = 4, #ARGV do
   local name = ARGV[i]
   local definition = redis.call('HGET', entries, name)
   if definition then
-    local entry = cjson.decode(definition)
+    -- stored JSON may be garbage written by someone else: it can still be deleted
+    local readable, entry = pcall(cjson.decode, definition)
+    if not readable or type(entry) ~= 'table' then entry = {} end
     if sources == '*' or string.find(',' .. sources .. ',', ',' .. tostring(entry.source) .. ',', 1, true) then
       redis.call('HDEL', entries, name)
       redis.call('ZREM', due, name)
       for _, kind in ipairs({'state', 'running', 'queued', 'started', 'history', 'checkpoint'}) do
         redis.call('DEL', tag .. ':' .. kind .. ':' .. name)
       end
-      if entry.owner ~= nil and entry.owner ~= cjson.null then
+      if type(entry.owner) == 'string' then
         redis.call('SREM', tag .. ':owner:' .. entry.owner, name)
       end
       redis.call('PUBLISH', channel, name)
