@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from celery_periodiq.api import Periodiq, periodiq
+from celery_periodiq.decorators import periodic
 from celery_periodiq.errors import (
     ConfigurationError,
     EntryError,
@@ -14,6 +15,7 @@ from celery_periodiq.errors import (
 )
 from celery_periodiq.scheduler import Scheduler
 from celery_periodiq.schedules import Schedule, parse_schedule
+from celery_periodiq.task import PeriodicTask, RunContext
 
 __version__ = "0.1.0"
 
@@ -22,13 +24,16 @@ __all__ = [
     "EntryError",
     "EntryExistsError",
     "EntryNotFoundError",
+    "PeriodicTask",
     "Periodiq",
     "PeriodiqError",
+    "RunContext",
     "Schedule",
     "ScheduleError",
     "Scheduler",
     "StoreUnavailableError",
     "__version__",
     "parse_schedule",
+    "periodic",
     "periodiq",
 ]

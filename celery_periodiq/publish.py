@@ -20,10 +20,19 @@ __all__ = [
     "HEADER_ENTRY",
     "HEADER_INTERVAL",
     "HEADER_MANUAL",
+    "HEADER_MIN_GAP",
     "HEADER_MISSED",
+    "HEADER_OVERLAP",
     "HEADER_TICK",
+    "HEADER_TTL",
+    "marker_ttl",
     "send",
 ]
+
+# Without a hard limit a dead worker's marker must still expire: after this many
+# intervals, or this many seconds for runs with no interval.
+_TTL_INTERVALS = 2
+_TTL_FALLBACK = 3600.0
 
 HEADER_ENTRY = "periodiq_entry"
 HEADER_TICK = "periodiq_tick"
@@ -34,12 +43,31 @@ HEADER_MISSED = "periodiq_missed"
 """How many ticks this run stands for."""
 HEADER_MANUAL = "periodiq_manual"
 """True for ``trigger()``: outside the schedule, no tolerance drop."""
+HEADER_MIN_GAP = "periodiq_min_gap"
+"""Milliseconds: interval - tolerance, the earliest this run may follow the last one."""
+HEADER_OVERLAP = "periodiq_overlap"
+"""The entry's overlap policy, for the worker's non-final check."""
+HEADER_TTL = "periodiq_ttl"
+"""Milliseconds the running marker lives: the run's hard limit."""
+
+
+def marker_ttl(tick: Tick | None) -> float:
+    """Seconds a run's running marker lives: its hard limit, else two intervals."""
+    if tick is not None and tick.time_limit is not None:
+        return tick.time_limit
+    if tick is not None and tick.interval > 0:
+        return max(tick.interval * _TTL_INTERVALS, 1.0)
+    return _TTL_FALLBACK
 
 
 def message_options(entry: Entry, tick: Tick | None) -> dict[str, Any]:
     """``send_task`` keyword arguments for one run of ``entry``."""
     options: dict[str, Any] = dict(entry.options)
-    headers: dict[str, Any] = {HEADER_ENTRY: entry.name}
+    headers: dict[str, Any] = {
+        HEADER_ENTRY: entry.name,
+        HEADER_OVERLAP: entry.overlap,
+        HEADER_TTL: int(marker_ttl(tick) * 1000),
+    }
     if tick is None:
         headers[HEADER_MANUAL] = True
         options["task_id"] = str(uuid.uuid4())
@@ -47,6 +75,7 @@ def message_options(entry: Entry, tick: Tick | None) -> dict[str, Any]:
         headers[HEADER_TICK] = to_ms(tick.nominal)
         headers[HEADER_INTERVAL] = tick.interval
         headers[HEADER_MISSED] = tick.missed
+        headers[HEADER_MIN_GAP] = int((tick.interval - entry.tolerance_for(tick.interval)) * 1000)
         options["task_id"] = tick.task_id
         options["expires"] = tick.expires
         if tick.soft_time_limit is not None:

@@ -6,6 +6,7 @@ The beat reconciles these into Redis when it starts.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -14,36 +15,62 @@ from celery.schedules import crontab
 from celery.schedules import schedule as every_schedule
 
 from celery_periodiq.config import Settings
-from celery_periodiq.definitions import build_entry
+from celery_periodiq.definitions import build_entry, task_name
 from celery_periodiq.entry import OPTION_KEYS, Entry
 from celery_periodiq.errors import EntryError
 from celery_periodiq.schedules import Schedule
 
-__all__ = ["declare", "declared", "from_beat_schedule"]
+__all__ = ["Declaration", "declare", "declared", "from_beat_schedule"]
 
 logger = logging.getLogger(__name__)
 
-_DECLARED: dict[str, Entry] = {}
+
+@dataclass(frozen=True)
+class Declaration:
+    """One ``@periodic`` declaration; its task may be a proxy until the app finalizes."""
+
+    name: str | None
+    """The entry name; None means the task's name."""
+    task: Any
+    options: dict[str, Any]
+    """``build_entry`` keyword options; overlap/catchup None means the app's defaults."""
+
+    def entry(self, settings: Settings | None = None) -> Entry:
+        """The entry, with the app's default policies filled in."""
+        options = dict(self.options)
+        if options.get("overlap") is None:
+            options["overlap"] = settings.default_overlap if settings else "skip"
+        if options.get("catchup") is None:
+            options["catchup"] = settings.default_catchup if settings else "last"
+        task = task_name(self.task)
+        return build_entry(self.name or task, task, source="code", **options)
 
 
-def declare(entry: Entry) -> None:
-    """Record an entry declared in code; the beat writes it to Redis on start.
+_DECLARED: list[Declaration] = []
 
-    Raises:
-        EntryError: another declaration already uses that name for another task.
-    """
-    previous = _DECLARED.get(entry.name)
-    if previous is not None and previous.task != entry.task:
-        raise EntryError(
-            f"entry {entry.name!r} is declared twice, for tasks {previous.task!r} and "
-            f"{entry.task!r} (allowed: one declaration per name; pass name= to tell them apart)"
-        )
-    _DECLARED[entry.name] = entry
+
+def declare(declaration: Declaration) -> None:
+    """Record a ``@periodic`` declaration; the beat writes it to Redis on start."""
+    _DECLARED.append(declaration)
 
 
 def declared(settings: Settings | None = None) -> list[Entry]:
-    """Every entry declared with ``@periodic`` in imported modules."""
-    return list(_DECLARED.values())
+    """Every entry declared with ``@periodic`` in imported modules.
+
+    Raises:
+        EntryError: two declarations share an entry name.
+    """
+    entries: dict[str, Entry] = {}
+    for declaration in _DECLARED:
+        entry = declaration.entry(settings)
+        previous = entries.get(entry.name)
+        if previous is not None and previous != entry:
+            raise EntryError(
+                f"entry {entry.name!r} is declared twice, for tasks {previous.task!r} and "
+                f"{entry.task!r} (allowed: one declaration per name; pass name= to tell them apart)"
+            )
+        entries[entry.name] = entry
+    return list(entries.values())
 
 
 def _schedule_options(value: Any, app: Celery) -> dict[str, Any]:

@@ -76,6 +76,54 @@ def _decode_claims(raw: list[Any]) -> ClaimBatch:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class RunStart:
+    """What begin.lua needs to know about a run."""
+
+    task_id: str
+    tick_ms: int | None
+    """The tick's nominal instant; None for a manual run."""
+    min_gap_ms: int
+    """interval - tolerance: the earliest a scheduled run may follow the last one."""
+    overlap: str
+    ttl_ms: int
+    """Running marker TTL: the run's hard limit."""
+    retries: int
+    host: str
+    history_length: int
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """begin.lua's verdict."""
+
+    outcome: str
+    """started, resumed, duplicate, dropped_too_soon or skipped_overlap."""
+    now_ms: int
+    last_run_ms: int | None
+
+    @property
+    def runs(self) -> bool:
+        """Whether the body may run."""
+        return self.outcome in ("started", "resumed")
+
+
+@dataclass(frozen=True, slots=True)
+class RunEnd:
+    """What finish.lua records about a run's end."""
+
+    task_id: str
+    tick_ms: int | None
+    outcome: str
+    """succeeded, failed, timeboxed, revoked or retrying."""
+    error: str
+    duration_ms: int
+    host: str
+    history_length: int
+    final: bool = True
+    retry_ttl_ms: int = 0
+
+
 class Scripts:
     """Every Lua script, registered on one client (``decode_responses=True``)."""
 
@@ -87,13 +135,20 @@ class Scripts:
         self._remove = client.register_script(_source("remove"))
         self._pause = client.register_script(_source("pause"))
         self._beat = client.register_script(_source("beat"))
+        self._begin = client.register_script(_source("begin"))
+        self._finish = client.register_script(_source("finish"))
 
-    def claim(self, beat_id: str, batch: int, lease_ms: int) -> ClaimBatch:
-        """Claim up to ``batch`` due or orphaned ticks for ``beat_id``."""
+    def claim(
+        self, beat_id: str, batch: int, lease_ms: int, now_ms: int | None = None
+    ) -> ClaimBatch:
+        """Claim up to ``batch`` due or orphaned ticks for ``beat_id``.
+
+        ``now_ms`` replaces the Redis clock (tests only).
+        """
         k = self.keys
         raw = self._claim(
             keys=[k.due, k.inflight, k.ticks, k.entries, k.beats],
-            args=[k.tag, beat_id, batch, lease_ms],
+            args=[k.tag, beat_id, batch, lease_ms, "" if now_ms is None else now_ms],
         )
         return _decode_claims(raw)
 
@@ -150,3 +205,44 @@ class Scripts:
             args.extend([field, value])
         now, flag = self._beat(keys=[k.beats], args=args)
         return int(now), bool(flag)
+
+    def begin(self, name: str, run: RunStart, now_ms: int | None = None) -> Admission:
+        """The worker's guards before a run (begin.lua): one round trip."""
+        k = self.keys
+        outcome, now, last = self._begin(
+            keys=[k.state(name), k.running(name), k.queued(name), k.started(name), k.history(name)],
+            args=[
+                run.task_id,
+                "" if run.tick_ms is None else run.tick_ms,
+                run.min_gap_ms,
+                run.overlap,
+                run.ttl_ms,
+                run.retries,
+                run.host,
+                run.history_length,
+                "" if now_ms is None else now_ms,
+            ],
+        )
+        return Admission(
+            outcome=outcome, now_ms=int(now), last_run_ms=None if int(last) < 0 else int(last)
+        )
+
+    def finish(self, name: str, end: RunEnd, now_ms: int | None = None) -> bool:
+        """Record how a run ended (finish.lua); True if its running marker was cleared."""
+        k = self.keys
+        cleared = self._finish(
+            keys=[k.state(name), k.running(name), k.history(name)],
+            args=[
+                end.task_id,
+                "" if end.tick_ms is None else end.tick_ms,
+                end.outcome,
+                end.error,
+                end.duration_ms,
+                end.host,
+                end.history_length,
+                "1" if end.final else "0",
+                end.retry_ttl_ms,
+                "" if now_ms is None else now_ms,
+            ],
+        )
+        return bool(cleared)

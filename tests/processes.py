@@ -80,8 +80,11 @@ class Celery:
 class Cluster:
     """Beats and workers of ``tests/apps/periodiq_app.py`` sharing one schedule Redis."""
 
-    def __init__(self, tmp: Path, redis_url: str, broker_url: str, **settings: Any) -> None:
+    def __init__(
+        self, tmp: Path, redis_url: str, broker_url: str, app: str = "periodiq_app", **settings: Any
+    ) -> None:
         self.tmp = tmp
+        self.app = app
         self.redis_url = redis_url
         self.env = {
             **os.environ,
@@ -97,16 +100,16 @@ class Cluster:
 
     def beat(self, name: str = "beat", prefix: list[str] | None = None, **env: str) -> Celery:
         process = Celery(
-            ["-A", "periodiq_app", "beat", "--loglevel=INFO",
+            ["-A", self.app, "beat", "--loglevel=INFO",
              "-s", str(self.tmp / f"{name}-schedule")],
             {**self.env, **env}, self.tmp / f"{name}.log", prefix,
         )  # fmt: skip
         self.processes.append(process)
         return process.start()
 
-    def worker(self, name: str = "worker", *extra: str) -> Celery:
+    def worker(self, name: str = "worker", *extra: str, pool: str = "threads") -> Celery:
         process = Celery(
-            ["-A", "periodiq_app", "worker", "--loglevel=INFO", "-P", "threads", "-c", "4",
+            ["-A", self.app, "worker", "--loglevel=INFO", "-P", pool, "-c", "4",
              "-n", f"{name}@%h", "--without-gossip", "--without-mingle", *extra],
             self.env, self.tmp / f"{name}.log",
         )  # fmt: skip
@@ -125,9 +128,11 @@ class Cluster:
 
 
 @contextmanager
-def cluster(tmp: Path, redis_url: str, broker_url: str, **settings: Any) -> Iterator[Cluster]:
+def cluster(
+    tmp: Path, redis_url: str, broker_url: str, app: str = "periodiq_app", **settings: Any
+) -> Iterator[Cluster]:
     """A :class:`Cluster` whose processes are stopped afterwards, whatever happens."""
-    running = Cluster(tmp, redis_url, broker_url, **settings)
+    running = Cluster(tmp, redis_url, broker_url, app, **settings)
     try:
         yield running
     finally:

@@ -15,6 +15,7 @@
 -- ARGV[2] caller's beat id
 -- ARGV[3] most ticks to return
 -- ARGV[4] lease (ms)
+-- ARGV[5] now (ms) to use instead of the server clock, or "" (tests inject a clock here)
 --
 -- Returns {now_ms, next_due_ms or -1, next_recheck_ms or -1, id1, claim1, definition1, id2, ...}
 -- where claim is JSON {name, nominal, claimed, owner, running, queued, version, taken}
@@ -28,8 +29,13 @@ local due, inflight, ticks, entries, beats = KEYS[1], KEYS[2], KEYS[3], KEYS[4],
 local tag, me = ARGV[1], ARGV[2]
 local batch, lease = tonumber(ARGV[3]), tonumber(ARGV[4])
 
-local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local now
+if ARGV[5] and ARGV[5] ~= '' then
+  now = tonumber(ARGV[5])
+else
+  local clock = redis.call('TIME')
+  now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+end
 local out = {now, -1, -1}
 local taken = 0
 

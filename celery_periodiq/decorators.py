@@ -1,0 +1,167 @@
+"""``@periodic``: declare a periodic task in code, with its schedule and run guards."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+from celery import Celery, Task, shared_task
+from celery._state import connect_on_app_finalize, get_current_app
+from celery.local import PromiseProxy, Proxy
+
+from celery_periodiq.definitions import build_entry
+from celery_periodiq.entry import AUTO
+from celery_periodiq.errors import EntryError
+from celery_periodiq.registry import Declaration, declare
+from celery_periodiq.task import PeriodicTask
+
+__all__ = ["periodic"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+_ROUTING = ("queue", "priority", "routing_key", "exchange")
+
+
+def periodic(
+    *,
+    cron: str | None = None,
+    every: float | timedelta | str | None = None,
+    calendar: str | None = None,
+    name: str | None = None,
+    args: list[Any] | tuple[Any, ...] = (),
+    kwargs: dict[str, Any] | None = None,
+    tz: str = "UTC",
+    tolerance: float | str = AUTO,
+    timebox: float | str | None = AUTO,
+    grace: float | None = None,
+    overlap: str | None = None,
+    catchup: str | None = None,
+    catchup_window: float | None = None,
+    jitter: float = 0.0,
+    owner: str | None = None,
+    start_at: datetime | None = None,
+    end_at: datetime | None = None,
+    enabled: bool = True,
+    queue: str | None = None,
+    priority: int | None = None,
+    routing_key: str | None = None,
+    exchange: str | None = None,
+    app: Celery | None = None,
+    **task_options: Any,
+) -> Callable[[Any], Any]:
+    """Run a task on a schedule, guarded on the worker.
+
+    On a plain function it creates the Celery task (like ``shared_task``, or
+    ``app.task`` with ``app=``) with :class:`PeriodicTask` as base; extra
+    keyword arguments are Celery task options (``task_name=`` names the task).
+    Over an existing ``@app.task`` / ``@shared_task`` it keeps that task and
+    gives it the same guards.
+
+    Args:
+        cron: a cron expression or macro (``"H/15 * * * *"``, ``"@daily"``, ``"@reboot"``).
+        every: an interval: seconds, a ``timedelta`` or ``"@every 1h30m"``.
+        calendar: a systemd calendar event (``"Mon..Fri 09:00"``).
+        name: the entry name (default: the task name); also what Jenkins ``H`` hashes.
+        tolerance: seconds a run may start before ``last_run + interval`` (default 10%).
+        timebox: the soft time limit (default half the interval; None disables).
+        grace: seconds between the soft and the hard time limit.
+        overlap: ``"skip"`` (default), ``"allow"`` or ``"buffer_one"``.
+        catchup: ``"last"`` (default), ``"skip"`` or ``"all"``.
+
+    Raises:
+        EntryError: at decoration time, for a missing or doubled schedule, a bad
+            policy value, a timebox longer than the interval, non-JSON args, ...
+    """
+    routing = {
+        key: value
+        for key, value in zip(_ROUTING, (queue, priority, routing_key, exchange), strict=True)
+        if value is not None
+    }
+    options: dict[str, Any] = {
+        "cron": cron, "every": every, "calendar": calendar, "args": args, "kwargs": kwargs,
+        "options": routing, "tz": tz, "owner": owner, "tolerance": tolerance, "timebox": timebox,
+        "grace": grace, "overlap": overlap, "catchup": catchup, "catchup_window": catchup_window,
+        "jitter": jitter, "start_at": start_at, "end_at": end_at, "enabled": enabled,
+    }  # fmt: skip
+    # Validate now, not in the beat: the real task name is not known yet for proxies.
+    probe = dict(options, overlap=overlap or "skip", catchup=catchup or "last")
+    build_entry(name or "periodic-declaration", "periodic.declaration", source="code", **probe)
+
+    def decorate(target: Any) -> Any:
+        if _is_task(target):
+            if task_options:
+                raise EntryError(
+                    f"@periodic over an existing task takes no task options "
+                    f"({sorted(task_options)}); put them on its @app.task / @shared_task"
+                )
+            task = target
+            _guard(task, name, overlap or "skip")
+        elif callable(target):
+            task = _create(target, name, overlap or "skip", app, dict(task_options))
+        else:
+            raise EntryError(f"@periodic decorates a function or a Celery task, not {target!r}")
+        declare(Declaration(name=name, task=task, options=options))
+        return task
+
+    return decorate
+
+
+def _is_task(target: Any) -> bool:
+    return isinstance(target, Task | Proxy) or (
+        hasattr(target, "apply_async") and hasattr(target, "run")
+    )
+
+
+def _create(
+    function: Callable[..., Any],
+    name: str | None,
+    overlap: str,
+    app: Celery | None,
+    task_options: dict[str, Any],
+) -> Any:
+    task_name = (
+        task_options.pop("task_name", None)
+        or task_options.pop("name", None)
+        or f"{function.__module__}.{function.__name__}"
+    )
+    base = task_options.pop("base", PeriodicTask)
+    if not (isinstance(base, type) and issubclass(base, PeriodicTask)):
+        raise EntryError(f"@periodic base={base!r} must be PeriodicTask or a subclass of it")
+    attributes = {"periodiq_entry": name or task_name, "periodiq_overlap": overlap}
+    guarded = type("PeriodicTask", (base,), attributes)
+    creator: Any = app.task if app is not None else shared_task
+    return creator(name=task_name, base=guarded, **task_options)(function)
+
+
+def _install(task: Any, name: str | None, overlap: str) -> None:
+    """Give an evaluated task object the guards by making its class a PeriodicTask."""
+    cls = type(task)
+    attributes = {
+        "periodiq_entry": name or task.name,
+        "periodiq_overlap": overlap,
+        "__module__": cls.__module__,
+    }
+    if issubclass(cls, PeriodicTask):
+        for key, value in attributes.items():
+            setattr(cls, key, value)
+        return
+    task.__class__ = type(cls.__name__, (PeriodicTask, cls), attributes)
+
+
+def _guard(task: Any, name: str | None, overlap: str) -> None:
+    if isinstance(task, PromiseProxy) and not task.__evaluated__():
+        # @app.task before the app is finalized: guard it when Celery builds it.
+        task.__then__(lambda: _install(task._get_current_object(), name, overlap))
+    elif isinstance(task, Proxy):
+        # @shared_task: one task object per app, built when each app finalizes.
+        def on_app(app: Celery) -> None:
+            def finalized(sender: Any = None, **_: Any) -> None:
+                _install(task._get_current_object(), name, overlap)
+
+            app.on_after_finalize.connect(finalized, weak=False)
+
+        connect_on_app_finalize(on_app)
+        if getattr(get_current_app(), "finalized", False):  # never finalize an app from here
+            _install(task._get_current_object(), name, overlap)
+    else:
+        _install(task, name, overlap)

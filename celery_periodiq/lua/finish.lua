@@ -1,0 +1,48 @@
+-- finish: record how a run ended and, if it is final, clear its running marker.
+--
+-- A Celery retry is not final: the marker stays (its TTL stretched to cover the
+-- retry's countdown) until the last attempt ends.
+--
+-- KEYS[1] state    hash    <tag>:state:<name>
+-- KEYS[2] running  string  <tag>:running:<name>
+-- KEYS[3] history  stream  <tag>:history:<name>
+-- ARGV[1] task id
+-- ARGV[2] tick (ms) or ""
+-- ARGV[3] outcome: "succeeded", "failed", "timeboxed", "revoked" or "retrying"
+-- ARGV[4] error text ("Type: message") or ""
+-- ARGV[5] duration (ms)
+-- ARGV[6] worker host
+-- ARGV[7] history length
+-- ARGV[8] "1" if final, "0" for a retry
+-- ARGV[9] marker TTL for a retry (ms), or 0
+-- ARGV[10] now (ms) instead of the server clock, or ""
+--
+-- Returns the number of markers cleared (0 or 1).
+
+local state, running, history = KEYS[1], KEYS[2], KEYS[3]
+local task_id, tick, outcome, err = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local duration, host, keep, final = ARGV[5], ARGV[6], tonumber(ARGV[7]), ARGV[8] == '1'
+
+local now
+if ARGV[10] ~= '' then
+  now = tonumber(ARGV[10])
+else
+  local clock = redis.call('TIME')
+  now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+end
+
+local cleared = 0
+if final then
+  if redis.call('GET', running) == task_id then
+    redis.call('DEL', running)
+    cleared = 1
+  end
+  redis.call('HSET', state, 'last_status', outcome, 'last_finished', now,
+    'last_duration', duration, 'last_error', err)
+elseif redis.call('GET', running) == task_id then
+  redis.call('PEXPIRE', running, tonumber(ARGV[9]))
+end
+redis.call('HINCRBY', state, 'n:' .. outcome, 1)
+redis.call('XADD', history, 'MAXLEN', keep, '*', 'kind', outcome, 'at', now, 'tick', tick,
+  'task_id', task_id, 'host', host, 'duration', duration, 'error', err)
+return cleared

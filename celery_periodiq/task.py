@@ -1,0 +1,246 @@
+"""``PeriodicTask``: the base class that guards every run on the worker.
+
+Before the body, one Lua call (begin.lua) drops a duplicate tick, drops a run
+that starts too soon after the last one began (tolerance), and skips a run
+while an earlier one is unfinished (overlap "skip"); otherwise it records the
+start. After the body, one Lua call (finish.lua) records the outcome. The
+run's timebox is its soft time limit; ``self.periodiq`` tells the body its
+deadline and keeps its checkpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, ClassVar
+
+import redis
+from celery import Task
+from celery.exceptions import Ignore, Retry, SoftTimeLimitExceeded
+
+from celery_periodiq.checkpoint import Checkpoint
+from celery_periodiq.errors import PeriodiqError
+from celery_periodiq.plan import from_ms
+from celery_periodiq.publish import (
+    HEADER_ENTRY,
+    HEADER_INTERVAL,
+    HEADER_MANUAL,
+    HEADER_MIN_GAP,
+    HEADER_MISSED,
+    HEADER_OVERLAP,
+    HEADER_TICK,
+    HEADER_TTL,
+)
+from celery_periodiq.scripts import RunEnd, RunStart
+from celery_periodiq.store import Store
+
+__all__ = ["PeriodicTask", "RunContext"]
+
+logger = logging.getLogger(__name__)
+
+_HOST = socket.gethostname()
+_FALLBACK_TTL = 3600.0
+
+
+@dataclass
+class RunContext:
+    """What a guarded run knows about itself: ``self.periodiq`` inside the task."""
+
+    entry: str
+    """The entry this run belongs to."""
+    scheduled_for: datetime | None
+    """The tick's nominal instant (UTC); None for a manual run."""
+    missed: int
+    """How many ticks this run stands for (catch-up "last" folds missed ticks into one run)."""
+    interval: float | None
+    """Seconds from this tick to the entry's next one; None for a manual run."""
+    deadline: datetime | None
+    """When the timebox ends (the soft time limit), on the Redis clock; None without one."""
+    checkpoint: Checkpoint
+    """Saved progress, per entry: ``load()``, ``save(value)``, ``clear()``."""
+    manual: bool = False
+    """True for ``trigger()`` and plain ``.delay()`` calls."""
+    _ends_at: float = field(default=math.inf, repr=False)
+
+    def time_left(self) -> float:
+        """Seconds until the timebox ends (``inf`` without one); check it often and stop cleanly."""
+        return (
+            max(self._ends_at - time.monotonic(), 0.0) if math.isfinite(self._ends_at) else math.inf
+        )
+
+
+def _header(request: Any, name: str) -> Any:
+    value = getattr(request, name, None)
+    if value is None and isinstance(getattr(request, "headers", None), dict):
+        value = request.headers.get(name)
+    return value
+
+
+class PeriodicTask(Task):  # type: ignore[type-arg]
+    """Base class of periodic tasks; ``@periodic`` applies it.
+
+    Subclass it, or use it as ``base=`` of your own tasks: runs published by the
+    periodiq beat (or ``trigger()``) are guarded; a plain ``.delay()`` of a task
+    declared with ``@periodic`` is guarded as a manual run (no tolerance drop,
+    overlap check kept); other calls run unguarded.
+    """
+
+    periodiq_entry: ClassVar[str | None] = None
+    """Entry name used for manual calls (set by ``@periodic``)."""
+    periodiq_overlap: ClassVar[str] = "skip"
+    periodiq_clock: ClassVar[Callable[[], int] | None] = None
+    """Milliseconds since the epoch to use instead of the Redis clock (tests only)."""
+
+    @property
+    def periodiq(self) -> RunContext:
+        """The current run's :class:`RunContext`.
+
+        Raises:
+            PeriodiqError: called outside a guarded run.
+        """
+        context = vars(self.request).get("periodiq_run")
+        if context is None:
+            raise PeriodiqError(
+                f"task {self.name!r}: self.periodiq is only set inside a guarded run"
+            )
+        return context  # type: ignore[no-any-return]
+
+    def retry(self, *args: Any, **options: Any) -> Any:
+        """Celery's ``retry``; the retry does not inherit the tick's message expiry.
+
+        A retry belongs to a run that already began, whose running marker keeps
+        other runs off; expiring it at the next tick would lose the run.
+        """
+        options.setdefault("expires", None)
+        return super().retry(*args, **options)
+
+    def _periodiq_now(self) -> int | None:
+        clock = type(self).periodiq_clock
+        return None if clock is None else clock()
+
+    def _periodiq_store(self) -> Store:
+        from celery_periodiq.api import periodiq
+
+        return periodiq(self.app).store
+
+    def _run_start(self, store: Store) -> tuple[str, RunStart, RunContext] | None:
+        request = self.request
+        entry = _header(request, HEADER_ENTRY) or self.periodiq_entry
+        if not entry:
+            return None
+        tick = _header(request, HEADER_TICK)
+        manual = tick is None or bool(_header(request, HEADER_MANUAL))
+        interval = _header(request, HEADER_INTERVAL)
+        hard, soft = (request.timelimit or (None, None)) if request.timelimit else (None, None)
+        ttl = (
+            _header(request, HEADER_TTL)
+            or (hard or self.time_limit or self.app.conf.task_time_limit or _FALLBACK_TTL) * 1000
+        )
+        start = RunStart(
+            task_id=str(request.id),
+            tick_ms=None if manual else int(tick),
+            min_gap_ms=0 if manual else int(_header(request, HEADER_MIN_GAP) or 0),
+            overlap=_header(request, HEADER_OVERLAP) or self.periodiq_overlap,
+            ttl_ms=int(ttl),
+            retries=int(request.retries or 0),
+            host=_HOST,
+            history_length=store.settings.history_length,
+        )
+        context = RunContext(
+            entry=entry,
+            scheduled_for=None if manual else from_ms(int(tick)),
+            missed=int(_header(request, HEADER_MISSED) or 1),
+            interval=None if interval is None else float(interval),
+            deadline=None,
+            checkpoint=Checkpoint(store, entry),
+            manual=manual,
+        )
+        soft = soft or self.soft_time_limit
+        if soft:
+            context._ends_at = time.monotonic() + float(soft)
+        return entry, start, context
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        store = self._periodiq_store()
+        prepared = self._run_start(store)
+        if prepared is None:
+            return super().__call__(*args, **kwargs)
+        entry, start, context = prepared
+        try:
+            admission = store.scripts.begin(entry, start, self._periodiq_now())
+        except redis.RedisError as error:
+            logger.error(
+                "periodiq: entry %r run %s not started, Redis failed: %s",
+                entry,
+                start.task_id,
+                error,
+            )
+            raise Ignore() from error
+        if not admission.runs:
+            logger.warning(
+                "periodiq: entry %r tick %s run %s %s",
+                entry,
+                start.tick_ms,
+                start.task_id,
+                admission.outcome,
+            )
+            raise Ignore()
+        if math.isfinite(context._ends_at):
+            context.deadline = from_ms(admission.now_ms) + timedelta(
+                seconds=context._ends_at - time.monotonic()
+            )
+        vars(self.request)["periodiq_run"] = context
+        began = time.monotonic()
+        outcome, problem, final, retry_ttl = "succeeded", "", True, 0
+        try:
+            return super().__call__(*args, **kwargs)
+        except Retry as retry:
+            outcome, final = "retrying", False
+            retry_ttl = start.ttl_ms + int(_countdown(retry) * 1000)
+            raise
+        except SoftTimeLimitExceeded:
+            outcome = "timeboxed"
+            raise
+        except Exception as exc:
+            outcome, problem = "failed", f"{type(exc).__name__}: {exc}"
+            raise
+        except BaseException as exc:  # worker shutdown, Terminated: the run did not finish
+            outcome, problem = "revoked", type(exc).__name__
+            raise
+        finally:
+            if outcome == "succeeded" and context.time_left() == 0.0:
+                outcome = "timeboxed"  # it ran to its deadline and stopped there
+            end = RunEnd(
+                task_id=start.task_id,
+                tick_ms=start.tick_ms,
+                outcome=outcome,
+                error=problem[:500],
+                duration_ms=int((time.monotonic() - began) * 1000),
+                host=_HOST,
+                history_length=start.history_length,
+                final=final,
+                retry_ttl_ms=retry_ttl,
+            )
+            try:
+                store.scripts.finish(entry, end, self._periodiq_now())
+            except redis.RedisError as failure:
+                logger.error(
+                    "periodiq: entry %r run %s: could not record %s: %s",
+                    entry,
+                    start.task_id,
+                    outcome,
+                    failure,
+                )
+            vars(self.request)["periodiq_run"] = None
+
+
+def _countdown(retry: Retry) -> float:
+    when = retry.when
+    if isinstance(when, datetime):
+        return max((when - datetime.now(when.tzinfo)).total_seconds(), 0.0)
+    return float(when or 0)
