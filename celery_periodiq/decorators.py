@@ -85,7 +85,8 @@ def periodic(
     }  # fmt: skip
     # Validate now, not in the beat: the real task name is not known yet for proxies.
     probe = dict(options, overlap=overlap or "skip", catchup=catchup or "last")
-    build_entry(name or "periodic-declaration", "periodic.declaration", source="code", **probe)
+    probe_name = "periodic-declaration" if name is None else name
+    build_entry(probe_name, "periodic.declaration", source="code", **probe)
 
     def decorate(target: Any) -> Any:
         if _is_task(target):
@@ -156,7 +157,13 @@ def _guard(task: Any, name: str | None, overlap: str) -> None:
         # @shared_task: one task object per app, built when each app finalizes.
         def on_app(app: Celery) -> None:
             def finalized(sender: Any = None, **_: Any) -> None:
-                _install(task._get_current_object(), name, overlap)
+                # The proxy resolves through the current app: make it this one.
+                previous = get_current_app()
+                app.set_current()
+                try:
+                    _install(task._get_current_object(), name, overlap)
+                finally:
+                    previous.set_current()
 
             app.on_after_finalize.connect(finalized, weak=False)
 

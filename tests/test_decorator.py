@@ -1,0 +1,138 @@
+"""@periodic: misuse fails at decoration time; each form ends up guarded and declared."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from celery import Celery, shared_task
+
+from celery_periodiq import EntryError, PeriodicTask, periodic
+from celery_periodiq import registry
+
+
+@pytest.fixture(autouse=True)
+def clean_registry() -> Iterator[None]:
+    saved = list(registry._DECLARED)
+    yield
+    registry._DECLARED[:] = saved
+
+
+@pytest.fixture
+def app() -> Celery:
+    return Celery("decorated", broker="memory://", set_as_current=False)
+
+
+def task_body() -> None:
+    """A task body."""
+
+
+@pytest.mark.parametrize(
+    ("options", "words"),
+    [
+        ({}, ["exactly one of cron=, every=, calendar=", "got none"]),
+        ({"cron": "* * * * *", "every": 60}, ["exactly one of", "cron=, every="]),
+        ({"every": 60, "calendar": "daily"}, ["exactly one of", "every=, calendar="]),
+        ({"every": 60, "tolerance": -1}, ["tolerance=-1", "seconds >= 0"]),
+        ({"every": 60, "tolerance": 60}, ["tolerance=60", "less than the interval"]),
+        ({"every": 60, "tolerance": "lots"}, ["tolerance='lots'"]),
+        ({"every": 60, "timebox": 61}, ["timebox=61", "at most the interval"]),
+        ({"every": 60, "timebox": 0}, ["timebox=0", "seconds > 0"]),
+        ({"every": 60, "overlap": "queue"}, ["overlap='queue'", "skip, allow, buffer_one"]),
+        ({"every": 60, "catchup": "some"}, ["catchup='some'", "last, skip, all"]),
+        ({"every": 60, "args": [object()]}, ["args=", "JSON values only"]),
+        ({"every": 60, "kwargs": {"when": timedelta(1)}}, ["kwargs=", "JSON values only"]),
+        ({"every": 0}, ["every=0", "longer than zero"]),
+        ({"cron": "61 * * * *"}, ["minute field", "61"]),
+        ({"cron": "H * * * *", "name": ""}, ["entry name"]),
+        ({"calendar": "Funday 10:00"}, ["weekday", "funday"]),
+        ({"every": 60, "tz": "Mars/Base"}, ["Mars/Base"]),
+        ({"every": 60, "priority": 300}, ["priority=300", "0-255"]),
+        ({"every": 60, "jitter": -1}, ["jitter=-1"]),
+    ],
+)
+def test_misuse_raises_at_decoration_time_with_a_clear_message(
+    options: dict[str, Any], words: list[str]
+) -> None:
+    declared_before = len(registry._DECLARED)
+    with pytest.raises(EntryError) as caught:
+        periodic(**options)
+    for word in words:
+        assert word in str(caught.value)
+    assert len(registry._DECLARED) == declared_before
+
+
+def test_task_options_over_an_existing_task_are_refused(app: Celery) -> None:
+    existing = app.task(name="existing")(task_body)
+    with pytest.raises(EntryError, match="takes no task options"):
+        periodic(every=60, acks_late=True)(existing)
+
+
+def test_a_base_that_is_not_a_periodic_task_is_refused() -> None:
+    from celery import Task
+
+    with pytest.raises(EntryError, match="must be PeriodicTask"):
+        periodic(every=60, base=Task)(task_body)
+
+
+def test_on_a_plain_function_it_creates_a_guarded_task(app: Celery) -> None:
+    task = periodic(every=30, app=app, name="tidy", queue="maintenance")(task_body)
+    app.finalize()
+    created = app.tasks[f"{__name__}.task_body"]
+    assert isinstance(created, PeriodicTask)
+    assert created.periodiq_entry == "tidy"
+    assert task.name == created.name
+    (entry,) = [e for e in registry.declared() if e.name == "tidy"]
+    assert (entry.task, entry.schedule, entry.source) == (created.name, "@every 30s", "code")
+    assert entry.options == {"queue": "maintenance"}
+
+
+def test_over_an_app_task_it_keeps_the_task_and_adds_the_guards(app: Celery) -> None:
+    existing = periodic(every=60, overlap="allow")(app.task(name="keep-me")(task_body))
+    app.finalize()
+    guarded = app.tasks["keep-me"]
+    assert (
+        guarded is existing._get_current_object()
+        if hasattr(existing, "_get_current_object")
+        else existing
+    )
+    assert isinstance(guarded, PeriodicTask)
+    assert guarded.periodiq_entry == "keep-me"
+    assert guarded.periodiq_overlap == "allow"
+    assert guarded.run is not None
+    (entry,) = [e for e in registry.declared() if e.name == "keep-me"]
+    assert entry.overlap == "allow"
+
+
+def test_over_a_shared_task_every_app_gets_the_guards() -> None:
+    first = Celery("first", broker="memory://", set_as_current=False)
+    periodic(cron="@daily", name="nightly")(shared_task(name="shared-nightly")(task_body))
+    first.finalize()
+    second = Celery("second", broker="memory://", set_as_current=False)
+    second.finalize()
+    assert isinstance(first.tasks["shared-nightly"], PeriodicTask)
+    assert isinstance(second.tasks["shared-nightly"], PeriodicTask)
+    assert [e.task for e in registry.declared() if e.name == "nightly"] == ["shared-nightly"]
+
+
+def test_two_declarations_of_one_name_for_different_tasks_are_an_error(app: Celery) -> None:
+    periodic(every=60, name="twice")(app.task(name="one")(task_body))
+    periodic(every=60, name="twice")(app.task(name="two")(task_body))
+    app.finalize()
+    with pytest.raises(EntryError, match="declared twice"):
+        registry.declared()
+
+
+def test_app_defaults_fill_policies_left_unset(app: Celery) -> None:
+    from celery_periodiq.config import Settings
+
+    app.conf.periodiq_default_overlap = "allow"
+    app.conf.periodiq_default_catchup = "all"
+    periodic(every=60, name="defaults")(app.task(name="d")(task_body))
+    periodic(every=60, name="explicit", overlap="skip")(app.task(name="e")(task_body))
+    app.finalize()
+    entries = {e.name: e for e in registry.declared(Settings.from_app(app))}
+    assert (entries["defaults"].overlap, entries["defaults"].catchup) == ("allow", "all")
+    assert entries["explicit"].overlap == "skip"
