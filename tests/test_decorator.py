@@ -9,8 +9,7 @@ from typing import Any
 import pytest
 from celery import Celery, shared_task
 
-from celery_periodiq import EntryError, PeriodicTask, periodic
-from celery_periodiq import registry
+from celery_periodiq import EntryError, PeriodicTask, periodic, registry
 
 
 @pytest.fixture(autouse=True)
