@@ -20,6 +20,7 @@ app = Celery("periodiq_app", broker=os.environ["TEST_BROKER_URL"])
 app.conf.beat_scheduler = "celery_periodiq:Scheduler"
 app.conf.periodiq_redis_url = os.environ["TEST_REDIS_URL"]
 app.conf.periodiq_claim_lease = float(os.environ.get("TEST_LEASE", "2"))
+app.conf.periodiq_redis_options = json.loads(os.environ.get("TEST_REDIS_OPTIONS", "{}"))
 app.conf.beat_max_loop_interval = 5
 app.conf.broker_connection_retry_on_startup = True
 app.conf.worker_prefetch_multiplier = 1
