@@ -122,6 +122,8 @@ class RunEnd:
     history_length: int
     final: bool = True
     retry_ttl_ms: int = 0
+    ran: bool = True
+    """False for a message dropped before its run (revoked or expired in the queue)."""
 
 
 class Scripts:
@@ -240,7 +242,7 @@ class Scripts:
                 end.duration_ms,
                 end.host,
                 end.history_length,
-                "1" if end.final else "0",
+                "2" if not end.ran else "1" if end.final else "0",
                 end.retry_ttl_ms,
                 "" if now_ms is None else now_ms,
             ],

@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 import redis
 from celery import Task
 from celery.exceptions import Ignore, Retry, SoftTimeLimitExceeded
+from celery.signals import task_revoked
 
 from celery_periodiq.checkpoint import Checkpoint
 from celery_periodiq.errors import PeriodiqError
@@ -244,3 +245,36 @@ def _countdown(retry: Retry) -> float:
     if isinstance(when, datetime):
         return max((when - datetime.now(when.tzinfo)).total_seconds(), 0.0)
     return float(when or 0)
+
+
+@task_revoked.connect
+def _record_revoked(
+    sender: Any = None,
+    request: Any = None,
+    terminated: bool = False,
+    expired: bool = False,
+    **_: Any,
+) -> None:
+    """A guarded run revoked by the worker, or a message expired in the queue, is recorded."""
+    if not isinstance(sender, PeriodicTask) or request is None:
+        return
+    entry = _header(request, HEADER_ENTRY) or sender.periodiq_entry
+    if not entry:
+        return
+    tick = _header(request, HEADER_TICK)
+    store = sender._periodiq_store()
+    end = RunEnd(
+        task_id=str(request.id),
+        tick_ms=None if tick is None else int(tick),
+        outcome="expired" if expired else "revoked",
+        error="terminated" if terminated else "",
+        duration_ms=0,
+        host=_HOST,
+        history_length=store.settings.history_length,
+        ran=bool(terminated),
+    )
+    try:
+        store.scripts.finish(entry, end)
+    except redis.RedisError as failure:
+        logger.error("periodiq: entry %r run %s: could not record %s: %s",
+                     entry, request.id, end.outcome, failure)  # fmt: skip

@@ -147,3 +147,24 @@ def test_periodic_creates_a_task_or_guards_an_existing_one(guarded: Cluster) -> 
     assert sources == {"declared-plain": "code", "declared-existing": "code"}
     assert all(r["guarded"] for r in runs(guarded, "declared-existing"))
     assert api.get("declared-existing").counters["started"] >= 2
+
+
+def test_expired_and_terminated_runs_are_recorded(guarded: Cluster) -> None:
+    started(guarded)
+    api = api_for(guarded.redis_url, guarded.env["TEST_BROKER_URL"])
+    api.add("slow", "slow", cron="@yearly", args=[30], timebox=None)
+    stale = int(time.time() * 1000) - 60_000
+    api.app.send_task(
+        "slow", args=[30], task_id="stale-tick", expires=-5,
+        headers={HEADER_ENTRY: "slow", HEADER_TICK: stale},
+    )  # fmt: skip
+    wait_for(lambda: api.get("slow").counters.get("expired"), 20, "the expired message")
+    assert api.get("slow").state.get("last_status") is None  # it never ran
+
+    task_id = api.trigger("slow")
+    wait_for(lambda: runs(guarded, "slow", "start"), 20, "the triggered run to start")
+    assert api.get("slow").running == task_id
+    api.app.control.revoke(task_id, terminate=True)
+    wait_for(lambda: api.get("slow").state.get("last_status") == "revoked", 20, "the revocation")
+    assert api.get("slow").running is None
+    assert not runs(guarded, "slow", "end")

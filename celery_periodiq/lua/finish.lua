@@ -13,7 +13,8 @@
 -- ARGV[5] duration (ms)
 -- ARGV[6] worker host
 -- ARGV[7] history length
--- ARGV[8] "1" if final, "0" for a retry
+-- ARGV[8] "1" if final, "0" for a retry, "2" for a message that never ran (revoked or
+--         expired in the queue): counted and recorded, the last run's status untouched
 -- ARGV[9] marker TTL for a retry (ms), or 0
 -- ARGV[10] now (ms) instead of the server clock, or ""
 --
@@ -21,7 +22,7 @@
 
 local state, running, history = KEYS[1], KEYS[2], KEYS[3]
 local task_id, tick, outcome, err = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local duration, host, keep, final = ARGV[5], ARGV[6], tonumber(ARGV[7]), ARGV[8] == '1'
+local duration, host, keep, kind = ARGV[5], ARGV[6], tonumber(ARGV[7]), ARGV[8]
 
 local now
 if ARGV[10] ~= '' then
@@ -32,14 +33,15 @@ else
 end
 
 local cleared = 0
-if final then
-  if redis.call('GET', running) == task_id then
+local holder = redis.call('GET', running)
+if kind == '1' or (kind == '2' and holder == task_id) then
+  if holder == task_id then
     redis.call('DEL', running)
     cleared = 1
   end
   redis.call('HSET', state, 'last_status', outcome, 'last_finished', now,
     'last_duration', duration, 'last_error', err)
-elseif redis.call('GET', running) == task_id then
+elseif kind == '0' and holder == task_id then
   redis.call('PEXPIRE', running, tonumber(ARGV[9]))
 end
 redis.call('HINCRBY', state, 'n:' .. outcome, 1)
