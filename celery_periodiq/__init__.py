@@ -15,15 +15,18 @@ from celery_periodiq.errors import (
 )
 from celery_periodiq.scheduler import Scheduler
 from celery_periodiq.schedules import Schedule, parse_schedule
+from celery_periodiq.store import BeatInfo, Event, StoredEntry
 from celery_periodiq.task import PeriodicTask, RunContext
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "BeatInfo",
     "ConfigurationError",
     "EntryError",
     "EntryExistsError",
     "EntryNotFoundError",
+    "Event",
     "PeriodicTask",
     "Periodiq",
     "PeriodiqError",
@@ -32,6 +35,7 @@ __all__ = [
     "ScheduleError",
     "Scheduler",
     "StoreUnavailableError",
+    "StoredEntry",
     "__version__",
     "parse_schedule",
     "periodic",

@@ -145,6 +145,7 @@ class Dispatcher:
             catchup_cap=self.settings.catchup_cap,
             default_grace=self.settings.default_grace,
             sent_at=from_ms(sent_at_ms),
+            previous=None if claim.prev_ms is None else from_ms(claim.prev_ms),
         )
         for tick in plan.publish:
             send(self.app, entry, tick, producer)
@@ -175,6 +176,8 @@ class Dispatcher:
                 events[-1][4] = f"{len(instants) - _MISSED_EVENTS} earlier not listed"
             logger.info("periodiq: entry %r: %d ticks %s", claim.name, len(instants), reason)
         accounting: dict[str, Any] = {"counts": counts, "events": events}
+        if plan.newest is not None:
+            accounting["prev"] = to_ms(plan.newest)
         if plan.next_nominal is not None and plan.next_due is not None:
             accounting["next"] = to_ms(plan.next_nominal)
             accounting["due"] = to_ms(plan.next_due)
@@ -204,6 +207,7 @@ class Dispatcher:
                 nominal=now,
                 missed=1,
                 interval=0.0,
+                gap_before=0.0,
                 expires=now + timedelta(hours=1),
                 soft_time_limit=None,
                 time_limit=None,

@@ -63,7 +63,9 @@ class Tick:
     missed: int
     """How many ticks this run stands for (1: just itself)."""
     interval: float
-    """Seconds from this tick to the entry's next one."""
+    """Seconds from this tick to the entry's next one: what the timebox is cut from."""
+    gap_before: float
+    """Seconds since the entry's previous tick: what the tolerance drop compares a run with."""
     expires: datetime
     """After this instant the message must not run any more."""
     soft_time_limit: float | None
@@ -85,6 +87,8 @@ class Plan:
     next_nominal: datetime | None = None
     next_due: datetime | None = None
     """The next tick's due instant with jitter applied."""
+    newest: datetime | None = None
+    """The newest tick this plan handled: the previous tick of the next claim."""
 
 
 def due_ticks(
@@ -166,6 +170,7 @@ def plan_tick(
     catchup_cap: int,
     default_grace: float,
     sent_at: datetime | None = None,
+    previous: datetime | None = None,
 ) -> Plan:
     """Decide what a claimed tick becomes.
 
@@ -181,6 +186,9 @@ def plan_tick(
         sent_at: when the messages are published (Redis clock); a tick taken
             over from a dead beat is published later than it was claimed, and
             each message may still wait one interval in the queue from then.
+        previous: the entry's tick before ``nominal``, if known; on uneven
+            schedules (``0 9,17 * * *``) the tolerance drop compares a run with
+            the gap since that tick, not with the gap to the next one.
     """
     sent_at = now if sent_at is None else max(sent_at, now)
     schedule = entry.parsed_schedule()
@@ -209,15 +217,18 @@ def plan_tick(
     plan.missed = [t for t in ticks if t not in chosen and t not in plan.skipped_overlap][-_SAMPLE:]
 
     newest = ticks[-1]
+    plan.newest = newest
     following = schedule.next_after(newest)
     stands_for = count if entry.catchup == "last" else 1
     for tick in chosen:
+        position = ticks.index(tick)
+        before = ticks[position - 1] if position > 0 else previous
         after = schedule.next_after(tick) if tick != newest else following
         if after is not None:
             interval = (after.astimezone(UTC) - tick).total_seconds()
         else:  # the last tick before end_at: give it the interval it came at
-            before = ticks[ticks.index(tick) - 1] if ticks.index(tick) > 0 else None
             interval = (tick - before).total_seconds() if before else _last_interval(schedule)
+        gap_before = (tick - before).total_seconds() if before and before < tick else interval
         expires = max(
             after.astimezone(UTC) if after else sent_at, sent_at + timedelta(seconds=interval)
         )
@@ -228,6 +239,7 @@ def plan_tick(
                 nominal=tick,
                 missed=stands_for if tick == newest else 1,
                 interval=interval,
+                gap_before=gap_before,
                 expires=expires,
                 soft_time_limit=soft,
                 time_limit=hard,

@@ -9,12 +9,14 @@ tick published twice is recognisably the same run.
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime
 from typing import Any
 
 from celery import Celery
 
 from celery_periodiq.entry import Entry
 from celery_periodiq.plan import Tick, to_ms
+from celery_periodiq.schedules import IntervalSchedule
 
 __all__ = [
     "HEADER_ENTRY",
@@ -33,6 +35,7 @@ __all__ = [
 # intervals, or this many seconds for runs with no interval.
 _TTL_INTERVALS = 2
 _TTL_FALLBACK = 3600.0
+_MANUAL_GRACE = 10.0
 
 HEADER_ENTRY = "periodiq_entry"
 HEADER_TICK = "periodiq_tick"
@@ -44,7 +47,8 @@ HEADER_MISSED = "periodiq_missed"
 HEADER_MANUAL = "periodiq_manual"
 """True for ``trigger()``: outside the schedule, no tolerance drop."""
 HEADER_MIN_GAP = "periodiq_min_gap"
-"""Milliseconds: interval - tolerance, the earliest this run may follow the last one."""
+"""Milliseconds: the gap since the previous tick minus the tolerance, the earliest this
+run may follow the last one."""
 HEADER_OVERLAP = "periodiq_overlap"
 """The entry's overlap policy, for the worker's non-final check."""
 HEADER_TTL = "periodiq_ttl"
@@ -60,6 +64,22 @@ def marker_ttl(tick: Tick | None) -> float:
     return _TTL_FALLBACK
 
 
+def manual_limits(entry: Entry) -> tuple[float | None, float | None]:
+    """Soft and hard time limits of a manual run: the timebox of the entry's usual interval."""
+    schedule = entry.parsed_schedule()
+    if isinstance(schedule, IntervalSchedule):
+        interval = schedule.period.total_seconds()
+    else:
+        fires = schedule.upcoming(datetime.now(UTC), 2)
+        if len(fires) < 2:
+            return None, None
+        interval = (fires[1].astimezone(UTC) - fires[0].astimezone(UTC)).total_seconds()
+    soft = entry.timebox_for(interval)
+    if soft is None:
+        return None, None
+    return soft, soft + entry.grace_for(soft, _MANUAL_GRACE)
+
+
 def message_options(entry: Entry, tick: Tick | None) -> dict[str, Any]:
     """``send_task`` keyword arguments for one run of ``entry``."""
     options: dict[str, Any] = dict(entry.options)
@@ -71,11 +91,16 @@ def message_options(entry: Entry, tick: Tick | None) -> dict[str, Any]:
     if tick is None:
         headers[HEADER_MANUAL] = True
         options["task_id"] = str(uuid.uuid4())
+        soft, hard = manual_limits(entry)
+        if soft is not None and hard is not None:
+            options["soft_time_limit"], options["time_limit"] = soft, hard
+            headers[HEADER_TTL] = int(hard * 1000)
     else:
         headers[HEADER_TICK] = to_ms(tick.nominal)
         headers[HEADER_INTERVAL] = tick.interval
         headers[HEADER_MISSED] = tick.missed
-        headers[HEADER_MIN_GAP] = int((tick.interval - entry.tolerance_for(tick.interval)) * 1000)
+        gap = tick.gap_before
+        headers[HEADER_MIN_GAP] = int((gap - entry.tolerance_for(gap)) * 1000)
         options["task_id"] = tick.task_id
         options["expires"] = tick.expires
         if tick.soft_time_limit is not None:

@@ -35,6 +35,8 @@ class Claim:
     running: bool
     queued: bool
     version: int
+    prev_ms: int | None
+    """The entry's previous scheduled tick; None when unknown."""
     taken: int
     definition: str | None
     """The entry's JSON at claim time; None when the entry has vanished."""
@@ -64,6 +66,7 @@ def _decode_claims(raw: list[Any]) -> ClaimBatch:
                 running=bool(record["running"]),
                 queued=bool(record["queued"]),
                 version=int(record["version"]),
+                prev_ms=None if int(record.get("prev", -1)) < 0 else int(record["prev"]),
                 taken=int(record.get("taken", 0)),
                 definition=raw[index + 2] or None,
             )
@@ -91,6 +94,8 @@ class RunStart:
     retries: int
     host: str
     history_length: int
+    published: bool = True
+    """True for messages from the beat or trigger(): their entry must still exist."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,13 +103,18 @@ class Admission:
     """begin.lua's verdict."""
 
     outcome: str
-    """started, resumed, duplicate, dropped_too_soon or skipped_overlap."""
+    """started, resumed, unguarded, duplicate, dropped_too_soon, skipped_overlap or deleted."""
     now_ms: int
     last_run_ms: int | None
 
     @property
     def runs(self) -> bool:
         """Whether the body may run."""
+        return self.outcome in ("started", "resumed", "unguarded")
+
+    @property
+    def guarded(self) -> bool:
+        """Whether the run is tracked (its end is recorded)."""
         return self.outcome in ("started", "resumed")
 
 
@@ -212,7 +222,14 @@ class Scripts:
         """The worker's guards before a run (begin.lua): one round trip."""
         k = self.keys
         outcome, now, last = self._begin(
-            keys=[k.state(name), k.running(name), k.queued(name), k.started(name), k.history(name)],
+            keys=[
+                k.state(name),
+                k.running(name),
+                k.queued(name),
+                k.started(name),
+                k.history(name),
+                k.entries,
+            ],
             args=[
                 run.task_id,
                 "" if run.tick_ms is None else run.tick_ms,
@@ -223,6 +240,8 @@ class Scripts:
                 run.host,
                 run.history_length,
                 "" if now_ms is None else now_ms,
+                name,
+                "1" if run.published else "0",
             ],
         )
         return Admission(
@@ -233,7 +252,7 @@ class Scripts:
         """Record how a run ended (finish.lua); True if its running marker was cleared."""
         k = self.keys
         cleared = self._finish(
-            keys=[k.state(name), k.running(name), k.history(name)],
+            keys=[k.state(name), k.running(name), k.history(name), k.entries],
             args=[
                 end.task_id,
                 "" if end.tick_ms is None else end.tick_ms,
@@ -245,6 +264,7 @@ class Scripts:
                 "2" if not end.ran else "1" if end.final else "0",
                 end.retry_ttl_ms,
                 "" if now_ms is None else now_ms,
+                name,
             ],
         )
         return bool(cleared)

@@ -131,7 +131,8 @@ class PeriodicTask(Task):  # type: ignore[type-arg]
 
     def _run_start(self, store: Store) -> tuple[str, RunStart, RunContext] | None:
         request = self.request
-        entry = _header(request, HEADER_ENTRY) or self.periodiq_entry
+        published_for = _header(request, HEADER_ENTRY)
+        entry = published_for or self.periodiq_entry
         if not entry:
             return None
         tick = _header(request, HEADER_TICK)
@@ -151,6 +152,7 @@ class PeriodicTask(Task):  # type: ignore[type-arg]
             retries=int(request.retries or 0),
             host=_HOST,
             history_length=store.settings.history_length,
+            published=bool(published_for),
         )
         context = RunContext(
             entry=entry,
@@ -191,6 +193,8 @@ class PeriodicTask(Task):  # type: ignore[type-arg]
                 admission.outcome,
             )
             raise Ignore()
+        if not admission.guarded:  # a declared task whose entry is not stored (yet)
+            return super().__call__(*args, **kwargs)
         if math.isfinite(context._ends_at):
             context.deadline = from_ms(admission.now_ms) + timedelta(
                 seconds=context._ends_at - time.monotonic()

@@ -20,6 +20,7 @@
 --   last        {field = value} written to the state hash (last_enqueued, last_tick, ...)
 --   queued      {task_id, ttl_ms} marks a published run that has not started, or null
 --   quarantine  reason text: flag the entry as invalid and stop scheduling it, or null
+--   prev        the newest tick this claim handled (ms): the next tick's tolerance counts from it
 --
 -- Returns the number of ticks settled.
 --
@@ -57,6 +58,9 @@ for i = 4, #ARGV do
       else
         redis.call('HSET', state, 'next', '')
       end
+    end
+    if a.prev ~= nil and a.prev ~= cjson.null then
+      redis.call('HSET', state, 'prev', a.prev)
     end
     if a.counts then
       for reason, n in pairs(a.counts) do

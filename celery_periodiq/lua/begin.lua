@@ -8,12 +8,15 @@
 --   4. otherwise the run starts: last_run = now, running marker set (TTL = the
 --      run's hard limit, so a dead worker stops blocking), tick recorded
 -- A retry of a run that already began (retries > 0) skips 1-3 and keeps its marker.
+-- An entry that no longer exists gets no writes: a message published for it is refused
+-- ("deleted"); a plain call of a declared task whose entry is not stored runs unguarded.
 --
 -- KEYS[1] state    hash    <tag>:state:<name>   (last_run, last_status, counters n:*)
 -- KEYS[2] running  string  <tag>:running:<name> (task id, TTL)
 -- KEYS[3] queued   string  <tag>:queued:<name>  (task id of a published, unstarted run)
 -- KEYS[4] started  zset    <tag>:started:<name> (nominal tick ms -> same; the newest 256)
 -- KEYS[5] history  stream  <tag>:history:<name>
+-- KEYS[6] entries  hash    <tag>:entries (name -> definition)
 -- ARGV[1] task id
 -- ARGV[2] tick: nominal instant (ms), or "" for a manual run (no tolerance drop)
 -- ARGV[3] min_gap (ms): interval - tolerance, or 0
@@ -23,9 +26,12 @@
 -- ARGV[7] worker host
 -- ARGV[8] history length
 -- ARGV[9] now (ms) to use instead of the server clock, or "" (tests inject a clock here)
+-- ARGV[10] entry name
+-- ARGV[11] "1" if the message came from the beat or trigger() (the entry must exist)
 --
 -- Returns {outcome, now_ms, last_run_ms or -1} where outcome is "started",
--- "resumed" (a retry), "duplicate", "dropped_too_soon" or "skipped_overlap".
+-- "resumed" (a retry), "duplicate", "dropped_too_soon", "skipped_overlap",
+-- "deleted" or "unguarded".
 
 local state, running, queued, started, history = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local task_id, tick, min_gap, overlap = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
@@ -37,6 +43,10 @@ if ARGV[9] ~= '' then
 else
   local clock = redis.call('TIME')
   now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+end
+if redis.call('HEXISTS', KEYS[6], ARGV[10]) == 0 then
+  if ARGV[11] == '1' then return {'deleted', now, -1} end
+  return {'unguarded', now, -1}
 end
 local last = tonumber(redis.call('HGET', state, 'last_run') or '')
 

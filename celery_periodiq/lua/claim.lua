@@ -18,11 +18,12 @@
 -- ARGV[5] now (ms) to use instead of the server clock, or "" (tests inject a clock here)
 --
 -- Returns {now_ms, next_due_ms or -1, next_recheck_ms or -1, id1, claim1, definition1, id2, ...}
--- where claim is JSON {name, nominal, claimed, owner, running, queued, version, taken}
--- (nominal is the tick's due instant before jitter, ms; taken counts takeovers)
+-- where claim is JSON {name, nominal, claimed, owner, running, queued, version, prev, taken}
+-- (nominal is the tick's due instant before jitter, ms; prev the entry's previous scheduled
+-- tick, ms, or -1; taken counts takeovers)
 -- and definition is the entry JSON, or "" when the entry has vanished.
 --
--- Touches per claimed entry: <tag>:state:<name> (read: next, version),
+-- Touches per claimed entry: <tag>:state:<name> (read: next, version, prev),
 -- <tag>:running:<name> and <tag>:queued:<name> (read).
 
 local due, inflight, ticks, entries, beats = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
@@ -73,7 +74,7 @@ if taken < batch then
     redis.call('ZREM', due, name)
     local definition = redis.call('HGET', entries, name)
     if definition then
-      local state = redis.call('HMGET', tag .. ':state:' .. name, 'next', 'version')
+      local state = redis.call('HMGET', tag .. ':state:' .. name, 'next', 'version', 'prev')
       local nominal = tonumber(state[1])
       if nominal then
         local id = name .. '@' .. state[1]
@@ -85,6 +86,7 @@ if taken < batch then
           running = redis.call('EXISTS', tag .. ':running:' .. name),
           queued = redis.call('EXISTS', tag .. ':queued:' .. name),
           version = tonumber(state[2]) or 0,
+          prev = tonumber(state[3]) or -1,
           taken = 0,
         })
         redis.call('HSET', ticks, id, claim)

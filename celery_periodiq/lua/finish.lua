@@ -6,6 +6,7 @@
 -- KEYS[1] state    hash    <tag>:state:<name>
 -- KEYS[2] running  string  <tag>:running:<name>
 -- KEYS[3] history  stream  <tag>:history:<name>
+-- KEYS[4] entries  hash    <tag>:entries (name -> definition)
 -- ARGV[1] task id
 -- ARGV[2] tick (ms) or ""
 -- ARGV[3] outcome: "succeeded", "failed", "timeboxed", "revoked" or "retrying"
@@ -17,6 +18,7 @@
 --         expired in the queue): counted and recorded, the last run's status untouched
 -- ARGV[9] marker TTL for a retry (ms), or 0
 -- ARGV[10] now (ms) instead of the server clock, or ""
+-- ARGV[11] entry name: nothing is written for an entry that no longer exists
 --
 -- Returns the number of markers cleared (0 or 1).
 
@@ -32,6 +34,7 @@ else
   now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 end
 
+if redis.call('HEXISTS', KEYS[4], ARGV[11]) == 0 then return 0 end
 local cleared = 0
 local holder = redis.call('GET', running)
 if kind == '1' or (kind == '2' and holder == task_id) then
