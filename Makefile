@@ -30,8 +30,10 @@ tools:
 		 (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q faketime >/dev/null 2>&1)) || \
 		echo "faketime could not be installed: the clock-skew tests will be skipped"
 
+# Two beats and a worker run example_project for a minute with fast schedules; one beat
+# is killed half-way. Uses REDIS_URL if set, else a private redis-server. DEMO_ARGS=--seconds 30
 demo: venv
-	@echo "make demo: coming in a later issue (the example project lands with issue 6)."
+	$(BIN)/python example_project/demo.py $(DEMO_ARGS)
 
 bench: venv
 	$(BIN)/python bench/schedules.py

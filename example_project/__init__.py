@@ -1,1 +1,32 @@
-"""The example Celery project (see README); it grows with each capability."""
+"""The example project: a small Celery app that uses every celery_periodiq feature.
+
+``celery -A example_project ...`` finds :data:`app` here. Importing the
+package imports every task module, so each ``@periodic`` declaration is
+validated at import and known to the beat.
+
+========================  =====================================  ============
+module                    what it shows                          seed
+========================  =====================================  ============
+reports.py                ``H/15``, ``H(0-29)/10``, a weekday    002
+                          restart, overlap skip without timebox  001, 004
+sensors.py                seconds-first cron, ``catchup="skip"``, 003
+                          ``@periodic`` over an ``@app.task``
+billing.py                fixed day and time in a named zone     003
+inbox.py                  tolerance, timebox, checkpoint resume  000
+housekeeping.py           an entry in ``beat_schedule``          001
+channels.py               runtime entries with an owner,         000
+                          deleted by owner
+========================  =====================================  ============
+
+``PERIODIQ_DEMO=1`` switches every schedule to seconds (see settings.py);
+``example_project/demo.py`` is what ``make demo`` runs.
+"""
+
+from __future__ import annotations
+
+# The task modules are imported for their declarations: their @periodic
+# entries, and the tasks that beat_schedule and the runtime entries name.
+from example_project import billing, housekeeping, inbox, reports, sensors
+from example_project.main import app
+
+__all__ = ["app", "billing", "housekeeping", "inbox", "reports", "sensors"]
