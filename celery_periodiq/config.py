@@ -153,6 +153,10 @@ class Keys:
         """hash: tick id -> JSON of the claim (entry, nominal instant, owner, ...)."""
         self.beats = f"{tag}:beats"
         """zset: beat id -> heartbeat expiry (ms)."""
+        self.declared = f"{tag}:declared"
+        """set: names of the entries declared in code or in beat_schedule."""
+        self.events = f"{tag}:events"
+        """hash: names of @reboot/@shutdown entries -> "reboot" or "shutdown"."""
         self.changes = f"{tag}:changes"
         """pub/sub channel: an entry was created, changed, paused or deleted."""
 

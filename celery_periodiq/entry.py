@@ -225,9 +225,13 @@ class Entry:
 
     def to_json(self) -> str:
         """Canonical JSON: sorted keys, no spaces."""
+        return self._json
+
+    @functools.cached_property
+    def _json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
 
-    @property
+    @functools.cached_property
     def digest(self) -> str:
         """A hash of the definition: equal definitions have equal digests."""
         return hashlib.sha1(self.to_json().encode(), usedforsecurity=False).hexdigest()

@@ -40,8 +40,9 @@ class Heartbeat(threading.Thread):
 
     def beat_once(self) -> None:
         """Refresh the heartbeat now."""
+        sent = time.monotonic()  # the heartbeat's TTL counts from about here
         self.store.scripts.beat(self.beat_id, "alive", int(self.lease * 1000), self.info())
-        self.last_ok = time.monotonic()
+        self.last_ok = sent
 
     def run(self) -> None:
         while not self._stopped.wait(self.lease / 3):

@@ -134,13 +134,18 @@ def _fires_between(schedule: Schedule, start: datetime, end: datetime) -> list[d
 
 
 def next_tick(
-    entry: Entry, schedule: Schedule, after: datetime
+    entry: Entry, schedule: Schedule, after: datetime, following: datetime | None = None
 ) -> tuple[datetime, datetime] | None:
-    """The entry's next tick after ``after`` and when it is due (jitter applied), in UTC."""
-    following = schedule.next_after(after)
+    """The entry's next tick after ``after`` and when it is due (jitter applied), in UTC.
+
+    ``following``: that next tick, if the caller computed it already.
+    """
+    following = schedule.next_after(after) if following is None else following
     if following is None:
         return None
     following = following.astimezone(UTC)
+    if entry.jitter <= 0:
+        return following, following
     after_next = schedule.next_after(following)
     gap = None if after_next is None else (after_next.astimezone(UTC) - following).total_seconds()
     return following, following + jitter_offset(entry, following, gap)
@@ -247,7 +252,7 @@ def plan_tick(
             )
         )
 
-    upcoming = next_tick(entry, schedule, newest)
+    upcoming = next_tick(entry, schedule, newest, following)
     if upcoming is not None:
         plan.next_nominal, plan.next_due = upcoming
     return plan

@@ -8,7 +8,6 @@ and wakes at once when an entry changes.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import socket
@@ -173,11 +172,7 @@ class Scheduler(celery_beat.Scheduler):
                         entry.name,
                     )
         names = {entry.name for entry in declared}
-        vanished = [
-            name
-            for name, definition in self.store.definitions().items()
-            if name not in names and _source(definition) in ("code", "config")
-        ]
+        vanished = sorted(self.store.declared_names() - names)
         removed = self.store.scripts.remove(vanished, "code,config") if vanished else []
         logger.info(
             "periodiq: reconciled %d declared entries %s; removed %s",
@@ -207,11 +202,3 @@ class Scheduler(celery_beat.Scheduler):
         if dispatcher is not None and dispatcher.last_tick_ms is not None:
             info["last_tick"] = dispatcher.last_tick_ms
         return info
-
-
-def _source(definition: str) -> str | None:
-    try:
-        source = json.loads(definition).get("source")
-    except (ValueError, AttributeError):
-        return None
-    return source if isinstance(source, str) else None

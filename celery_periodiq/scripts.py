@@ -180,14 +180,15 @@ class Scripts:
         k = self.keys
         args: list[Any] = [k.tag, k.changes, mode]
         args.extend(json.dumps(item, separators=(",", ":")) for item in items)
-        return list(self._put(keys=[k.entries, k.due], args=args))
+        return list(self._put(keys=[k.entries, k.due, k.declared, k.events], args=args))
 
     def remove(self, names: list[str], sources: str = "*") -> list[str]:
         """Delete entries whose source is in ``sources``; returns the names removed."""
         if not names:
             return []
         k = self.keys
-        return list(self._remove(keys=[k.entries, k.due], args=[k.tag, k.changes, sources, *names]))
+        args = [k.tag, k.changes, sources, *names]
+        return list(self._remove(keys=[k.entries, k.due, k.declared, k.events], args=args))
 
     def pause(self, name: str, note: str) -> bool:
         """Pause an entry; False if it does not exist."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from importlib import resources
 from typing import Any, cast
 
 import redis
@@ -147,11 +148,33 @@ class Store:
         seconds, micros = self.client.time()
         return int(seconds) * 1000 + int(micros) // 1000
 
+    def server_version(self) -> str:
+        """The Redis server's version, e.g. ``"7.2.4"`` (``INFO server``)."""
+        return str(self.client.info("server")["redis_version"])
+
+    def load_scripts(self) -> list[str]:
+        """Load every Lua script of the package into Redis (``SCRIPT LOAD``).
+
+        Returns:
+            The names of the scripts loaded.
+
+        Raises:
+            redis.RedisError: Redis is unreachable or a script does not compile.
+        """
+        names = []
+        scripts = resources.files("celery_periodiq.lua").iterdir()
+        for script in sorted(scripts, key=lambda path: path.name):
+            if script.name.endswith(".lua"):
+                self.client.script_load(script.read_text())
+                names.append(script.name.removesuffix(".lua"))
+        return names
+
     # writing
 
     def put_item(self, entry: Entry, now_ms: int) -> dict[str, Any]:
         """The put.lua item for ``entry``, its first tick computed from ``now_ms``."""
-        upcoming = next_tick(entry, entry.parsed_schedule(), from_ms(now_ms))
+        schedule = entry.parsed_schedule()
+        upcoming = next_tick(entry, schedule, from_ms(now_ms))
         if not entry.enabled:
             upcoming = None
         item: dict[str, Any] = {
@@ -163,6 +186,7 @@ class Store:
             "next": None if upcoming is None else to_ms(upcoming[0]),
             "due": None if upcoming is None else to_ms(upcoming[1]),
             "schedule": upcoming is not None,
+            "event": schedule.event if isinstance(schedule, EventSchedule) else None,
         }
         return item
 
@@ -211,6 +235,15 @@ class Store:
                 )
             )
         return stored
+
+    def event_entries(self, event: str) -> list[str]:
+        """Names of the entries that fire on a cluster event (``reboot``/``shutdown``)."""
+        kinds = cast("dict[str, str]", self.client.hgetall(self.keys.events))
+        return sorted(name for name, kind in kinds.items() if kind == event)
+
+    def declared_names(self) -> set[str]:
+        """Names of the stored entries that were declared in code or in beat_schedule."""
+        return cast("set[str]", self.client.smembers(self.keys.declared))
 
     def owned_by(self, owner: str) -> list[str]:
         """Names of the entries tagged with ``owner``."""

@@ -11,21 +11,27 @@
 --
 -- KEYS[1] entries  hash  entry name -> definition JSON
 -- KEYS[2] due      zset  entry name -> due instant (ms)
+-- KEYS[3] declared set   names of the entries declared in code or config (reconciliation
+--                        compares with it instead of reading every definition)
+-- KEYS[4] events   hash  entry name -> "reboot" or "shutdown", for cluster-event entries
 -- ARGV[1] key tag; ARGV[2] changes channel; ARGV[3] mode
 -- ARGV[4..] one JSON object per entry:
 --   name, definition (JSON text), digest, owner (or null), source,
 --   next, due   nominal and jittered instants of the first tick (ms), or null
 --   schedule    true if the entry should be in the due set (enabled, clock-driven)
+--   event       "reboot" or "shutdown" for a cluster-event entry, else null
 --
 -- Returns one status per entry: "created", "replaced", "unchanged",
 -- "exists" (add on an existing name), "missing" (update on an unknown name),
 -- or "runtime" (reconcile met a runtime entry of that name).
 --
 -- Touches per entry: <tag>:state:<name> (version, digest, next, created),
--- <tag>:owner:<owner> (set of names).
+-- <tag>:owner:<owner> (set of names). Publishes once on the changes channel if
+-- anything changed: the entry's name, or "<n> entries".
 
-local entries, due = KEYS[1], KEYS[2]
+local entries, due, declared, events = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local tag, channel, mode = ARGV[1], ARGV[2], ARGV[3]
+local changed, last_changed = 0, nil
 
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
@@ -68,6 +74,16 @@ for i = 4, #ARGV do
       redis.call('SADD', tag .. ':owner:' .. owner, e.name)
     end
     redis.call('HSET', entries, e.name, e.definition)
+    if type(e.event) == 'string' then
+      redis.call('HSET', events, e.name, e.event)
+    else
+      redis.call('HDEL', events, e.name)
+    end
+    if e.source == 'code' or e.source == 'config' then
+      redis.call('SADD', declared, e.name)
+    else
+      redis.call('SREM', declared, e.name)
+    end
     redis.call('HINCRBY', state, 'version', 1)
     redis.call('HSET', state, 'digest', e.digest, 'updated', now)
     redis.call('HSETNX', state, 'created', now)
@@ -80,8 +96,15 @@ for i = 4, #ARGV do
       redis.call('HSET', state, 'next', (e.next ~= nil and e.next ~= cjson.null) and e.next or '')
       redis.call('ZREM', due, e.name)
     end
-    redis.call('PUBLISH', channel, e.name)
+    changed = changed + 1
+    last_changed = e.name
   end
   out[#out + 1] = status
+end
+-- one message per call: the entry's name, or how many changed in a bulk call
+if changed == 1 then
+  redis.call('PUBLISH', channel, last_changed)
+elseif changed > 1 then
+  redis.call('PUBLISH', channel, changed .. ' entries')
 end
 return out

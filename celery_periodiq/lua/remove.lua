@@ -2,6 +2,8 @@
 --
 -- KEYS[1] entries  hash  entry name -> definition JSON
 -- KEYS[2] due      zset  entry name -> due instant (ms)
+-- KEYS[3] declared set   names of the entries declared in code or config
+-- KEYS[4] events   hash  entry name -> cluster event
 -- ARGV[1] key tag; ARGV[2] changes channel
 -- ARGV[3] sources allowed to be removed, comma separated ("code,config"), or "*"
 -- ARGV[4..] entry names
@@ -25,6 +27,8 @@ for i = 4, #ARGV do
     if sources == '*' or string.find(',' .. sources .. ',', ',' .. tostring(entry.source) .. ',', 1, true) then
       redis.call('HDEL', entries, name)
       redis.call('ZREM', due, name)
+      redis.call('SREM', KEYS[3], name)
+      redis.call('HDEL', KEYS[4], name)
       for _, kind in ipairs({'state', 'running', 'queued', 'started', 'history', 'checkpoint'}) do
         redis.call('DEL', tag .. ':' .. kind .. ':' .. name)
       end
