@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import contextlib
 import re
+import time
 import weakref
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 import redis
 from celery import Celery
 
+from celery_periodiq.checkpoint import Checkpoint
 from celery_periodiq.config import Settings
 from celery_periodiq.definitions import build_entry, changed_entry, task_name
 from celery_periodiq.entry import AUTO, Entry
@@ -28,9 +31,14 @@ from celery_periodiq.plan import from_ms, next_tick, to_ms
 from celery_periodiq.publish import send
 from celery_periodiq.store import BeatInfo, Event, Store, StoredEntry
 
-__all__ = ["FAILURE_KINDS", "Periodiq", "periodiq"]
+__all__ = ["FAILURE_KINDS", "Check", "Periodiq", "periodiq"]
 
 FAILURE_KINDS = frozenset({"failed", "timeboxed"})
+MIN_REDIS = (6, 2)
+"""The oldest Redis the Lua scripts run on."""
+CLOCK_WARN = 1.0
+CLOCK_FAIL = 10.0
+"""Seconds between this host's clock and Redis's that :meth:`Periodiq.diagnose` warns / fails at."""
 _CLIENTS: weakref.WeakKeyDictionary[Celery, Periodiq] = weakref.WeakKeyDictionary()
 
 
@@ -80,6 +88,26 @@ def _check_count(what: str, value: object, low: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise PeriodiqError(f"{what}={value!r} is invalid (allowed: a whole number >= {low})")
     return value
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One finding of :meth:`Periodiq.diagnose`."""
+
+    name: str
+    """``redis``, ``scripts``, ``beats``, ``clock``, ``broker`` or ``entries``."""
+    status: str
+    """``ok``, ``warn``, ``fail``, or ``skip`` (not checked: Redis is unreachable)."""
+    detail: str
+    """One sentence: what was found, and for a problem what it means."""
+
+
+def _version(text: str) -> tuple[int, ...]:
+    parts = []
+    for part in text.split(".")[:2]:
+        digits = re.match(r"\d+", part)
+        parts.append(int(digits.group()) if digits else 0)
+    return tuple(parts)
 
 
 class Periodiq:
@@ -248,12 +276,144 @@ class Periodiq:
             events = self.store.history(name, self.settings.history_length)
             return [event for event in events if event.kind in FAILURE_KINDS][:limit]
 
-    def upcoming(self, name: str, n: int = 10) -> list[datetime]:
-        """The next ``n`` fire instants of an entry, from the Redis clock."""
+    def upcoming(self, name: str, n: int = 10, *, after: datetime | None = None) -> list[datetime]:
+        """The next ``n`` fire instants of an entry (in its time zone).
+
+        Args:
+            name: the entry.
+            n: how many.
+            after: an aware datetime to count from; default the Redis clock.
+
+        Raises:
+            EntryNotFoundError: no entry has that name.
+            EntryError: the entry is quarantined.
+            ScheduleError: ``after`` is naive.
+        """
         _check_count("n", n, low=0)
         with self._guard():
             entry = self._readable(name)
-            return entry.parsed_schedule().upcoming(from_ms(self.store.now_ms()), n)
+            start = from_ms(self.store.now_ms()) if after is None else after
+            return entry.parsed_schedule().upcoming(start, n)
+
+    def now(self) -> datetime:
+        """The Redis server clock (UTC), which every scheduling decision uses."""
+        with self._guard():
+            return from_ms(self.store.now_ms())
+
+    def has_checkpoint(self, name: str) -> bool:
+        """Whether a run of the entry saved a checkpoint that the next run will resume from.
+
+        Raises:
+            EntryNotFoundError: no entry has that name.
+        """
+        with self._guard():
+            self._stored(name)
+            return Checkpoint(self.store, name).exists()
+
+    def failures(self, *, limit: int = 20) -> list[tuple[str, Event]]:
+        """The newest failed or timeboxed runs across all entries, newest first.
+
+        Returns:
+            ``(entry name, event)`` pairs; the event's ``fields["error"]`` holds
+            ``"Type: message"`` (empty for a timeboxed run).
+        """
+        _check_count("limit", limit)
+        found: list[tuple[str, Event]] = []
+        with self._guard():
+            for stored in self.store.load():
+                if not any(stored.counters.get(kind) for kind in FAILURE_KINDS):
+                    continue
+                events = self.store.history(stored.name, self.settings.history_length)
+                found.extend(
+                    (stored.name, event) for event in events if event.kind in FAILURE_KINDS
+                )
+        found.sort(key=lambda pair: (pair[1].at, pair[0]), reverse=True)
+        return found[:limit]
+
+    def diagnose(self) -> list[Check]:
+        """Check what periodiq needs; never raises, every problem is a :class:`Check`.
+
+        In order: Redis reachable and at least 6.2, the Lua scripts load, at
+        least one live beat, this host's clock against Redis's, the broker
+        reachable, no quarantined entries.
+        """
+        first = self._check_redis()
+        if first.status == "fail":
+            unchecked = [
+                Check(name, "skip", "not checked: Redis is unreachable")
+                for name in ("scripts", "beats", "clock", "entries")
+            ]
+            return [first, *unchecked[:3], self._check_broker(), unchecked[3]]
+        return [
+            first, self._check_scripts(), self._check_beats(), self._check_clock(),
+            self._check_broker(), self._check_entries(),
+        ]  # fmt: skip
+
+    def _check_redis(self) -> Check:
+        url = _safe(self.settings.redis_url)
+        try:
+            version = self.store.server_version()
+        except redis.RedisError as error:
+            return Check("redis", "fail", f"cannot reach Redis at {url}: {error}")
+        if _version(version) < MIN_REDIS:
+            needed = ".".join(map(str, MIN_REDIS))
+            return Check("redis", "fail", f"Redis {version} at {url} is too old (needs {needed}+)")
+        return Check("redis", "ok", f"Redis {version} at {url}")
+
+    def _check_scripts(self) -> Check:
+        try:
+            names = self.store.load_scripts()
+        except redis.RedisError as error:
+            return Check("scripts", "fail", f"the Lua scripts do not load: {error}")
+        return Check("scripts", "ok", f"{len(names)} Lua scripts load")
+
+    def _check_beats(self) -> Check:
+        try:
+            beats = self.store.beats()
+        except redis.RedisError as error:
+            return Check("beats", "fail", f"cannot read the beats: {error}")
+        if not beats:
+            return Check("beats", "fail", "no live beat: nothing is being scheduled")
+        hosts = ", ".join(sorted({f"{beat.host}:{beat.pid}" for beat in beats}))
+        noun = "beat" if len(beats) == 1 else "beats"
+        return Check("beats", "ok", f"{len(beats)} live {noun} ({hosts})")
+
+    def _check_clock(self) -> Check:
+        try:
+            before = time.time()
+            server = self.store.now_ms() / 1000
+            after = time.time()
+        except redis.RedisError as error:
+            return Check("clock", "fail", f"cannot read the Redis clock: {error}")
+        offset = (before + after) / 2 - server
+        side = "ahead of" if offset >= 0 else "behind"
+        detail = f"this host's clock is {abs(offset):.3f} s {side} Redis's"
+        if abs(offset) < CLOCK_WARN:
+            return Check("clock", "ok", detail)
+        detail += " (schedules follow Redis's clock; workers here judge message expiry by theirs)"
+        return Check("clock", "warn" if abs(offset) < CLOCK_FAIL else "fail", detail)
+
+    def _check_broker(self) -> Check:
+        try:
+            with self.app.connection_for_write() as connection:
+                where = _safe(connection.as_uri(include_password=True))
+                connection.ensure_connection(max_retries=1, interval_start=0, interval_step=0)
+        # Any transport error is a finding to report, not a crash.
+        except Exception as error:
+            return Check("broker", "fail", f"cannot reach the broker: {error}")
+        return Check("broker", "ok", f"broker reachable at {where}")
+
+    def _check_entries(self) -> Check:
+        try:
+            stored = self.store.load()
+        except redis.RedisError as error:
+            return Check("entries", "fail", f"cannot read the entries: {error}")
+        bad = [item.name for item in stored if item.invalid]
+        if bad:
+            noun = "entry is" if len(bad) == 1 else "entries are"
+            return Check("entries", "fail", f"{len(bad)} {noun} quarantined: {', '.join(bad)}")
+        noun = "entry" if len(stored) == 1 else "entries"
+        return Check("entries", "ok", f"{len(stored)} {noun}, none quarantined")
 
     def beats(self) -> list[BeatInfo]:
         """The live beat instances."""

@@ -1,0 +1,377 @@
+"""``celery -A proj periodiq ...``: see and steer the schedule from a shell.
+
+Registered through the ``celery.commands`` entry point, so Celery loads the
+app (``-A``) and hands it over in ``ctx.obj.app``, as it does for its own
+commands. Each command is a thin layer over :func:`celery_periodiq.periodiq`;
+the text is rendered by :mod:`celery_periodiq.cli_format`, the ``--json``
+shapes (documented there) by :mod:`celery_periodiq.cli_json`; exit codes and
+option types live in :mod:`celery_periodiq.cli_options`, colour and tables in
+:mod:`celery_periodiq.cli_terminal`.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+
+from celery_periodiq import cli_format as text
+from celery_periodiq import cli_json as shapes
+from celery_periodiq.api import Periodiq
+from celery_periodiq.cli_options import (
+    EXIT_CODES,
+    EXIT_NOT_FOUND,
+    EXIT_PROBLEM,
+    Group,
+    Instant,
+    api_of,
+    aware,
+    confirm,
+    entry_changes,
+    entry_options,
+    fail,
+    handled,
+    json_option,
+    now_option,
+    print_json,
+)
+from celery_periodiq.cli_terminal import print_text, style_of, width
+from celery_periodiq.errors import ScheduleError
+from celery_periodiq.schedules import parse_schedule
+from celery_periodiq.store import StoredEntry
+
+__all__ = ["periodiq"]
+
+STATES = ("active", "paused", "running", "quarantined", "disabled", "ended")
+
+
+def _now(api: Periodiq, at: datetime | None) -> datetime:
+    return aware(at, "UTC") or api.now()
+
+
+@click.group(name="periodiq", cls=Group, epilog=EXIT_CODES)
+def periodiq() -> None:
+    """See and steer the periodiq schedule: entries, runs, beats.
+
+    Times are shown on each entry's own time zone. Every read command takes
+    --json; `COMMAND --help` describes its shape.
+    """
+
+
+@periodiq.command("list")
+@click.option("--owner", metavar="TAG", help="Only entries with this owner tag.")
+@click.option("--state", "states", multiple=True, type=click.Choice(STATES),
+              help="Only entries in this state (repeat for several).")  # fmt: skip
+@json_option
+@now_option
+@click.pass_context
+@handled
+def list_command(
+    ctx: click.Context, owner: str | None, states: tuple[str, ...], as_json: bool, at: Any
+) -> None:
+    """List entries, soonest next run first.
+
+    A row per entry: name, state, next run, last run and its outcome; below
+    it the schedule as written and in words, the owner, a pause note or a
+    problem, and the counters worth a look.
+
+    --json: an array of entries {name, state, note, problem, task, schedule,
+    form, description, tz, owner, source, enabled, next_run, last_run,
+    last_status, last_error, last_duration_ms, last_finished, last_task_id,
+    running_task_id, counters}.
+    """
+    api = api_of(ctx)
+    items = [stored for stored in api.list(owner=owner) if not states or stored.status in states]
+    if as_json:
+        print_json([shapes.entry_json(stored) for stored in items])
+    else:
+        print_text(ctx, text.list_text(items, _now(api, at), style_of(ctx), width()))
+
+
+@periodiq.command("show")
+@click.argument("name")
+@json_option
+@now_option
+@click.pass_context
+@handled
+def show_command(ctx: click.Context, name: str, as_json: bool, at: Any) -> None:
+    """Show everything about one entry.
+
+    NAME's definition, policy (with the numbers for the next tick), state,
+    running marker, checkpoint, counters, next 10 run times and last 10
+    events.
+
+    --json: an entry (see `list --help`) plus version, definition,
+    raw_definition, effective {interval, tolerance, timebox, time_limit},
+    upcoming, checkpoint, history (events, see `history --help`).
+    """
+    api = api_of(ctx)
+    stored = api.get(name)
+    now = _now(api, at)
+    details = shapes.Details(
+        upcoming=api.upcoming(name, 10, after=now) if stored.entry is not None else [],
+        checkpoint=api.has_checkpoint(name),
+        events=api.history(name, limit=10),
+        default_grace=api.settings.default_grace,
+    )
+    if as_json:
+        print_json(shapes.show_json(stored, details))
+    else:
+        print_text(
+            ctx, text.show_text(stored, details, now=now, style=style_of(ctx), width=width())
+        )
+
+
+@periodiq.command("history")
+@click.argument("name")
+@click.option("--failures", is_flag=True, help="Only failed and timeboxed runs.")
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True,
+              help="How many events, newest first.")  # fmt: skip
+@json_option
+@click.pass_context
+@handled
+def history_command(
+    ctx: click.Context, name: str, failures: bool, limit: int, as_json: bool
+) -> None:
+    """Show an entry's newest events.
+
+    Kinds: enqueued, triggered, started, succeeded, failed, timeboxed,
+    revoked, expired, retrying, retry, duplicate, dropped_too_soon,
+    skipped_overlap, missed.
+
+    --json: an array of events {id, kind, at, tick, task_id, host,
+    duration_ms, missed, error, error_type, error_message, note}.
+    """
+    api = api_of(ctx)
+    stored = api.get(name)
+    events = api.history(name, limit=limit, failures_only=failures)
+    if as_json:
+        print_json([shapes.event_json(event) for event in events])
+    else:
+        print_text(ctx, text.history_text(events, shapes.zone_of(stored), style_of(ctx), width()))
+
+
+@periodiq.command("failures")
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True,
+              help="How many failures, newest first.")  # fmt: skip
+@json_option
+@click.pass_context
+@handled
+def failures_command(ctx: click.Context, limit: int, as_json: bool) -> None:
+    """Show the newest failed runs across all entries.
+
+    Failed and timeboxed runs, each with its error type and message.
+
+    --json: an array of events (see `history --help`), each with its entry
+    name first: {entry, id, kind, ...}.
+    """
+    api = api_of(ctx)
+    found = api.failures(limit=limit)
+    if as_json:
+        print_json([shapes.event_json(event, name) for name, event in found])
+        return
+    zones = {stored.name: shapes.zone_of(stored) for stored in api.list()}
+    items = [(name, event, zones.get(name, UTC)) for name, event in found]
+    print_text(ctx, text.failures_text(items, style_of(ctx), width()))
+
+
+@periodiq.command("next")
+@click.argument("spec")
+@click.option("--tz", default="UTC", show_default=True, help="IANA time zone of the schedule.")
+@click.option(
+    "--from",
+    "start",
+    type=Instant(),
+    metavar="ISO",
+    help="Count from this instant (default: now); without an offset it is in --tz.",
+)
+@click.option(
+    "-n",
+    "count",
+    type=click.IntRange(1, 1000),
+    default=10,
+    show_default=True,
+    help="How many run times.",
+)
+@click.option("--key", metavar="NAME", help="What Jenkins H hashes: the entry name.")
+@json_option
+@click.pass_context
+@handled
+def next_command(
+    ctx: click.Context, spec: str, tz: str, start: datetime | None, count: int,
+    key: str | None, as_json: bool,
+) -> None:  # fmt: skip
+    """Preview a schedule's run times (no Redis needed).
+
+    SPEC is any form: cron, macro, '@every 30s' or a calendar event (quote it).
+
+    --json: {spec, form, description, tz, from, runs}.
+    """
+    try:
+        schedule = parse_schedule(spec, tz=tz, key=key)
+    except ScheduleError as error:
+        hint = "; pass --key NAME" if key is None and "H needs a key" in str(error) else ""
+        fail(f"{error}{hint}")
+    begin = aware(start, tz) or datetime.now(UTC)
+    fires = schedule.upcoming(begin, count)
+    if as_json:
+        print_json(shapes.next_json(schedule, begin, fires))
+    else:
+        print_text(ctx, text.next_text(schedule, begin, fires, style_of(ctx)))
+
+
+@periodiq.command("pause")
+@click.argument("name")
+@click.option("--note", metavar="TEXT", help="Why; `list` and `show` print it.")
+@click.pass_context
+@handled
+def pause_command(ctx: click.Context, name: str, note: str | None) -> None:
+    """Pause an entry until `resume` (definition and state are kept)."""
+    api_of(ctx).pause(name, note)
+    click.echo(f"Paused {name}" + (f" (note: {note})." if note else "."))
+
+
+@periodiq.command("resume")
+@click.argument("name")
+@click.pass_context
+@handled
+def resume_command(ctx: click.Context, name: str) -> None:
+    """Resume a paused entry from its next run after now."""
+    api = api_of(ctx)
+    stored = api.resume(name)
+    click.echo(f"Resumed {name}; {_next_run(stored, api.now())}.")
+
+
+@periodiq.command("run")
+@click.argument("name")
+@click.pass_context
+@handled
+def run_command(ctx: click.Context, name: str) -> None:
+    """Run an entry now, outside its schedule.
+
+    The worker's overlap guard still applies: under overlap=skip the run is
+    skipped while an earlier one is unfinished.
+    """
+    task_id = api_of(ctx).trigger(name)
+    click.echo(f"Sent a run of {name} as task {task_id}.")
+
+
+@periodiq.command("delete")
+@click.argument("name", required=False)
+@click.option("--owner", metavar="TAG", help="Delete every entry with this owner tag instead.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@click.pass_context
+@handled
+def delete_command(ctx: click.Context, name: str | None, owner: str | None, yes: bool) -> None:
+    """Delete an entry, or every entry of an owner.
+
+    Delete the entry NAME, or with --owner every entry tagged TAG; state,
+    history and checkpoints go with them. Asks first unless --yes.
+    """
+    api = api_of(ctx)
+    if name is not None and owner is None:
+        api.get(name)  # an unknown name fails before the question
+        confirm(f"Delete entry {name!r} with its state and history?", yes)
+        api.delete(name)
+        click.echo(f"Deleted {name}.")
+    elif owner is not None and name is None:
+        names = [stored.name for stored in api.list(owner=owner)]
+        if not names:
+            fail(f"no entries have owner {owner!r}", EXIT_NOT_FOUND)
+        noun = "entry" if len(names) == 1 else "entries"
+        confirm(f"Delete {len(names)} {noun} with owner {owner!r}: {', '.join(names)}?", yes)
+        click.echo(f"Deleted {', '.join(api.delete_owner(owner)) or 'nothing'}.")
+    else:
+        fail("give an entry NAME or --owner TAG, not both or neither")
+
+
+@periodiq.command("add")
+@click.argument("name")
+@click.argument("task")
+@entry_options
+@click.pass_context
+@handled
+def add_command(ctx: click.Context, /, name: str, task: str, **options: Any) -> None:
+    """Create an entry that runs TASK on a schedule.
+
+    NAME is new (it is also what Jenkins H hashes); TASK is a Celery task
+    name such as proj.tasks.report. Give exactly one of --cron, --every,
+    --calendar. Beats pick the entry up within a second.
+    """
+    changes = entry_changes(ctx, options, None)
+    if not any(form in changes for form in ("cron", "every", "calendar")):
+        fail("give one of --cron, --every, --calendar")
+    api = api_of(ctx)
+    _saved(api, "Added", api.add(name, task, **changes))
+
+
+@periodiq.command("update")
+@click.argument("name")
+@click.option("--task", metavar="TASK", help="Run this task instead.")
+@entry_options
+@click.pass_context
+@handled
+def update_command(ctx: click.Context, /, name: str, **options: Any) -> None:
+    """Change an entry's schedule, message or policy.
+
+    Only the options given change. Its next run is computed afresh; its
+    state, counters and history are kept.
+    """
+    if not entry_changes(ctx, options, None):  # checked before Redis is asked anything
+        fail("nothing to change: give at least one option")
+    api = api_of(ctx)
+    changes = entry_changes(ctx, options, api.get(name).entry)
+    _saved(api, "Updated", api.update(name, **changes))
+
+
+def _next_run(stored: StoredEntry, now: datetime) -> str:
+    upcoming = text.upcoming_text(stored, now)
+    return f"no next run ({stored.status})" if upcoming == "-" else f"next run {upcoming}"
+
+
+def _saved(api: Periodiq, verb: str, stored: StoredEntry) -> None:
+    schedule = shapes.schedule_of(stored)
+    what = "" if schedule is None else f": {schedule.spec} ({schedule.describe()})"
+    click.echo(f"{verb} {stored.name}{what}; {_next_run(stored, api.now())}.")
+
+
+@periodiq.command("beats")
+@json_option
+@click.pass_context
+@handled
+def beats_command(ctx: click.Context, as_json: bool) -> None:
+    """List live beats: host, pid, version, uptime, last tick, ticks.
+
+    --json: an array of beats {id, host, pid, version, started, seen,
+    last_tick, ticks_claimed, uptime_s, last_tick_age_s}.
+    """
+    api = api_of(ctx)
+    beats, now = api.beats(), api.now()
+    if as_json:
+        print_json([shapes.beat_json(beat, now) for beat in beats])
+    else:
+        print_text(ctx, text.beats_text(beats, now, style_of(ctx), width()))
+
+
+@periodiq.command("doctor")
+@json_option
+@click.pass_context
+@handled
+def doctor_command(ctx: click.Context, as_json: bool) -> None:
+    """Check Redis, scripts, beats, clock, broker and entries.
+
+    Redis reachable and 6.2+, the Lua scripts load, at least one live beat,
+    this host's clock against Redis's (warn from 1 s, fail from 10 s), the
+    broker reachable, no quarantined entries. Exits 1 when a check fails.
+
+    --json: {ok, checks: [{name, status (ok, warn, fail, skip), detail}]}.
+    """
+    checks = api_of(ctx).diagnose()
+    report = shapes.doctor_json(checks)
+    if as_json:
+        print_json(report)
+    else:
+        print_text(ctx, text.doctor_text(checks, style_of(ctx), width()))
+    if not report["ok"]:
+        ctx.exit(EXIT_PROBLEM)

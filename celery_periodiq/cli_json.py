@@ -1,0 +1,215 @@
+"""The ``--json`` output of ``celery periodiq``: one stable shape per command.
+
+Every key is always present (null when there is no value). Instants are ISO
+8601 strings with an offset: in UTC, except the run times of a schedule
+(``show`` upcoming, ``next`` runs), which are on the schedule's own zone.
+
+- **entry** (``list`` prints an array of them)::
+
+    name, state (active|paused|running|quarantined|disabled|ended), note (why
+    paused), problem (why quarantined), task, schedule (as written), form
+    (cron|calendar|every), description, tz, owner, source (code|config|runtime),
+    enabled, next_run, last_run (when the last run began), last_status,
+    last_error, last_duration_ms, last_finished, last_task_id, running_task_id,
+    counters ({reason: count}: enqueued, started, succeeded, failed, timeboxed,
+    revoked, retrying, expired, duplicate, dropped_too_soon, skipped_overlap, missed)
+
+- **show**: an entry, then version, definition (the stored definition as an
+  object; null when quarantined), raw_definition (the stored text when
+  quarantined, else null), effective ({interval, tolerance, timebox,
+  time_limit} in seconds for the next tick), upcoming (10 instants),
+  checkpoint (true when a checkpoint is saved), history (10 events).
+- **event** (``history`` prints an array of them; ``failures`` adds ``entry``
+  first)::
+
+    id, kind, at, tick, task_id, host, duration_ms, missed (ticks the run
+    stands for), error ("Type: message"), error_type, error_message, note
+
+- **next**: spec, form, description, tz, from, runs (instants).
+- **beat** (``beats`` prints an array of them): id, host, pid, version,
+  started, seen, last_tick, ticks_claimed, uptime_s, last_tick_age_s.
+- **doctor**: ok (false when a check failed), checks ([{name, status
+  (ok|warn|fail|skip), detail}]).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, tzinfo
+from typing import Any
+
+from celery_periodiq.api import Check
+from celery_periodiq.cli_terminal import iso, number, stored_instant, utc_iso
+from celery_periodiq.entry import Entry
+from celery_periodiq.schedules import IntervalSchedule, Schedule
+from celery_periodiq.store import BeatInfo, Event, StoredEntry
+
+__all__ = [
+    "Details",
+    "beat_json", "doctor_json", "dumps", "effective", "entry_json", "error_parts",
+    "event_json", "next_json", "schedule_of", "show_json", "zone_of",
+]  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Details:
+    """What ``show`` reports beside the stored entry."""
+
+    upcoming: Sequence[datetime]
+    """The next fire instants (10; none when quarantined)."""
+    checkpoint: bool
+    events: Sequence[Event]
+    """The newest history events."""
+    default_grace: float
+    """The ``periodiq_default_grace`` setting, for the hard time limit."""
+
+
+def dumps(value: Any) -> str:
+    """Indented UTF-8 JSON, keys in the documented order, with a final newline."""
+    return json.dumps(value, indent=2, ensure_ascii=False) + "\n"
+
+
+def schedule_of(stored: StoredEntry) -> Schedule | None:
+    """The entry's parsed schedule; None when it is quarantined."""
+    return None if stored.entry is None else stored.entry.parsed_schedule()
+
+
+def zone_of(stored: StoredEntry) -> tzinfo:
+    """The zone the entry's times are shown on (UTC when quarantined)."""
+    schedule = schedule_of(stored)
+    return UTC if schedule is None else schedule.zone
+
+
+def effective(entry: Entry, upcoming: Sequence[datetime], default_grace: float) -> dict[str, Any]:
+    """Policy numbers for the next tick, in seconds: interval, tolerance, timebox, time_limit."""
+    schedule = entry.parsed_schedule()
+    interval: float | None = None
+    if isinstance(schedule, IntervalSchedule):
+        interval = schedule.period.total_seconds()
+    elif len(upcoming) >= 2:
+        interval = (upcoming[1].astimezone(UTC) - upcoming[0].astimezone(UTC)).total_seconds()
+    if interval is None:
+        return {"interval": None, "tolerance": None, "timebox": None, "time_limit": None}
+    timebox = entry.timebox_for(interval)
+    limit = None if timebox is None else timebox + entry.grace_for(timebox, default_grace)
+    tolerance = entry.tolerance_for(interval)
+    return {"interval": interval, "tolerance": tolerance, "timebox": timebox, "time_limit": limit}
+
+
+def error_parts(error: str | None) -> tuple[str | None, str | None]:
+    """``"ValueError: boom"`` -> ``("ValueError", "boom")``; a bare type name has no message."""
+    if not error:
+        return None, None
+    kind, sep, message = error.partition(": ")
+    if sep and kind.replace(".", "").isidentifier():
+        return kind, message
+    return (error, None) if error.isidentifier() else (None, error)
+
+
+def entry_json(stored: StoredEntry) -> dict[str, Any]:
+    """One entry as ``list --json`` prints it."""
+    entry, schedule, state = stored.entry, schedule_of(stored), stored.state
+    return {
+        "name": stored.name,
+        "state": stored.status,
+        "note": stored.note,
+        "problem": stored.invalid,
+        "task": None if entry is None else entry.task,
+        "schedule": None if entry is None else entry.schedule,
+        "form": None if entry is None else entry.form,
+        "description": None if schedule is None else schedule.describe(),
+        "tz": None if schedule is None else schedule.timezone,
+        "owner": None if entry is None else entry.owner,
+        "source": None if entry is None else entry.source,
+        "enabled": None if entry is None else entry.enabled,
+        "next_run": utc_iso(stored.next_run),
+        "last_run": utc_iso(stored.last_run),
+        "last_status": state.get("last_status") or None,
+        "last_error": state.get("last_error") or None,
+        "last_duration_ms": number(state.get("last_duration")),
+        "last_finished": utc_iso(stored_instant(state.get("last_finished"))),
+        "last_task_id": state.get("last_task_id") or None,
+        "running_task_id": stored.running,
+        "counters": dict(sorted(stored.counters.items())),
+    }
+
+
+def show_json(stored: StoredEntry, details: Details) -> dict[str, Any]:
+    """One entry as ``show --json`` prints it."""
+    entry = stored.entry
+    return {
+        **entry_json(stored),
+        "version": stored.version,
+        "definition": None if entry is None else entry.to_dict(),
+        "raw_definition": stored.definition if entry is None else None,
+        "effective": (
+            None if entry is None else effective(entry, details.upcoming, details.default_grace)
+        ),
+        "upcoming": [iso(fire) for fire in details.upcoming],
+        "checkpoint": details.checkpoint,
+        "history": [event_json(event) for event in details.events],
+    }
+
+
+def event_json(event: Event, entry: str | None = None) -> dict[str, Any]:
+    """One history event; with ``entry``, that name comes first (``failures``)."""
+    fields = event.fields
+    error_type, error_message = error_parts(fields.get("error"))
+    data: dict[str, Any] = {} if entry is None else {"entry": entry}
+    data.update(
+        id=event.id,
+        kind=event.kind,
+        at=utc_iso(event.at),
+        tick=utc_iso(event.tick),
+        task_id=event.task_id,
+        host=fields.get("host"),
+        duration_ms=number(fields.get("duration")),
+        missed=number(fields.get("missed")),
+        error=fields.get("error"),
+        error_type=error_type,
+        error_message=error_message,
+        note=fields.get("note"),
+    )
+    return data
+
+
+def next_json(schedule: Schedule, start: datetime, fires: Sequence[datetime]) -> dict[str, Any]:
+    """A schedule preview as ``next --json`` prints it."""
+    return {
+        "spec": schedule.spec,
+        "form": schedule.kind,
+        "description": schedule.describe(),
+        "tz": schedule.timezone,
+        "from": iso(start.astimezone(schedule.zone)),
+        "runs": [iso(fire) for fire in fires],
+    }
+
+
+def beat_json(beat: BeatInfo, now: datetime) -> dict[str, Any]:
+    """One live beat as ``beats --json`` prints it."""
+    return {
+        "id": beat.id,
+        "host": beat.host,
+        "pid": beat.pid,
+        "version": beat.version,
+        "started": utc_iso(beat.started),
+        "seen": utc_iso(beat.seen),
+        "last_tick": utc_iso(beat.last_tick),
+        "ticks_claimed": beat.ticks_claimed,
+        "uptime_s": None if beat.started is None else (now - beat.started).total_seconds(),
+        "last_tick_age_s": (
+            None if beat.last_tick is None else (now - beat.last_tick).total_seconds()
+        ),
+    }
+
+
+def doctor_json(checks: Sequence[Check]) -> dict[str, Any]:
+    """The doctor's findings."""
+    return {
+        "ok": not any(check.status == "fail" for check in checks),
+        "checks": [
+            {"name": check.name, "status": check.status, "detail": check.detail} for check in checks
+        ],
+    }

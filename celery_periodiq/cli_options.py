@@ -1,0 +1,406 @@
+"""Plumbing of ``celery periodiq``: exit codes, one-line errors, option types, and the
+options of ``add``/``update`` as API keyword arguments.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+
+import click
+import redis
+from celery import Celery
+from celery.bin.base import CeleryCommand, CeleryOption
+from click.core import ParameterSource
+from kombu.exceptions import OperationalError
+
+from celery_periodiq.api import Periodiq, periodiq
+from celery_periodiq.cli_json import dumps
+from celery_periodiq.config import CATCHUP_POLICIES, OVERLAP_POLICIES
+from celery_periodiq.entry import AUTO, Entry
+from celery_periodiq.errors import (
+    EntryExistsError,
+    EntryNotFoundError,
+    PeriodiqError,
+    ScheduleError,
+    StoreUnavailableError,
+)
+from celery_periodiq.schedules.interval import parse_duration
+from celery_periodiq.schedules.zones import zone
+
+__all__ = [
+    "EXIT_CODES", "EXIT_EXISTS", "EXIT_NOT_FOUND", "EXIT_PROBLEM", "EXIT_UNAVAILABLE",
+    "EXIT_USAGE", "CliError", "Command", "Group", "Instant", "api_of", "aware", "confirm",
+    "entry_changes", "entry_options", "fail", "handled", "json_option", "now_option",
+    "print_json",
+]  # fmt: skip
+
+EXIT_PROBLEM, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_UNAVAILABLE, EXIT_EXISTS = 1, 2, 3, 4, 5
+EXIT_CODES = """\b
+Exit codes:
+  0  success
+  1  doctor found a problem, or a confirmation was declined
+  2  bad usage or input: option, schedule, JSON, time, time zone, setting,
+     or an entry that is quarantined
+  3  no entry with that name (or no entry with that owner)
+  4  Redis or the broker is unreachable
+  5  an entry with that name already exists"""
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# Celery 5.3+ allows click 8.1: ParamType is generic only from click 8.4, and "no
+# arguments, so here is the help" is a usage error only from click 8.2.
+if TYPE_CHECKING:
+    ParamType = click.ParamType[Any]
+else:
+    ParamType = click.ParamType
+_HELP_ERRORS = tuple(
+    kind for kind in [getattr(click.exceptions, "NoArgsIsHelpError", None)] if kind is not None
+)
+
+
+class CliError(click.ClickException):
+    """A user-facing failure: one line on stderr, and a documented exit code."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(" ".join(message.split()))
+        # click declares exit_code per class; this one class carries every code.
+        self.exit_code = exit_code  # type: ignore[misc]
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"Error: {self.format_message()}", err=True)
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+    """Stop with a one-line error (bad usage unless ``code`` says otherwise)."""
+    raise CliError(message, code)
+
+
+def _one_line(error: click.UsageError, ctx: click.Context) -> CliError:
+    path = (error.ctx or ctx).command_path
+    return CliError(f"{error.format_message()} (see: {path} --help)", EXIT_USAGE)
+
+
+class Command(CeleryCommand):
+    """A periodiq command: usage errors fit on one line, and --help lists the exit codes."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("epilog", EXIT_CODES)
+        super().__init__(*args, **kwargs)
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as error:
+            if isinstance(error, _HELP_ERRORS):
+                raise
+            raise _one_line(error, ctx) from None
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """Options in their help groups, as Celery's commands; click lists the arguments."""
+        sections: dict[str, list[tuple[str, str]]] = {}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if not isinstance(param, click.Argument) and record is not None:
+                group = getattr(param, "help_group", None) or "Options"
+                sections.setdefault(str(group), []).append(record)
+        for title, rows in sections.items():
+            with formatter.section(title):
+                formatter.write_dl(rows)
+
+
+class Group(click.Group):
+    """The ``periodiq`` group: an unknown command is a one-line error too."""
+
+    command_class = Command
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        try:
+            return super().resolve_command(ctx, args)
+        except click.UsageError as error:
+            raise _one_line(error, ctx) from None
+
+
+def confirm(question: str, yes: bool) -> None:
+    """Ask on stderr (skipped by ``--yes``); anything but yes stops with exit code 1."""
+    if yes:
+        return
+    try:
+        agreed = click.confirm(question, default=False, err=True)
+    except click.Abort:  # end of input, or Ctrl-C
+        agreed = False
+    if not agreed:
+        fail("not confirmed, nothing deleted (--yes skips the question)", EXIT_PROBLEM)
+
+
+# option types
+
+
+class Seconds(ParamType):
+    """Seconds as a number (``30``, ``2.5``) or a duration (``30s``, ``1h30m``), or a word."""
+
+    name = "seconds"
+
+    def __init__(self, **words: Any) -> None:
+        self.words = words
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        return "|".join(["SECONDS", *self.words])
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if not isinstance(value, str):
+            return value
+        text = value.strip().lower()
+        if text in self.words:
+            return self.words[text]
+        try:
+            number = float(text)
+        except ValueError:
+            try:
+                return parse_duration(text, text).total_seconds()
+            except ScheduleError:
+                pass
+        else:
+            if math.isfinite(number):
+                return number
+        words = "".join(f" or {word!r}" for word in self.words)
+        self.fail(
+            f"{value!r} is not seconds (30, 2.5) or a duration (30s, 1h30m){words}", param, ctx
+        )
+        return None  # not reached: fail() raises
+
+
+class JsonValue(ParamType):
+    """A JSON array or object given on the command line."""
+
+    def __init__(self, kind: type, example: str) -> None:
+        self.kind = kind
+        self.example = example
+        self.noun = "array" if kind is list else "object"
+        self.name = f"json {self.noun}"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if not isinstance(value, str):
+            return value
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError as error:
+            self.fail(
+                f"not valid JSON ({error.msg} at column {error.colno}); "
+                f"expected a JSON {self.noun} such as {self.example}", param, ctx,
+            )  # fmt: skip
+        if not isinstance(parsed, self.kind):
+            self.fail(
+                f"expected a JSON {self.noun} such as {self.example}, got {value!r}", param, ctx
+            )
+        return parsed
+
+
+class Instant(ParamType):
+    """An ISO 8601 date-time (naive when written without an offset), or a word."""
+
+    name = "iso"
+
+    def __init__(self, **words: Any) -> None:
+        self.words = words
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if not isinstance(value, str):
+            return value
+        if value.strip().lower() in self.words:
+            return self.words[value.strip().lower()]
+        try:
+            return datetime.fromisoformat(value.strip())
+        except ValueError:
+            self.fail(
+                f"{value!r} is not an ISO 8601 date-time "
+                "(such as 2026-01-01T09:00 or 2026-01-01T09:00:00+01:00)", param, ctx,
+            )  # fmt: skip
+
+
+class Maybe(ParamType):
+    """``base``, or one of a few words (``none`` clears a setting in ``update``)."""
+
+    def __init__(self, base: ParamType, **words: Any) -> None:
+        self.base = base
+        self.words = words
+        self.name = base.name
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and value.strip().lower() in self.words:
+            return self.words[value.strip().lower()]
+        return self.base.convert(value, param, ctx)
+
+
+def aware(value: datetime | None, tz: str) -> datetime | None:
+    """``value``, read on the wall clock of ``tz`` when it has no offset."""
+    if value is None or value.tzinfo is not None:
+        return value
+    return value.replace(tzinfo=zone(tz))
+
+
+# shared options
+
+
+def json_option(function: F) -> F:
+    """``--json``: print the command's documented JSON shape instead of text."""
+    return click.option(
+        "--json", "as_json", is_flag=True, help="Print JSON instead (its shape is described above)."
+    )(function)
+
+
+def now_option(function: F) -> F:
+    """``--now ISO``: a fixed "now", for reproducible output."""
+    return click.option(
+        "--now", "at", type=Instant(), metavar="ISO",
+        help="Show times relative to this instant instead of the Redis clock "
+        "(reproducible output); without an offset it is UTC.",
+    )(function)  # fmt: skip
+
+
+def _option(*decls: str, group: str, **attrs: Any) -> Callable[[F], F]:
+    return click.option(*decls, cls=CeleryOption, help_group=group, **attrs)
+
+
+_SCHEDULE, _MESSAGE, _POLICY = "Schedule (add needs exactly one form)", "Message", "Policy"
+_ENTRY_OPTIONS: list[Callable[[F], F]] = [
+    _option("--cron", metavar="SPEC", group=_SCHEDULE,
+            help="Cron (5, 6 or 7 fields, seconds first), macro (@daily) or @reboot/@shutdown."),
+    _option("--every", metavar="INTERVAL", group=_SCHEDULE,
+            help="Interval: seconds (30) or a duration (30s, 1h30m, '@every 2d')."),
+    _option("--calendar", metavar="SPEC", group=_SCHEDULE,
+            help="systemd calendar event ('Mon..Fri 09:00', daily)."),
+    _option("--tz", metavar="TZ", group=_SCHEDULE,
+            help="IANA time zone the schedule is read in (default UTC)."),
+    _option("--start-at", type=Instant(none=None), metavar="ISO", group=_SCHEDULE,
+            help="Nothing fires before this (intervals anchor here); 'none' clears."),
+    _option("--end-at", type=Instant(none=None), metavar="ISO", group=_SCHEDULE,
+            help="Nothing fires after this; 'none' clears. Times without an offset use --tz."),
+    _option("--enabled/--disabled", default=None, group=_SCHEDULE,
+            help="A disabled entry keeps its definition but never fires."),
+    _option("--args", type=JsonValue(list, '\'[1, "a"]\''), metavar="JSON", group=_MESSAGE,
+            help="Positional arguments, a JSON array."),
+    _option("--kwargs", type=JsonValue(dict, '\'{"full": true}\''), metavar="JSON",
+            group=_MESSAGE, help="Keyword arguments, a JSON object."),
+    _option("--queue", metavar="NAME", group=_MESSAGE, help="Queue to send to ('' clears)."),
+    _option("--priority", type=Maybe(click.IntRange(0, 255), none=None), metavar="0-255",
+            group=_MESSAGE, help="Message priority ('none' clears)."),
+    _option("--owner", metavar="TAG", group=_MESSAGE,
+            help="Owner tag, for `list --owner` and `delete --owner` ('' clears)."),
+    _option("--tolerance", type=Seconds(auto=AUTO), group=_POLICY,
+            help="How early a run may start before last run + interval (auto: 10%)."),
+    _option("--timebox", type=Seconds(auto=AUTO, none=None), group=_POLICY,
+            help="Soft time limit of a run (auto: half the interval; none: off)."),
+    _option("--grace", type=Seconds(auto=None), group=_POLICY,
+            help="From the soft to the hard time limit (auto: derived)."),
+    _option("--overlap", type=click.Choice(OVERLAP_POLICIES), group=_POLICY,
+            help="While a run is unfinished: skip new ones, allow them, or buffer one."),
+    _option("--catchup", type=click.Choice(CATCHUP_POLICIES), group=_POLICY,
+            help="After missed ticks: run the last, skip them, or run all (bounded)."),
+    _option("--catchup-window", type=Seconds(none=None), group=_POLICY,
+            help="How late a missed tick may still run (none: any)."),
+    _option("--jitter", type=Seconds(), group=_POLICY,
+            help="Delay each tick by a stable random amount below this."),
+]  # fmt: skip
+_ENTRY_KEYS = frozenset({
+    "cron", "every", "calendar", "tz", "start_at", "end_at", "enabled", "args", "kwargs",
+    "queue", "priority", "owner", "tolerance", "timebox", "grace", "overlap", "catchup",
+    "catchup_window", "jitter", "task",
+})  # fmt: skip
+
+
+def entry_options(function: F) -> F:
+    """The schedule, message and policy options of ``add`` and ``update``."""
+    for option in reversed(_ENTRY_OPTIONS):
+        function = option(function)
+    return function
+
+
+def _every(value: str) -> float | str:
+    try:
+        return float(value)
+    except ValueError:
+        return value
+
+
+def entry_changes(
+    ctx: click.Context, values: dict[str, Any], current: Entry | None
+) -> dict[str, Any]:
+    """The API keyword arguments for the options typed on the command line.
+
+    An option left out changes nothing; ``current`` (for ``update``) supplies
+    the options that ``--queue``/``--priority`` leave as they are, and the
+    zone of times written without an offset.
+    """
+    given = {
+        key: value
+        for key, value in values.items()
+        if key in _ENTRY_KEYS and ctx.get_parameter_source(key) == ParameterSource.COMMANDLINE
+    }
+    if len([key for key in ("cron", "every", "calendar") if key in given]) > 1:
+        fail("give one of --cron, --every, --calendar, not several")
+    changes = {key: value for key, value in given.items() if key not in ("queue", "priority")}
+    if "every" in given:
+        changes["every"] = _every(given["every"])
+    if "owner" in given:
+        changes["owner"] = given["owner"] or None
+    tz = given.get("tz") or (current.tz if current is not None else "UTC")
+    for key in ("start_at", "end_at"):
+        if key in given:
+            changes[key] = aware(given[key], tz)
+    if "queue" in given or "priority" in given:
+        options = dict(current.options) if current is not None else {}
+        for key in ("queue", "priority"):
+            if key in given and given[key] in (None, ""):
+                options.pop(key, None)
+            elif key in given:
+                options[key] = given[key]
+        changes["options"] = options
+    return changes
+
+
+# running a command
+
+
+def handled(function: F) -> F:
+    """Turn the API's exceptions into one-line errors with their exit codes."""
+
+    @functools.wraps(function)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return function(*args, **kwargs)
+        except click.ClickException:
+            raise
+        except EntryNotFoundError as error:
+            raise CliError(str(error), EXIT_NOT_FOUND) from None
+        except EntryExistsError as error:
+            raise CliError(str(error), EXIT_EXISTS) from None
+        except StoreUnavailableError as error:
+            raise CliError(str(error), EXIT_UNAVAILABLE) from None
+        except redis.RedisError as error:
+            raise CliError(f"Redis failed: {error}", EXIT_UNAVAILABLE) from None
+        except OperationalError as error:
+            raise CliError(f"the broker is unreachable: {error}", EXIT_UNAVAILABLE) from None
+        except PeriodiqError as error:
+            raise CliError(str(error), EXIT_USAGE) from None
+
+    return run  # type: ignore[return-value]
+
+
+def api_of(ctx: click.Context) -> Periodiq:
+    """The runtime API of the app Celery loaded for ``-A``."""
+    app = getattr(ctx.obj, "app", None)
+    if not isinstance(app, Celery):
+        fail("run this as: celery -A PROJ periodiq ...")
+    return periodiq(app)
+
+
+def print_json(value: Any) -> None:
+    """Print a command's JSON."""
+    click.echo(dumps(value), nl=False)
