@@ -1,0 +1,21 @@
+"""The Celery app the benchmark runs as ``celery beat`` with celery_periodiq's scheduler.
+
+Configured from the environment by bench/beat.py: BENCH_BROKER_URL,
+BENCH_REDIS_URL (the schedule's Redis), BENCH_LEASE (``periodiq_claim_lease``,
+seconds), BENCH_MAX_INTERVAL (``beat_max_loop_interval``). Every setting not
+named here keeps celery_periodiq's default (batch size 500, ...).
+"""
+
+from __future__ import annotations
+
+import os
+
+from celery import Celery
+
+app = Celery("bench_periodiq", broker=os.environ["BENCH_BROKER_URL"])
+app.conf.beat_scheduler = "celery_periodiq:Scheduler"
+app.conf.periodiq_redis_url = os.environ["BENCH_REDIS_URL"]
+app.conf.periodiq_claim_lease = float(os.environ.get("BENCH_LEASE", "10"))
+app.conf.beat_max_loop_interval = float(os.environ.get("BENCH_MAX_INTERVAL", "5"))
+app.conf.broker_connection_retry_on_startup = True
+app.conf.result_expires = None  # no celery.backend_cleanup entry

@@ -1,0 +1,118 @@
+"""Run the chosen scenarios of bench/beat.py and print the markdown table."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from datetime import UTC, datetime
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+from _scenarios import SCENARIOS, Config, Row
+
+from celery_periodiq.localredis import find_redis_server
+
+HEADER = ["scenario", "metric", "celery_periodiq", "RedBeat", "limit", "ratio", "target"]
+
+
+def _machine() -> dict[str, Any]:
+    cpu = "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    server = find_redis_server()
+    redis_version = subprocess.run(
+        [server, "--version"], capture_output=True, text=True, check=False
+    ).stdout.split()
+    root = Path(__file__).resolve().parent.parent
+    commit = subprocess.run(
+        ["git", "-C", str(root), "log", "-1", "--format=%h"], capture_output=True, text=True
+    ).stdout.strip()
+    return {
+        "when": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "commit": commit or "?",
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "redis_server": next((w[2:] for w in redis_version if w.startswith("v=")), "?"),
+        "celery": version("celery"),
+        "kombu": version("kombu"),
+        "redis_py": version("redis"),
+        "celery_periodiq": version("celery-periodiq"),
+        "celery_redbeat": version("celery-redbeat"),
+        "loadavg": os.getloadavg(),
+    }
+
+
+def table(rows: list[Row]) -> str:
+    lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+    lines += ["| " + " | ".join(row.cells()) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def run_all(
+    names: list[str], quick: bool, json_path: Path | None, loglevel: str, keep: bool
+) -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="periodiq-beat-bench-"))
+    began = time.monotonic()
+
+    def log(text: str) -> None:
+        print(f"[{time.monotonic() - began:6.1f}s] {text}", flush=True)
+
+    machine = _machine()
+    log(f"machine: {json.dumps(machine)}")
+    cfg = Config(quick=quick, tmp=tmp, loglevel=loglevel, log=log)
+    rows: list[Row] = []
+    failed = []
+    try:
+        for name in names:
+            log(f"--- {name}{' (quick)' if quick else ''}")
+            try:
+                rows += SCENARIOS[name](cfg)
+            except Exception:  # one broken scenario must not hide the others' figures
+                failed.append(name)
+                log(f"scenario {name} FAILED:\n{traceback.format_exc()}")
+    finally:
+        if keep or failed:
+            log(f"logs kept in {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+    machine["loadavg_after"] = os.getloadavg()
+    machine["seconds"] = round(time.monotonic() - began, 1)
+    log(f"done in {machine['seconds']} s; load average after: {machine['loadavg_after']}")
+    command = "bench/beat.py " + " ".join(sys.argv[1:])
+    print()
+    print(
+        f"`{command.strip()}` at {machine['commit']} — {machine['when']}, "
+        f"{machine['cores']} cores ({machine['cpu']}), {machine['seconds']} s,"
+    )
+    print(
+        f"load average before {machine['loadavg'][0]:.2f}, after "
+        f"{machine['loadavg_after'][0]:.2f}; Redis {machine['redis_server']}, "
+        f"celery {machine['celery']}, kombu {machine['kombu']}, "
+        f"celery-redbeat {machine['celery_redbeat']}"
+    )
+    print()
+    print(table(rows))
+    if failed:
+        print(f"\nscenarios that failed: {', '.join(failed)}")
+    if json_path is not None:
+        json_path.write_text(
+            json.dumps(
+                {"machine": machine, "details": cfg.details, "rows": [r.cells() for r in rows]},
+                indent=2,
+                default=str,
+            )
+        )
