@@ -5,6 +5,7 @@ from __future__ import annotations
 from celery_periodiq.api import Periodiq, periodiq
 from celery_periodiq.decorators import periodic
 from celery_periodiq.errors import (
+    BrokerUnavailableError,
     ConfigurationError,
     EntryError,
     EntryExistsError,
@@ -22,6 +23,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BeatInfo",
+    "BrokerUnavailableError",
     "ConfigurationError",
     "EntryError",
     "EntryExistsError",

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import re
 import time
-import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -15,12 +14,14 @@ from typing import Any
 
 import redis
 from celery import Celery
+from kombu.exceptions import KombuError
 
 from celery_periodiq.checkpoint import Checkpoint
 from celery_periodiq.config import Settings
 from celery_periodiq.definitions import build_entry, changed_entry, task_name
 from celery_periodiq.entry import AUTO, Entry
 from celery_periodiq.errors import (
+    BrokerUnavailableError,
     EntryError,
     EntryExistsError,
     EntryNotFoundError,
@@ -39,7 +40,7 @@ MIN_REDIS = (6, 2)
 CLOCK_WARN = 1.0
 CLOCK_FAIL = 10.0
 """Seconds between this host's clock and Redis's that :meth:`Periodiq.diagnose` warns / fails at."""
-_CLIENTS: weakref.WeakKeyDictionary[Celery, Periodiq] = weakref.WeakKeyDictionary()
+_CLIENT_ATTRIBUTE = "_periodiq_client"
 
 
 def periodiq(app: Celery) -> Periodiq:
@@ -48,9 +49,11 @@ def periodiq(app: Celery) -> Periodiq:
     Raises:
         ConfigurationError: a ``periodiq_*`` setting is invalid.
     """
-    client = _CLIENTS.get(app)
+    # Kept on the app itself, so the client lives and dies with it.
+    client: Periodiq | None = vars(app).get(_CLIENT_ATTRIBUTE)
     if client is None:
-        client = _CLIENTS[app] = Periodiq(app)
+        client = Periodiq(app)
+        vars(app)[_CLIENT_ATTRIBUTE] = client
     return client
 
 
@@ -259,10 +262,17 @@ class Periodiq:
 
         Returns:
             The task id of the run.
+
+        Raises:
+            EntryNotFoundError: no entry has that name.
+            BrokerUnavailableError: the broker could not be reached.
         """
         with self._guard():
             entry = self._readable(name)
-            task_id = send(self.app, entry, None)
+            try:
+                task_id = send(self.app, entry, None)
+            except (KombuError, OSError) as error:
+                raise BrokerUnavailableError(f"the broker is unreachable: {error}") from error
             self.store.record(name, "triggered", task_id=task_id)
             return task_id
 

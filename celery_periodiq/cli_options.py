@@ -23,6 +23,7 @@ from celery_periodiq.cli_json import dumps
 from celery_periodiq.config import CATCHUP_POLICIES, OVERLAP_POLICIES
 from celery_periodiq.entry import AUTO, Entry
 from celery_periodiq.errors import (
+    BrokerUnavailableError,
     EntryExistsError,
     EntryNotFoundError,
     PeriodiqError,
@@ -381,7 +382,7 @@ def handled(function: F) -> F:
             raise CliError(str(error), EXIT_NOT_FOUND) from None
         except EntryExistsError as error:
             raise CliError(str(error), EXIT_EXISTS) from None
-        except StoreUnavailableError as error:
+        except (StoreUnavailableError, BrokerUnavailableError) as error:
             raise CliError(str(error), EXIT_UNAVAILABLE) from None
         except redis.RedisError as error:
             raise CliError(f"Redis failed: {error}", EXIT_UNAVAILABLE) from None

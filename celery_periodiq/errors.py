@@ -36,3 +36,7 @@ class EntryExistsError(PeriodiqError):
 
 class StoreUnavailableError(PeriodiqError):
     """Redis could not be reached or answered with an error."""
+
+
+class BrokerUnavailableError(PeriodiqError):
+    """The Celery broker could not be reached to publish a run."""

@@ -178,7 +178,7 @@ def test_list_shows_entries_soonest_first_with_state_schedule_and_counters(
     names = re.findall(r"^(\S+)\s", result.stdout, re.MULTILINE)
     assert names == ["NAME", "report", "cleanup", "sync", "3"]  # last: the summary line
     assert "report   active  2090-01-01 00:00:00 UTC (in 1h)  failed 59m ago\n" in result.stdout
-    assert "  @every 1m — every 1 minute from 2090-01-01T00:00:00+00:00 (UTC)\n" in result.stdout
+    assert "  @every 1m — every 1 minute from 2090-01-01 00:00:00 UTC\n" in result.stdout
     assert "  owner team · 2 runs, 1 failed\n" in result.stdout
     assert "  owner team · note: migration\n" in result.stdout
     assert result.stdout.endswith("3 entries: 2 active, 1 paused\n")
@@ -489,7 +489,7 @@ def test_update_changes_only_the_options_given(api: Periodiq) -> None:
     result = cli(api.app, "update", "report", "--every", "2m", "--queue", "", "--owner", "")
 
     assert result.stdout.startswith(
-        "Updated report: @every 2m (every 2 minutes from 2090-01-01T00:00:00+00:00); "
+        "Updated report: @every 2m (every 2 minutes from 2090-01-01 00:00:00 UTC); "
         "next run 2090-01-01 00:00:00 UTC (in "
     )
     entry = api.get("report").entry

@@ -108,5 +108,5 @@ class IntervalSchedule(Schedule):
         """E.g. ``"every 1 hour 30 minutes"``."""
         text = f"every {describe_duration(self.period.total_seconds())}"
         if self.start_at is not None:
-            text += f" from {self.start_at.isoformat()}"
+            text += f" from {self.start_at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
         return text
