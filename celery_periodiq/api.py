@@ -155,6 +155,7 @@ class Periodiq:
         overlap: str | None = None,
         catchup: str | None = None,
         catchup_window: float | None = None,
+        expires: float | str | None = AUTO,
         jitter: float = 0.0,
         start_at: datetime | None = None,
         end_at: datetime | None = None,
@@ -186,6 +187,7 @@ class Periodiq:
             overlap=self.settings.default_overlap if overlap is None else overlap,
             catchup=self.settings.default_catchup if catchup is None else catchup,
             catchup_window=catchup_window,
+            expires=expires,
             jitter=jitter, start_at=start_at, end_at=end_at, enabled=enabled, source="runtime",
         )  # fmt: skip
         with self._guard():

@@ -158,6 +158,14 @@ def list_text(items: Sequence[StoredEntry], now: datetime, style: Style, width: 
     return "\n".join([*lines, "", f"{len(items)} {noun}: {summary}"])
 
 
+def _expires_text(entry: Entry) -> str:
+    if entry.expires is None:
+        return "never: a sent run waits in the queue as long as it takes"
+    if entry.expires == AUTO:
+        return "auto: a sent run not started by the next tick is dropped"
+    return f"a sent run not started {seconds(float(entry.expires))} after its tick is dropped"
+
+
 def _policy(entry: Entry, numbers: dict[str, float | None]) -> list[tuple[str, str]]:
     now = "" if isinstance(entry.parsed_schedule(), IntervalSchedule) else " now"
     tolerance, timebox, limit = numbers["tolerance"], numbers["timebox"], numbers["time_limit"]
@@ -183,6 +191,7 @@ def _policy(entry: Entry, numbers: dict[str, float | None]) -> list[tuple[str, s
         ("overlap", f"{entry.overlap}: {_OVERLAP[entry.overlap]}"),
         ("catch-up", f"{entry.catchup}: {_CATCHUP[entry.catchup]}"),
         ("window", "none" if window is None else f"a tick may still run {seconds(window)} late"),
+        ("expires", _expires_text(entry)),
         ("jitter", "none" if not entry.jitter else f"up to {seconds(entry.jitter)}"),
     ]
 

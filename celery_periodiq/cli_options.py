@@ -306,13 +306,15 @@ _ENTRY_OPTIONS: list[Callable[[F], F]] = [
             help="After missed ticks: run the last, skip them, or run all (bounded)."),
     _option("--catchup-window", type=Seconds(none=None), group=_POLICY,
             help="How late a missed tick may still run (none: any)."),
+    _option("--expires", type=Seconds(auto=AUTO, none=None), group=_POLICY,
+            help="How long a sent run may wait to start (auto: until the next tick)."),
     _option("--jitter", type=Seconds(), group=_POLICY,
             help="Delay each tick by a stable random amount below this."),
 ]  # fmt: skip
 _ENTRY_KEYS = frozenset({
     "cron", "every", "calendar", "tz", "start_at", "end_at", "enabled", "args", "kwargs",
     "queue", "priority", "owner", "tolerance", "timebox", "grace", "overlap", "catchup",
-    "catchup_window", "jitter", "task",
+    "catchup_window", "expires", "jitter", "task",
 })  # fmt: skip
 
 

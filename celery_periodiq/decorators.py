@@ -37,6 +37,7 @@ def periodic(
     overlap: str | None = None,
     catchup: str | None = None,
     catchup_window: float | None = None,
+    expires: float | str | None = AUTO,
     jitter: float = 0.0,
     owner: str | None = None,
     start_at: datetime | None = None,
@@ -67,6 +68,8 @@ def periodic(
         grace: seconds between the soft and the hard time limit.
         overlap: ``"skip"`` (default), ``"allow"`` or ``"buffer_one"``.
         catchup: ``"last"`` (default), ``"skip"`` or ``"all"``.
+        expires: how long a published run may wait to start: ``"auto"`` (until the
+            next tick is due), seconds after its tick, or None (no limit).
 
     Raises:
         EntryError: at decoration time, for a missing or doubled schedule, a bad
@@ -81,7 +84,8 @@ def periodic(
         "cron": cron, "every": every, "calendar": calendar, "args": args, "kwargs": kwargs,
         "options": routing, "tz": tz, "owner": owner, "tolerance": tolerance, "timebox": timebox,
         "grace": grace, "overlap": overlap, "catchup": catchup, "catchup_window": catchup_window,
-        "jitter": jitter, "start_at": start_at, "end_at": end_at, "enabled": enabled,
+        "expires": expires, "jitter": jitter, "start_at": start_at, "end_at": end_at,
+        "enabled": enabled,
     }  # fmt: skip
     # Validate now, not in the beat: the real task name is not known yet for proxies.
     probe = dict(options, overlap=overlap or "skip", catchup=catchup or "last")

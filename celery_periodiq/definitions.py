@@ -19,8 +19,8 @@ SCHEDULE_OPTIONS = ("cron", "every", "calendar")
 UPDATABLE = frozenset(
     {
         "task", "cron", "every", "calendar", "args", "kwargs", "options", "tz", "owner",
-        "tolerance", "timebox", "grace", "overlap", "catchup", "catchup_window", "jitter",
-        "start_at", "end_at", "enabled",
+        "tolerance", "timebox", "grace", "overlap", "catchup", "catchup_window", "expires",
+        "jitter", "start_at", "end_at", "enabled",
     }
 )  # fmt: skip
 
@@ -86,6 +86,7 @@ def build_entry(
     overlap: str = "skip",
     catchup: str = "last",
     catchup_window: float | None = None,
+    expires: float | str | None = AUTO,
     jitter: float = 0.0,
     start_at: datetime | None = None,
     end_at: datetime | None = None,
@@ -121,6 +122,7 @@ def build_entry(
         overlap=overlap,
         catchup=catchup,
         catchup_window=catchup_window,
+        expires=expires,
         jitter=jitter,
         source=source,
     )
@@ -142,8 +144,8 @@ def changed_entry(entry: Entry, changes: dict[str, Any]) -> Entry:
         "tz": entry.tz, "owner": entry.owner, "tolerance": entry.tolerance,
         "timebox": entry.timebox,
         "grace": entry.grace, "overlap": entry.overlap, "catchup": entry.catchup,
-        "catchup_window": entry.catchup_window, "jitter": entry.jitter, "start_at": entry.start_at,
-        "end_at": entry.end_at, "enabled": entry.enabled,
+        "catchup_window": entry.catchup_window, "expires": entry.expires, "jitter": entry.jitter,
+        "start_at": entry.start_at, "end_at": entry.end_at, "enabled": entry.enabled,
     }  # fmt: skip
     if any(key in changes for key in SCHEDULE_OPTIONS):
         current.update({key: changes.pop(key, None) for key in SCHEDULE_OPTIONS})

@@ -40,6 +40,13 @@ _PUBLISH_CHUNK = 50
 _BROKER_ERRORS = (OperationalError, KombuError, OSError, redis.RedisError)
 
 
+def _queued_ttl(tick: Tick, sent_at_ms: int) -> int:
+    """How long a published run counts as waiting: until it expires, else two intervals."""
+    if tick.expires is not None:
+        return max(to_ms(tick.expires) - sent_at_ms, 1000)
+    return max(int(tick.interval * 2000), 1000)
+
+
 @contextlib.contextmanager
 def _batched(producer: Any) -> Iterator[Callable[[], None]]:
     """Buffer the producer's publishes where kombu can; yields the flush function."""
@@ -222,7 +229,7 @@ class Dispatcher:
             accounting["due"] = to_ms(plan.next_due)
         if plan.publish:
             last = plan.publish[-1]
-            ttl = max(to_ms(last.expires) - sent_at_ms, 1000)
+            ttl = _queued_ttl(last, sent_at_ms)
             accounting["queued"] = [last.task_id, ttl]
             accounting["last"] = {
                 "last_enqueued": claim.claimed_ms,

@@ -93,6 +93,9 @@ class Entry:
     overlap: str = "skip"
     catchup: str = "last"
     catchup_window: float | None = None
+    expires: float | str | None = AUTO
+    """How long a published run may wait to start: "auto" until the entry's next tick is
+    due, seconds after its own tick, or None for no limit."""
     jitter: float = 0.0
     source: Source = "runtime"
 
@@ -158,6 +161,8 @@ class Entry:
             raise _fail(name, "catchup", self.catchup, ", ".join(CATCHUP_POLICIES))
         if self.catchup_window is not None and not _positive(self.catchup_window):
             raise _fail(name, "catchup_window", self.catchup_window, "seconds > 0 or None")
+        if self.expires not in (AUTO, None) and not _positive(self.expires):
+            raise _fail(name, "expires", self.expires, "seconds > 0, 'auto' or None")
         _number(name, "jitter", self.jitter)
         if self.source not in SOURCES:
             raise _fail(name, "source", self.source, ", ".join(SOURCES))
@@ -214,7 +219,7 @@ class Entry:
         """A JSON-ready dict (datetimes as ISO strings)."""
         data = asdict(self)
         data["args"] = list(self.args)
-        for key in ("tolerance", "timebox", "grace", "catchup_window", "jitter"):
+        for key in ("tolerance", "timebox", "grace", "catchup_window", "expires", "jitter"):
             value = data[key]
             if isinstance(value, int | float) and not isinstance(value, bool):
                 data[key] = float(value)  # 10 and 10.0 are one definition

@@ -16,7 +16,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from celery_periodiq.entry import Entry
+from celery_periodiq.entry import AUTO, Entry
 from celery_periodiq.schedules import IntervalSchedule, Schedule
 
 __all__ = ["Plan", "Tick", "due_ticks", "from_ms", "next_tick", "plan_tick", "task_id_for", "to_ms"]
@@ -66,8 +66,8 @@ class Tick:
     """Seconds from this tick to the entry's next one: what the timebox is cut from."""
     gap_before: float
     """Seconds since the entry's previous tick: what the tolerance drop compares a run with."""
-    expires: datetime
-    """After this instant the message must not run any more."""
+    expires: datetime | None
+    """After this instant the run must not start any more; None: no limit."""
     soft_time_limit: float | None
     time_limit: float | None
     task_id: str
@@ -234,9 +234,7 @@ def plan_tick(
         else:  # the last tick before end_at: give it the interval it came at
             interval = (tick - before).total_seconds() if before else _last_interval(schedule)
         gap_before = (tick - before).total_seconds() if before and before < tick else interval
-        expires = max(
-            after.astimezone(UTC) if after else sent_at, sent_at + timedelta(seconds=interval)
-        )
+        expires = _expiry(entry, tick, after, interval, sent_at)
         soft = entry.timebox_for(interval) if interval > 0 else None
         hard = None if soft is None else soft + entry.grace_for(soft, default_grace)
         plan.publish.append(
@@ -256,6 +254,19 @@ def plan_tick(
     if upcoming is not None:
         plan.next_nominal, plan.next_due = upcoming
     return plan
+
+
+def _expiry(
+    entry: Entry, tick: datetime, after: datetime | None, interval: float, sent_at: datetime
+) -> datetime | None:
+    """When a published run stops being worth starting, per the entry's ``expires``."""
+    if entry.expires is None:
+        return None
+    if entry.expires != AUTO:
+        return tick + timedelta(seconds=float(entry.expires))
+    # auto: until the next tick is due, and at least one interval from publishing
+    # (a tick taken over from a dead beat, or caught up, is published late)
+    return max(after.astimezone(UTC) if after else sent_at, sent_at + timedelta(seconds=interval))
 
 
 def _last_interval(schedule: Schedule) -> float:

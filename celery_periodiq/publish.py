@@ -9,7 +9,7 @@ tick published twice is recognisably the same run.
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from celery import Celery
@@ -20,6 +20,7 @@ from celery_periodiq.schedules import IntervalSchedule
 
 __all__ = [
     "HEADER_ENTRY",
+    "HEADER_EXPIRES",
     "HEADER_INTERVAL",
     "HEADER_MANUAL",
     "HEADER_MIN_GAP",
@@ -36,6 +37,7 @@ __all__ = [
 _TTL_INTERVALS = 2
 _TTL_FALLBACK = 3600.0
 _MANUAL_GRACE = 10.0
+_EXPIRY_SLACK = 60.0
 
 HEADER_ENTRY = "periodiq_entry"
 HEADER_TICK = "periodiq_tick"
@@ -51,6 +53,8 @@ HEADER_MIN_GAP = "periodiq_min_gap"
 run may follow the last one."""
 HEADER_OVERLAP = "periodiq_overlap"
 """The entry's overlap policy, for the worker's non-final check."""
+HEADER_EXPIRES = "periodiq_expires"
+"""Milliseconds since the epoch after which the run is refused (checked on the Redis clock)."""
 HEADER_TTL = "periodiq_ttl"
 """Milliseconds the running marker lives: the run's hard limit."""
 
@@ -102,7 +106,12 @@ def message_options(entry: Entry, tick: Tick | None) -> dict[str, Any]:
         gap = tick.gap_before
         headers[HEADER_MIN_GAP] = int((gap - entry.tolerance_for(gap)) * 1000)
         options["task_id"] = tick.task_id
-        options["expires"] = tick.expires
+        if tick.expires is not None:
+            headers[HEADER_EXPIRES] = to_ms(tick.expires)
+            # The worker's guard enforces the expiry on the Redis clock; Celery's own check
+            # uses the worker's clock, so it only gets a generous backstop.
+            slack = timedelta(seconds=max(_EXPIRY_SLACK, tick.interval))
+            options["expires"] = tick.expires + slack
         if tick.soft_time_limit is not None:
             options["soft_time_limit"] = tick.soft_time_limit
         if tick.time_limit is not None:

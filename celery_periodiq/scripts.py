@@ -96,6 +96,8 @@ class RunStart:
     history_length: int
     published: bool = True
     """True for messages from the beat or trigger(): their entry must still exist."""
+    expires_ms: int | None = None
+    """When the message stops being worth running, on the Redis clock."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +105,8 @@ class Admission:
     """begin.lua's verdict."""
 
     outcome: str
-    """started, resumed, unguarded, duplicate, dropped_too_soon, skipped_overlap or deleted."""
+    """started, resumed, unguarded, duplicate, dropped_too_soon, skipped_overlap, expired
+    or deleted."""
     now_ms: int
     last_run_ms: int | None
 
@@ -243,6 +246,7 @@ class Scripts:
                 "" if now_ms is None else now_ms,
                 name,
                 "1" if run.published else "0",
+                "" if run.expires_ms is None else run.expires_ms,
             ],
         )
         return Admission(

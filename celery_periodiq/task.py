@@ -29,6 +29,7 @@ from celery_periodiq.errors import PeriodiqError
 from celery_periodiq.plan import from_ms
 from celery_periodiq.publish import (
     HEADER_ENTRY,
+    HEADER_EXPIRES,
     HEADER_INTERVAL,
     HEADER_MANUAL,
     HEADER_MIN_GAP,
@@ -153,6 +154,7 @@ class PeriodicTask(Task):  # type: ignore[type-arg]
             host=_HOST,
             history_length=store.settings.history_length,
             published=bool(published_for),
+            expires_ms=None if manual else _int_or_none(_header(request, HEADER_EXPIRES)),
         )
         context = RunContext(
             entry=entry,
@@ -242,6 +244,10 @@ class PeriodicTask(Task):  # type: ignore[type-arg]
                     failure,
                 )
             vars(self.request)["periodiq_run"] = None
+
+
+def _int_or_none(value: Any) -> int | None:
+    return None if value is None else int(value)
 
 
 def _countdown(retry: Retry) -> float:

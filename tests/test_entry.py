@@ -550,6 +550,7 @@ _CHANGES: dict[str, dict[str, Any]] = {
     "overlap": {"overlap": "allow"},
     "catchup": {"catchup": "last"},
     "catchup_window": {"catchup_window": 3601},
+    "expires": {"expires": 90},
     "jitter": {"jitter": 10.5},
     "source": {"source": "runtime"},
 }

@@ -606,3 +606,24 @@ def test_a_calendar_wall_time_skipped_by_spring_forward_fires_after_the_gap() ->
         (datetime(2024, 3, 10, 7, tzinfo=UTC), 84_600.0),
     ]
     assert result.next_nominal == datetime(2024, 3, 11, 6, 30, tzinfo=UTC)
+
+
+# expiry of published runs
+
+
+def test_expiry_auto_is_the_next_tick() -> None:
+    entry = every_minute()
+    result = plan(entry, at(1), at(1))
+    assert result.publish[0].expires == at(2)
+
+
+def test_expiry_in_seconds_counts_from_the_tick() -> None:
+    entry = build_entry("e", "proj.tasks.e", every=60, expires=150)
+    result = plan(entry, at(1), at(1))
+    assert result.publish[0].expires == at(1) + timedelta(seconds=150)
+
+
+def test_expiry_none_never_expires() -> None:
+    entry = build_entry("e", "proj.tasks.e", every=60, expires=None)
+    result = plan(entry, at(1), at(1))
+    assert result.publish[0].expires is None

@@ -6,6 +6,10 @@ Dispatcher into an in-memory broker; "begins" is the message run through the
 real PeriodicTask guard (eagerly, in this process); both use real Lua against a
 private Redis, with "now" injected instead of the Redis clock.
 
+Nuntium's messages never expire, so task A is configured with expires=None; with
+the default expiry ("auto": a run not started by the next tick is dropped) the
+congested queue plays out differently, shown by the last test.
+
 The seed's lastRun column shows, on its rows where A2 begins (timelines 1, 2
 and 4), the last run A2 is checked against, not yet A2's own start; the text
 says "last run time is set when the task starts". We assert both.
@@ -46,7 +50,7 @@ class Clock:
 class World:
     """Task A, a beat's dispatcher and an in-memory broker, all on one clock."""
 
-    def __init__(self, redis_url: str) -> None:
+    def __init__(self, redis_url: str, **policy: Any) -> None:
         self.clock = Clock()
         self.app = Celery("seed", broker="memory://", set_as_current=False)
         self.app.conf.periodiq_redis_url = redis_url
@@ -71,7 +75,8 @@ class World:
 
         self.task = task_a
         self.dispatcher = Dispatcher(self.app, self.store, "seed-beat", lambda: float("inf"))
-        entry = build_entry("A", "A", every=60, start_at=T0 + timedelta(seconds=30), timebox=30)
+        options = {"timebox": 30, "expires": None, **policy}
+        entry = build_entry("A", "A", every=60, start_at=T0 + timedelta(seconds=30), **options)
         self.store.put("add", [entry], now_ms=self.clock.now)
         self.queue: list[Any] = []
 
@@ -190,3 +195,14 @@ def test_messages_carry_the_seed_policy(world: World) -> None:
     assert headers["periodiq_interval"] == 60.0
     assert headers["periodiq_min_gap"] == 54_000  # interval - 10% tolerance
     assert headers["timelimit"][1] == 30  # soft limit: the timebox
+
+
+def test_with_the_default_expiry_a_run_waiting_past_the_next_tick_is_dropped(
+    redis_url: str, redis_client: redis.Redis
+) -> None:
+    world = World(redis_url, expires="auto")
+    assert world.cron("00:30") == 1  # Cron enqueues A1, to be started by 01:30
+    assert world.cron("01:30") == 1  # Cron enqueues A2
+    assert world.begin("01:35", 0, ends=("01:38", "ok")) == "expired"  # A1 waited too long
+    assert world.begin("01:36", 1, ends=("01:38", "ok")) == "ran"  # A2 runs instead
+    assert world.api.get("A").counters["expired"] == 1

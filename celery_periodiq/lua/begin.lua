@@ -1,6 +1,7 @@
 -- begin: the worker's guards before a run's body, atomically, in one call.
 --
---   0. the message is consumed: a "queued" marker naming this task is cleared
+--   0. the message is consumed: a "queued" marker naming this task is cleared; a message
+--      past its expiry (on this server's clock, not the worker's) is refused
 --   1. duplicate tick: a tick whose run already began is dropped
 --   2. tolerance drop: a scheduled run starting before last_run + min_gap is dropped
 --   3. non-final check: under overlap "skip", a run of the entry that has not
@@ -28,10 +29,11 @@
 -- ARGV[9] now (ms) to use instead of the server clock, or "" (tests inject a clock here)
 -- ARGV[10] entry name
 -- ARGV[11] "1" if the message came from the beat or trigger() (the entry must exist)
+-- ARGV[12] the message's expiry (ms), or ""
 --
 -- Returns {outcome, now_ms, last_run_ms or -1} where outcome is "started",
 -- "resumed" (a retry), "duplicate", "dropped_too_soon", "skipped_overlap",
--- "deleted" or "unguarded".
+-- "expired", "deleted" or "unguarded".
 
 local state, running, queued, started, history = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local task_id, tick, min_gap, overlap = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
@@ -64,6 +66,9 @@ if retries > 0 then
   redis.call('XADD', history, 'MAXLEN', keep, '*', 'kind', 'retry', 'at', now,
     'tick', tick, 'task_id', task_id, 'host', host, 'note', 'attempt ' .. (retries + 1))
   return {'resumed', now, last or -1}
+end
+if ARGV[12] ~= '' and now > tonumber(ARGV[12]) then
+  return refuse('expired', 'waited past its expiry, ' .. (now - tonumber(ARGV[12])) .. ' ms ago')
 end
 if tick ~= '' and redis.call('ZSCORE', started, tick) then
   return refuse('duplicate', 'this tick already began')
