@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -37,7 +38,24 @@ _MISSED_EVENTS = 20
 # Claims published per broker round trip: large enough for throughput, small enough
 # that the first message of a burst does not wait long.
 _PUBLISH_CHUNK = 50
+# Ticks due this soon are claimed and planned ahead, then sent the moment they are
+# due, so the claim's round trip is not part of their lateness.
+_HORIZON_MS = 25
 _BROKER_ERRORS = (OperationalError, KombuError, OSError, redis.RedisError)
+
+
+_NEVER = threading.Event()
+
+
+def _sleep_until(moment: float) -> None:
+    """Sleep until ``time.monotonic()`` reaches ``moment`` (a few ms at most here).
+
+    A timed wait rather than ``time.sleep``: under libfaketime (the clock-skew
+    tests) ``time.sleep`` fails with EINVAL while timed waits work.
+    """
+    remaining = moment - time.monotonic()
+    if remaining > 0:
+        _NEVER.wait(remaining)
 
 
 def _queued_ttl(tick: Tick, sent_at_ms: int) -> int:
@@ -83,7 +101,9 @@ class Pass:
         if not moments:
             return None
         elapsed = time.monotonic() - self.claimed_at
-        return max((min(moments) - batch.now_ms) / 1000 - elapsed, 0.0)
+        # wake a horizon early: the claim then takes those ticks ahead of time
+        clock = batch.now_ms + batch.now_us / 1000
+        return max((min(moments) - clock - _HORIZON_MS) / 1000 - elapsed, 0.0)
 
 
 class Dispatcher:
@@ -110,7 +130,10 @@ class Dispatcher:
         lease_ms = int(settings.claim_lease * 1000)
         # Aging the Redis clock reading from before the call wakes us early, never late.
         claimed_at = time.monotonic()
-        batch = self.store.scripts.claim(self.beat_id, settings.batch_size, lease_ms, now_ms)
+        horizon = 0 if now_ms is not None else _HORIZON_MS
+        batch = self.store.scripts.claim(
+            self.beat_id, settings.batch_size, lease_ms, now_ms, horizon
+        )
         if not batch.claims:
             return Pass(batch, claimed_at, complete=True)
         self.ticks_claimed += len(batch.claims)
@@ -143,6 +166,7 @@ class Dispatcher:
         Returns whether every claim was published.
         """
         claims = batch.claims
+        clock = batch.now_ms + batch.now_us / 1000  # the Redis clock at ``claimed_at``
         for start in range(0, len(claims), _PUBLISH_CHUNK):
             if not self._may_publish(claimed_at):
                 logger.warning(
@@ -150,10 +174,12 @@ class Dispatcher:
                 )
                 return False
             with _batched(producer) as flush:
-                chunk = [
-                    self._settle(claim, producer, batch.now_ms)
-                    for claim in claims[start : start + _PUBLISH_CHUNK]
-                ]
+                chunk = []
+                for claim in claims[start : start + _PUBLISH_CHUNK]:
+                    if claim.due_ms > clock:  # claimed ahead: send it when it is due
+                        flush()
+                        _sleep_until(claimed_at + (claim.due_ms - clock) / 1000)
+                    chunk.append(self._settle(claim, producer, batch.now_ms))
                 flush()
             # Messages of a chunk go to the broker in one round trip where the
             # transport can batch (kombu >= 5.7, Redis); they are settled only
@@ -182,7 +208,8 @@ class Dispatcher:
         plan = plan_tick(
             entry,
             from_ms(claim.nominal_ms),
-            from_ms(claim.claimed_ms),
+            # a tick claimed ahead is decided as of its own instant
+            from_ms(max(claim.claimed_ms, claim.nominal_ms)),
             running=claim.running,
             queued=claim.queued,
             prefix=self.settings.key_prefix,

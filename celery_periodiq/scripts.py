@@ -31,6 +31,8 @@ class Claim:
     id: str
     name: str
     nominal_ms: int
+    due_ms: int
+    """When it is due (jitter applied); may be a little after the claim (claimed ahead)."""
     claimed_ms: int
     running: bool
     queued: bool
@@ -47,21 +49,24 @@ class ClaimBatch:
     """What one claim.lua call returned."""
 
     now_ms: int
+    now_us: int
+    """Microseconds of the Redis clock past ``now_ms``."""
     next_due_ms: int | None
     next_recheck_ms: int | None
     claims: list[Claim]
 
 
 def _decode_claims(raw: list[Any]) -> ClaimBatch:
-    now, next_due, recheck = (int(value) for value in raw[:3])
+    now, next_due, recheck, micros = (int(value) for value in raw[:4])
     claims = []
-    for index in range(3, len(raw), 3):
+    for index in range(4, len(raw), 3):
         record = json.loads(raw[index + 1])
         claims.append(
             Claim(
                 id=raw[index],
                 name=record["name"],
                 nominal_ms=int(record["nominal"]),
+                due_ms=int(record.get("due", record["nominal"])),
                 claimed_ms=int(record["claimed"]),
                 running=bool(record["running"]),
                 queued=bool(record["queued"]),
@@ -73,6 +78,7 @@ def _decode_claims(raw: list[Any]) -> ClaimBatch:
         )
     return ClaimBatch(
         now_ms=now,
+        now_us=micros,
         next_due_ms=None if next_due < 0 else next_due,
         next_recheck_ms=None if recheck < 0 else recheck,
         claims=claims,
@@ -154,16 +160,21 @@ class Scripts:
         self._finish = client.register_script(_source("finish"))
 
     def claim(
-        self, beat_id: str, batch: int, lease_ms: int, now_ms: int | None = None
+        self,
+        beat_id: str,
+        batch: int,
+        lease_ms: int,
+        now_ms: int | None = None,
+        horizon_ms: int = 0,
     ) -> ClaimBatch:
-        """Claim up to ``batch`` due or orphaned ticks for ``beat_id``.
+        """Claim up to ``batch`` due (or due within ``horizon_ms``) or orphaned ticks.
 
         ``now_ms`` replaces the Redis clock (tests only).
         """
         k = self.keys
         raw = self._claim(
             keys=[k.due, k.inflight, k.ticks, k.entries, k.beats],
-            args=[k.tag, beat_id, batch, lease_ms, "" if now_ms is None else now_ms],
+            args=[k.tag, beat_id, batch, lease_ms, "" if now_ms is None else now_ms, horizon_ms],
         )
         return _decode_claims(raw)
 

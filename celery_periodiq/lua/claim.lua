@@ -16,9 +16,13 @@
 -- ARGV[3] most ticks to return
 -- ARGV[4] lease (ms)
 -- ARGV[5] now (ms) to use instead of the server clock, or "" (tests inject a clock here)
+-- ARGV[6] horizon (ms): also claim ticks due this soon, so the caller can publish them
+--         the moment they are due instead of starting its round trip then
 --
--- Returns {now_ms, next_due_ms or -1, next_recheck_ms or -1, id1, claim1, definition1, id2, ...}
--- where claim is JSON {name, nominal, claimed, owner, running, queued, version, prev, taken}
+-- Returns {now_ms, next_due_ms or -1, next_recheck_ms or -1, now_us (0-999, the clock's
+-- microseconds past now_ms), id1, claim1, definition1, id2, ...}
+-- where claim is JSON {name, nominal, due, claimed, owner, running, queued, version, prev,
+-- taken}
 -- (nominal is the tick's due instant before jitter, ms; prev the entry's previous scheduled
 -- tick, ms, or -1; taken counts takeovers)
 -- and definition is the entry JSON, or "" when the entry has vanished.
@@ -30,14 +34,16 @@ local due, inflight, ticks, entries, beats = KEYS[1], KEYS[2], KEYS[3], KEYS[4],
 local tag, me = ARGV[1], ARGV[2]
 local batch, lease = tonumber(ARGV[3]), tonumber(ARGV[4])
 
-local now
+local now, micros = 0, 0
 if ARGV[5] and ARGV[5] ~= '' then
   now = tonumber(ARGV[5])
 else
   local clock = redis.call('TIME')
   now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+  micros = tonumber(clock[2]) % 1000
 end
-local out = {now, -1, -1}
+local horizon = tonumber(ARGV[6] or '0') or 0
+local out = {now, -1, -1, micros}
 local taken = 0
 
 -- 1. Claims whose lease ran out: keep them with a live owner, take the rest.
@@ -69,8 +75,10 @@ end
 
 -- 2. Due entries, oldest first.
 if taken < batch then
-  local names = redis.call('ZRANGEBYSCORE', due, '-inf', now, 'LIMIT', 0, batch - taken)
-  for _, name in ipairs(names) do
+  local found = redis.call('ZRANGEBYSCORE', due, '-inf', now + horizon, 'WITHSCORES',
+    'LIMIT', 0, batch - taken)
+  for index = 1, #found, 2 do
+    local name, due_at = found[index], tonumber(found[index + 1])
     redis.call('ZREM', due, name)
     local definition = redis.call('HGET', entries, name)
     if definition then
@@ -81,6 +89,7 @@ if taken < batch then
         local claim = cjson.encode({
           name = name,
           nominal = nominal,
+          due = due_at,
           claimed = now,
           owner = me,
           running = redis.call('EXISTS', tag .. ':running:' .. name),
