@@ -13,6 +13,7 @@ from typing import Any
 from celery import Celery
 from celery.schedules import crontab
 from celery.schedules import schedule as every_schedule
+from celery.schedules import solar as celery_solar
 
 from celery_periodiq.config import Settings
 from celery_periodiq.definitions import build_entry, task_name
@@ -96,13 +97,15 @@ def _schedule_options(value: Any, app: Celery) -> dict[str, Any]:
                 " ".join(fields),
             )
         return {"cron": " ".join(fields), "tz": str(app.conf.timezone or "UTC")}
+    if isinstance(value, celery_solar):
+        return {"cron": f"@solar {value.event} {value.lat} {value.lon}"}
     if isinstance(value, every_schedule):
         return {"every": vars(value)["run_every"]}
     if isinstance(value, timedelta | int | float) and not isinstance(value, bool):
         return {"every": value}
     raise EntryError(
         f"schedule {value!r} is not supported (allowed: celery_periodiq schedules, "
-        "crontab, schedule/timedelta/seconds)"
+        "crontab, solar, schedule/timedelta/seconds)"
     )
 
 

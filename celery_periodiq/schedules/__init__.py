@@ -18,6 +18,7 @@ from celery_periodiq.schedules.cron import MACROS, compile_cron
 from celery_periodiq.schedules.engine import CalendarSchedule, CronSchedule, FieldSchedule
 from celery_periodiq.schedules.events import EVENTS, EventSchedule
 from celery_periodiq.schedules.interval import IntervalSchedule, every_spec, parse_duration
+from celery_periodiq.schedules.solar import SolarSchedule
 
 __all__ = [
     "CalendarSchedule",
@@ -27,6 +28,7 @@ __all__ = [
     "Form",
     "IntervalSchedule",
     "Schedule",
+    "SolarSchedule",
     "parse_schedule",
 ]
 
@@ -113,6 +115,9 @@ def parse_form(
         raise ScheduleError(
             f"every={spec!r}: not an interval (allowed: seconds, a timedelta, '@every 30s')"
         )
+    if lowered.startswith("@solar"):
+        _expect(form, "cron", spec)
+        return SolarSchedule(text, timezone=tz, key=key, start_at=start_at, end_at=end_at)
     if lowered in EVENTS:
         _expect(form, "cron", spec)
         return EventSchedule(lowered, timezone=tz, key=key, start_at=start_at, end_at=end_at)
@@ -123,7 +128,7 @@ def parse_form(
     if text.startswith("@"):
         raise ScheduleError(
             f"schedule {spec!r}: unknown macro {text.split()[0]!r} (allowed: "
-            + ", ".join([*MACROS, "@every <duration>", *EVENTS])
+            + ", ".join([*MACROS, "@every <duration>", "@solar EVENT LAT LON", *EVENTS])
             + ")"
         )
     if form == "calendar" or (form == "auto" and looks_like_calendar(text)):
