@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections import deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -103,28 +102,24 @@ def due_ticks(
         period = schedule.period
         count = (now - first) // period + 1
         return [first + period * k for k in range(max(count - keep, 0), count)], count
-    window: deque[datetime] = deque([first], maxlen=keep)
-    count, current = 1, first
-    while count < _MAX_COUNTED:
-        following = schedule.next_after(current)
-        if following is None or following > now:
-            return list(window), count
-        current = following.astimezone(UTC)
-        window.append(current)
-        count += 1
+    walked = [first, *_fires_between(schedule, first, now, _MAX_COUNTED - 1)]
+    if len(walked) < _MAX_COUNTED:
+        return walked[-keep:], len(walked)
     # Too many to walk one by one: collect the newest ones from a span just before now.
+    current = walked[-1]
     for back in _LOOKBACK:
         start = max(current, now - back)
-        recent = _fires_between(schedule, start, now)
+        recent = _fires_between(schedule, start, now, _MAX_COUNTED)
         if len(recent) >= keep or start == current:
-            return [*window, *recent][-keep:], count + len(recent)
-    return list(window), count
+            return [*walked, *recent][-keep:], len(walked) + len(recent)
+    return walked[-keep:], len(walked)
 
 
-def _fires_between(schedule: Schedule, start: datetime, end: datetime) -> list[datetime]:
+def _fires_between(schedule: Schedule, start: datetime, end: datetime, most: int) -> list[datetime]:
+    """Up to ``most`` fires in ``(start, end]``, in UTC."""
     fires: list[datetime] = []
     current = start
-    while len(fires) < _MAX_COUNTED:
+    while len(fires) < most:
         following = schedule.next_after(current)
         if following is None or following > end:
             break
