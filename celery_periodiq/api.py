@@ -17,7 +17,7 @@ from celery import Celery
 from kombu.exceptions import KombuError
 
 from celery_periodiq.checkpoint import Checkpoint
-from celery_periodiq.config import Settings
+from celery_periodiq.config import Settings, redacted
 from celery_periodiq.definitions import build_entry, changed_entry, task_name
 from celery_periodiq.entry import AUTO, Entry
 from celery_periodiq.errors import (
@@ -62,17 +62,7 @@ def _redis_errors(url: str) -> Iterator[None]:
     try:
         yield
     except redis.RedisError as error:
-        raise StoreUnavailableError(f"Redis at {_safe(url)} failed: {error}") from error
-
-
-def _safe(url: str) -> str:
-    """The URL without its password (in the credentials or the query)."""
-    scheme, sep, rest = url.partition("://")
-    if "@" in rest:
-        credentials, _, host = rest.rpartition("@")
-        user = credentials.split(":", 1)[0]
-        rest = f"{user}:***@{host}" if user else f"***@{host}"
-    return scheme + sep + re.sub(r"(?i)(password=)[^&]*", r"\1***", rest)
+        raise StoreUnavailableError(f"Redis at {redacted(url)} failed: {error}") from error
 
 
 def _check_name(name: object) -> str:
@@ -362,7 +352,7 @@ class Periodiq:
         ]  # fmt: skip
 
     def _check_redis(self) -> Check:
-        url = _safe(self.settings.redis_url)
+        url = redacted(self.settings.redis_url)
         try:
             version = self.store.server_version()
         except redis.RedisError as error:
@@ -408,7 +398,7 @@ class Periodiq:
     def _check_broker(self) -> Check:
         try:
             with self.app.connection_for_write() as connection:
-                where = _safe(connection.as_uri(include_password=True))
+                where = redacted(connection.as_uri(include_password=True))
                 connection.ensure_connection(max_retries=1, interval_start=0, interval_step=0)
         # Any transport error is a finding to report, not a crash.
         except Exception as error:

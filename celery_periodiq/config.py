@@ -6,6 +6,7 @@ a single Redis Cluster slot.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,7 +14,7 @@ from celery import Celery
 
 from celery_periodiq.errors import ConfigurationError
 
-__all__ = ["DEFAULTS", "Keys", "Settings"]
+__all__ = ["DEFAULTS", "Keys", "Settings", "redacted"]
 
 CATCHUP_POLICIES = ("last", "skip", "all")
 OVERLAP_POLICIES = ("skip", "allow", "buffer_one")
@@ -125,6 +126,16 @@ def _typed(name: str, value: Any, kind: type) -> Any:
     if isinstance(value, bool) or not isinstance(value, accepted):
         raise _bad(name, value, _KINDS[kind])
     return value
+
+
+def redacted(url: str) -> str:
+    """The URL without its password (in the credentials or the query)."""
+    scheme, sep, rest = url.partition("://")
+    if "@" in rest:
+        credentials, _, host = rest.rpartition("@")
+        user = credentials.split(":", 1)[0]
+        rest = f"{user}:***@{host}" if user else f"***@{host}"
+    return scheme + sep + re.sub(r"(?i)(password=)[^&]*", r"\1***", rest)
 
 
 def _bad(name: str, value: object, allowed: str) -> ConfigurationError:

@@ -20,7 +20,7 @@ from celery import Celery
 from celery import beat as celery_beat
 
 from celery_periodiq import registry
-from celery_periodiq.config import Settings
+from celery_periodiq.config import Settings, redacted
 from celery_periodiq.dispatch import Dispatcher
 from celery_periodiq.entry import Entry
 from celery_periodiq.heartbeat import ChangeListener, Heartbeat
@@ -126,9 +126,7 @@ class Scheduler(celery_beat.Scheduler):
         """Shown in ``celery beat``'s banner."""
         if not hasattr(self, "settings"):
             return "    . periodiq (lazy)"
-        from celery_periodiq.api import _safe
-
-        url, prefix = _safe(self.settings.redis_url), self.settings.key_prefix
+        url, prefix = redacted(self.settings.redis_url), self.settings.key_prefix
         return f"    . periodiq -> {url} prefix {prefix!r}"
 
     # Ours
