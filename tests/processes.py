@@ -14,10 +14,21 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import redis
+from celery import Celery as CeleryApp
+
+from celery_periodiq import Periodiq, periodiq
 
 ROOT = Path(__file__).resolve().parent.parent
 APPS = ROOT / "tests" / "apps"
 T = TypeVar("T")
+
+
+def api_for(redis_url: str, broker_url: str, **redis_options: Any) -> Periodiq:
+    """The runtime API of a throwaway app pointed at the test's Redis and broker."""
+    app = CeleryApp("test-api", broker=broker_url, set_as_current=False)
+    app.conf.periodiq_redis_url = redis_url
+    app.conf.periodiq_redis_options = redis_options
+    return periodiq(app)
 
 
 def wait_for(condition: Callable[[], T], timeout: float, what: str, interval: float = 0.05) -> T:

@@ -11,20 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from celery import Celery
 
-from celery_periodiq import periodiq
-from tests.processes import Cluster, cluster, wait_for
+from tests.processes import Cluster, api_for, cluster, wait_for
 
 pytestmark = pytest.mark.slow
 
 SECONDS = 30
-
-
-def api_for(redis_url: str, broker_url: str) -> Any:
-    app = Celery("test-api", broker=broker_url, set_as_current=False)
-    app.conf.periodiq_redis_url = redis_url
-    return periodiq(app)
 
 
 def ticks_of(running: Cluster, entry: str) -> list[int]:

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from celery_periodiq.localredis import LocalRedis
-from tests.processes import Cluster, cluster, wait_for
-from tests.test_beat_cluster import api_for, ticks_of
+from tests.processes import Cluster, api_for, cluster, wait_for
+from tests.test_beat_cluster import ticks_of
 
 pytestmark = pytest.mark.slow
 

@@ -13,8 +13,8 @@ import redis
 from celery import Celery
 
 from celery_periodiq import Scheduler
-from tests.processes import Cluster, cluster, wait_for
-from tests.test_beat_cluster import api_for, ticks_of
+from tests.processes import Cluster, api_for, cluster, wait_for
+from tests.test_beat_cluster import ticks_of
 
 pytestmark = pytest.mark.slow
 

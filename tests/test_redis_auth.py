@@ -9,11 +9,10 @@ from typing import Any
 
 import pytest
 import redis
-from celery import Celery
 
-from celery_periodiq import StoreUnavailableError, periodiq
+from celery_periodiq import StoreUnavailableError
 from celery_periodiq.localredis import LocalRedis
-from tests.processes import cluster, wait_for
+from tests.processes import api_for, cluster, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -26,13 +25,6 @@ LEAST_PRIVILEGE = [
 ]  # fmt: skip
 
 
-def api(url: str, broker_url: str, **options: Any) -> Any:
-    app = Celery("auth-test", broker=broker_url, set_as_current=False)
-    app.conf.periodiq_redis_url = url
-    app.conf.periodiq_redis_options = options
-    return periodiq(app)
-
-
 def enqueued(client: Any, name: str) -> int:
     return sum(1 for event in client.history(name, limit=50) if event.kind == "enqueued")
 
@@ -42,7 +34,7 @@ def test_a_least_privilege_acl_user_runs_the_beat_and_the_api(
 ) -> None:
     with LocalRedis(tmp_path / "acl", extra_args=LEAST_PRIVILEGE) as server:
         url = f"redis://periodiq:s3cret@127.0.0.1:{server.port}/0"
-        client = api(url, broker_url)
+        client = api_for(url, broker_url)
         client.add("guarded-by-acl", "record", every=1)
         with cluster(tmp_path, url, broker_url) as running:
             running.beat()
@@ -111,11 +103,11 @@ def test_a_beat_and_the_api_work_over_tls(
     with LocalRedis(tmp_path / "tls-server", extra_args=tls):
         url = f"rediss://127.0.0.1:{tls_port}/0"
         options = {"ssl_ca_certs": certificates["ca.crt"]}
-        client = api(url, broker_url, **options)
+        client = api_for(url, broker_url, **options)
         client.add("over-tls", "record", every=1)
         with cluster(tmp_path, url, broker_url, TEST_REDIS_OPTIONS=json.dumps(options)) as running:
             running.beat()
             wait_for(lambda: enqueued(client, "over-tls") >= 3, 30, "three published ticks")
-        untrusted = api(url, broker_url)
+        untrusted = api_for(url, broker_url)
         with pytest.raises(StoreUnavailableError, match="certificate verify failed"):
             untrusted.list()

@@ -9,19 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from celery import Celery
 
-from celery_periodiq import periodiq
 from celery_periodiq.publish import HEADER_ENTRY, HEADER_TICK
-from tests.processes import Cluster, cluster, wait_for
+from tests.processes import Cluster, api_for, cluster, wait_for
 
 pytestmark = pytest.mark.slow
-
-
-def api_for(redis_url: str, broker_url: str) -> Any:
-    app = Celery("test-api", broker=broker_url, set_as_current=False)
-    app.conf.periodiq_redis_url = redis_url
-    return periodiq(app)
 
 
 def runs(running: Cluster, entry: str, kind: str | None = None) -> list[dict[str, Any]]:
