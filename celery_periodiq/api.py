@@ -16,6 +16,7 @@ import redis
 from celery import Celery
 from kombu.exceptions import KombuError
 
+from celery_periodiq import policy
 from celery_periodiq.checkpoint import Checkpoint
 from celery_periodiq.config import Settings, redacted
 from celery_periodiq.definitions import build_entry, changed_entry, task_name
@@ -29,6 +30,7 @@ from celery_periodiq.errors import (
     StoreUnavailableError,
 )
 from celery_periodiq.plan import from_ms, next_tick, to_ms
+from celery_periodiq.policy import Defaults
 from celery_periodiq.publish import send
 from celery_periodiq.store import BeatInfo, Event, Store, StoredEntry
 
@@ -173,12 +175,10 @@ class Periodiq:
             task_name(task),
             cron=cron, every=every, calendar=calendar, args=args, kwargs=kwargs,
             options=options, tz=tz, owner=owner, tolerance=tolerance, timebox=timebox,
-            grace=grace,
-            overlap=self.settings.default_overlap if overlap is None else overlap,
-            catchup=self.settings.default_catchup if catchup is None else catchup,
-            catchup_window=catchup_window,
+            grace=grace, overlap=overlap, catchup=catchup, catchup_window=catchup_window,
             expires=expires,
             jitter=jitter, start_at=start_at, end_at=end_at, enabled=enabled, source="runtime",
+            defaults=Defaults.of(self.settings),
         )  # fmt: skip
         with self._guard():
             (status,) = self.store.put("add", [entry])
@@ -261,8 +261,10 @@ class Periodiq:
         """
         with self._guard():
             entry = self._readable(name)
+            now = from_ms(self.store.now_ms())
+            limits = policy.now_limits(entry, now, self.settings.default_grace)
             try:
-                task_id = send(self.app, entry, None)
+                task_id = send(self.app, entry, None, manual=limits)
             except (KombuError, OSError) as error:
                 raise BrokerUnavailableError(f"the broker is unreachable: {error}") from error
             self.store.record(name, "triggered", task_id=task_id)

@@ -114,6 +114,7 @@ def show_command(ctx: click.Context, name: str, as_json: bool, at: Any) -> None:
         checkpoint=api.has_checkpoint(name),
         events=api.history(name, limit=10),
         default_grace=api.settings.default_grace,
+        now=now,
     )
     if as_json:
         print_json(shapes.show_json(stored, details))

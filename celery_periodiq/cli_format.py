@@ -251,7 +251,7 @@ def show_text(
         lines += _section("Stored", [("definition", stored.definition)], width, style)
     else:
         lines += _section("Definition", _definition(entry, schedule), width, style)
-        numbers = effective(entry, details.upcoming, details.default_grace)
+        numbers = effective(entry, details.now, details.default_grace)
         lines += _section("Policy", _policy(entry, numbers), width, style)
     counters = _counters(stored)
     error = stored.state.get("last_error")

@@ -40,10 +40,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 from typing import Any
 
+from celery_periodiq import policy
 from celery_periodiq.api import Check
 from celery_periodiq.cli_terminal import iso, number, stored_instant, utc_iso
 from celery_periodiq.entry import Entry
-from celery_periodiq.schedules import IntervalSchedule, Schedule
+from celery_periodiq.schedules import Schedule
 from celery_periodiq.store import BeatInfo, Event, StoredEntry
 
 __all__ = [
@@ -64,6 +65,8 @@ class Details:
     """The newest history events."""
     default_grace: float
     """The ``periodiq_default_grace`` setting, for the hard time limit."""
+    now: datetime
+    """The instant the policy numbers are for (the next tick after it)."""
 
 
 def dumps(value: Any) -> str:
@@ -82,20 +85,16 @@ def zone_of(stored: StoredEntry) -> tzinfo:
     return UTC if schedule is None else schedule.zone
 
 
-def effective(entry: Entry, upcoming: Sequence[datetime], default_grace: float) -> dict[str, Any]:
-    """Policy numbers for the next tick, in seconds: interval, tolerance, timebox, time_limit."""
-    schedule = entry.parsed_schedule()
-    interval: float | None = None
-    if isinstance(schedule, IntervalSchedule):
-        interval = schedule.period.total_seconds()
-    elif len(upcoming) >= 2:
-        interval = (upcoming[1].astimezone(UTC) - upcoming[0].astimezone(UTC)).total_seconds()
-    if interval is None:
-        return {"interval": None, "tolerance": None, "timebox": None, "time_limit": None}
-    timebox = entry.timebox_for(interval)
-    limit = None if timebox is None else timebox + entry.grace_for(timebox, default_grace)
-    tolerance = entry.tolerance_for(interval)
-    return {"interval": interval, "tolerance": tolerance, "timebox": timebox, "time_limit": limit}
+def effective(entry: Entry, now: datetime, default_grace: float) -> dict[str, Any]:
+    """Policy numbers for the entry's next tick after ``now``, in seconds: interval,
+    tolerance, timebox, time_limit."""
+    numbers = policy.now_limits(entry, now, default_grace)
+    return {
+        "interval": numbers.interval,
+        "tolerance": numbers.tolerance,
+        "timebox": numbers.timebox,
+        "time_limit": numbers.time_limit,
+    }
 
 
 def error_parts(error: str | None) -> tuple[str | None, str | None]:
@@ -145,7 +144,7 @@ def show_json(stored: StoredEntry, details: Details) -> dict[str, Any]:
         "definition": None if entry is None else entry.to_dict(),
         "raw_definition": stored.definition if entry is None else None,
         "effective": (
-            None if entry is None else effective(entry, details.upcoming, details.default_grace)
+            None if entry is None else effective(entry, details.now, details.default_grace)
         ),
         "upcoming": [iso(fire) for fire in details.upcoming],
         "checkpoint": details.checkpoint,

@@ -13,11 +13,17 @@ from typing import Any
 from celery import Celery
 
 from celery_periodiq.errors import ConfigurationError
+from celery_periodiq.policy import (
+    CATCHUP_POLICIES,
+    DEFAULT_CATCHUP,
+    DEFAULT_GRACE,
+    DEFAULT_OVERLAP,
+    OVERLAP_POLICIES,
+)
 
-__all__ = ["DEFAULTS", "Keys", "Settings", "redacted"]
-
-CATCHUP_POLICIES = ("last", "skip", "all")
-OVERLAP_POLICIES = ("skip", "allow", "buffer_one")
+__all__ = [
+    "CATCHUP_POLICIES", "DEFAULTS", "OVERLAP_POLICIES", "Keys", "Settings", "redacted"
+]  # fmt: skip
 
 DEFAULTS: dict[str, Any] = {
     "periodiq_redis_url": None,  # None: the broker URL when it is redis(s)://, else localhost
@@ -27,9 +33,9 @@ DEFAULTS: dict[str, Any] = {
     "periodiq_batch_size": 500,  # ticks claimed per Lua call
     "periodiq_history_length": 100,  # events kept per entry
     "periodiq_catchup_cap": 100,  # most ticks catchup="all" publishes at once
-    "periodiq_default_catchup": "last",
-    "periodiq_default_overlap": "skip",
-    "periodiq_default_grace": 10.0,  # seconds between soft and hard time limit, at most
+    "periodiq_default_catchup": DEFAULT_CATCHUP,
+    "periodiq_default_overlap": DEFAULT_OVERLAP,
+    "periodiq_default_grace": DEFAULT_GRACE,  # seconds between soft and hard time limit, at most
 }
 
 

@@ -88,9 +88,8 @@ def periodic(
         "enabled": enabled,
     }  # fmt: skip
     # Validate now, not in the beat: the real task name is not known yet for proxies.
-    probe = dict(options, overlap=overlap or "skip", catchup=catchup or "last")
     probe_name = "periodic-declaration" if name is None else name
-    build_entry(probe_name, "periodic.declaration", source="code", **probe)
+    build_entry(probe_name, "periodic.declaration", source="code", **options)
 
     def decorate(target: Any) -> Any:
         if _is_task(target):
@@ -100,9 +99,9 @@ def periodic(
                     f"({sorted(task_options)}); put them on its @app.task / @shared_task"
                 )
             task = target
-            _guard(task, name, overlap or "skip")
+            _guard(task, name, overlap)
         elif callable(target):
-            task = _create(target, name, overlap or "skip", app, dict(task_options))
+            task = _create(target, name, overlap, app, dict(task_options))
         else:
             raise EntryError(f"@periodic decorates a function or a Celery task, not {target!r}")
         declare(Declaration(name=name, task=task, options=options))
@@ -120,7 +119,7 @@ def _is_task(target: Any) -> bool:
 def _create(
     function: Callable[..., Any],
     name: str | None,
-    overlap: str,
+    overlap: str | None,
     app: Celery | None,
     task_options: dict[str, Any],
 ) -> Any:
@@ -138,7 +137,7 @@ def _create(
     return creator(name=task_name, base=guarded, **task_options)(function)
 
 
-def _install(task: Any, name: str | None, overlap: str) -> None:
+def _install(task: Any, name: str | None, overlap: str | None) -> None:
     """Give an evaluated task object the guards by making its class a PeriodicTask."""
     cls = type(task)
     attributes = {
@@ -153,7 +152,7 @@ def _install(task: Any, name: str | None, overlap: str) -> None:
     task.__class__ = type(cls.__name__, (PeriodicTask, cls), attributes)
 
 
-def _guard(task: Any, name: str | None, overlap: str) -> None:
+def _guard(task: Any, name: str | None, overlap: str | None) -> None:
     if isinstance(task, PromiseProxy) and not task.__evaluated__():
         # @app.task before the app is finalized: guard it when Celery builds it.
         task.__then__(lambda: _install(task._get_current_object(), name, overlap))

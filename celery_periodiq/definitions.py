@@ -11,6 +11,7 @@ from typing import Any
 
 from celery_periodiq.entry import AUTO, Entry, Form, Source
 from celery_periodiq.errors import EntryError, ScheduleError
+from celery_periodiq.policy import OUR_DEFAULTS, Defaults
 from celery_periodiq.schedules.interval import every_spec
 
 __all__ = ["SCHEDULE_OPTIONS", "UPDATABLE", "build_entry", "schedule_of"]
@@ -83,8 +84,8 @@ def build_entry(
     tolerance: float | str = AUTO,
     timebox: float | str | None = AUTO,
     grace: float | None = None,
-    overlap: str = "skip",
-    catchup: str = "last",
+    overlap: str | None = None,
+    catchup: str | None = None,
     catchup_window: float | None = None,
     expires: float | str | None = AUTO,
     jitter: float = 0.0,
@@ -92,8 +93,12 @@ def build_entry(
     end_at: datetime | None = None,
     enabled: bool = True,
     source: Source = "runtime",
+    defaults: Defaults = OUR_DEFAULTS,
 ) -> Entry:
     """Build and validate an entry from keyword options.
+
+    ``overlap`` and ``catchup`` left as None take ``defaults`` (the app's
+    ``periodiq_default_*`` settings).
 
     Raises:
         EntryError: any option is invalid; the message names it and what is allowed.
@@ -119,8 +124,8 @@ def build_entry(
         tolerance=tolerance,
         timebox=timebox,
         grace=grace,
-        overlap=overlap,
-        catchup=catchup,
+        overlap=defaults.overlap_of(overlap),
+        catchup=defaults.catchup_of(catchup),
         catchup_window=catchup_window,
         expires=expires,
         jitter=jitter,

@@ -16,14 +16,19 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from celery_periodiq.config import CATCHUP_POLICIES, OVERLAP_POLICIES
 from celery_periodiq.errors import EntryError, ScheduleError
+from celery_periodiq.policy import (
+    AUTO,
+    CATCHUP_POLICIES,
+    DEFAULT_CATCHUP,
+    DEFAULT_OVERLAP,
+    OVERLAP_POLICIES,
+)
 from celery_periodiq.schedules import Schedule
 from celery_periodiq.schedules import parse_form as _parse_form
 
 __all__ = ["AUTO", "FORMS", "OPTION_KEYS", "SOURCES", "Entry"]
 
-AUTO = "auto"
 FORMS = ("cron", "calendar", "every")
 SOURCES = ("code", "config", "runtime")
 OPTION_KEYS = {
@@ -35,8 +40,6 @@ OPTION_KEYS = {
     "compression": str,
 }
 _MAX_NAME = 200
-_DEFAULT_TOLERANCE = 0.1  # of the interval
-_DEFAULT_TIMEBOX = 0.5  # of the interval
 
 Form = Literal["cron", "calendar", "every"]
 Source = Literal["code", "config", "runtime"]
@@ -71,8 +74,8 @@ def _positive(value: object) -> bool:
 class Entry:
     """A named schedule and the task it runs.
 
-    Policy fields that default to ``"auto"`` follow the tick's interval:
-    ``tolerance`` is 10% of it and ``timebox`` half of it.
+    Policy fields that default to ``"auto"`` follow the tick's interval; what they
+    come to is decided in :mod:`celery_periodiq.policy`.
     """
 
     name: str
@@ -90,8 +93,8 @@ class Entry:
     tolerance: float | str = AUTO
     timebox: float | str | None = AUTO
     grace: float | None = None
-    overlap: str = "skip"
-    catchup: str = "last"
+    overlap: str = DEFAULT_OVERLAP
+    catchup: str = DEFAULT_CATCHUP
     catchup_window: float | None = None
     expires: float | str | None = AUTO
     """How long a published run may wait to start: "auto" until the entry's next tick is
@@ -194,24 +197,6 @@ class Entry:
         return _parse_cached(
             self.schedule, self.form, self.tz, self.name, self.start_at, self.end_at
         )
-
-    # Policy numbers for a tick whose interval to the next tick is ``interval`` seconds.
-
-    def tolerance_for(self, interval: float) -> float:
-        """Seconds a run may start early, before ``last_run + interval``."""
-        return interval * _DEFAULT_TOLERANCE if self.tolerance == AUTO else float(self.tolerance)
-
-    def timebox_for(self, interval: float) -> float | None:
-        """The soft time limit of a run, or None when timeboxing is off."""
-        if self.timebox is None:
-            return None
-        return interval * _DEFAULT_TIMEBOX if self.timebox == AUTO else float(self.timebox)
-
-    def grace_for(self, timebox: float, default_grace: float) -> float:
-        """Seconds between the soft and the hard time limit."""
-        if self.grace is not None:
-            return self.grace
-        return min(default_grace, max(1.0, timebox * 0.2))
 
     # JSON
 

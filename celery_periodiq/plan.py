@@ -15,6 +15,7 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from celery_periodiq import policy
 from celery_periodiq.entry import AUTO, Entry
 from celery_periodiq.schedules import IntervalSchedule, Schedule
 
@@ -230,8 +231,7 @@ def plan_tick(
             interval = (tick - before).total_seconds() if before else _last_interval(schedule)
         gap_before = (tick - before).total_seconds() if before and before < tick else interval
         expires = _expiry(entry, tick, after, interval, sent_at)
-        soft = entry.timebox_for(interval) if interval > 0 else None
-        hard = None if soft is None else soft + entry.grace_for(soft, default_grace)
+        numbers = policy.limits(entry, interval, default_grace)
         plan.publish.append(
             Tick(
                 nominal=tick,
@@ -239,8 +239,8 @@ def plan_tick(
                 interval=interval,
                 gap_before=gap_before,
                 expires=expires,
-                soft_time_limit=soft,
-                time_limit=hard,
+                soft_time_limit=numbers.timebox,
+                time_limit=numbers.time_limit,
                 task_id=task_id_for(prefix, entry.name, to_ms(tick)),
             )
         )

@@ -9,14 +9,15 @@ tick published twice is recognisably the same run.
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from celery import Celery
 
+from celery_periodiq import policy
 from celery_periodiq.entry import Entry
 from celery_periodiq.plan import Tick, to_ms
-from celery_periodiq.schedules import IntervalSchedule
+from celery_periodiq.policy import Limits
 
 __all__ = [
     "HEADER_ENTRY",
@@ -28,15 +29,11 @@ __all__ = [
     "HEADER_OVERLAP",
     "HEADER_TICK",
     "HEADER_TTL",
-    "marker_ttl",
+    "message_options",
     "send",
 ]
 
-# Without a hard limit a dead worker's marker must still expire: after this many
-# intervals, or this many seconds for runs with no interval.
-_TTL_INTERVALS = 2
-_TTL_FALLBACK = 3600.0
-_MANUAL_GRACE = 10.0
+# Celery's own expiry check uses the worker's clock, so it gets this much slack.
 _EXPIRY_SLACK = 60.0
 
 HEADER_ENTRY = "periodiq_entry"
@@ -59,52 +56,29 @@ HEADER_TTL = "periodiq_ttl"
 """Milliseconds the running marker lives: the run's hard limit."""
 
 
-def marker_ttl(tick: Tick | None) -> float:
-    """Seconds a run's running marker lives: its hard limit, else two intervals."""
-    if tick is not None and tick.time_limit is not None:
-        return tick.time_limit
-    if tick is not None and tick.interval > 0:
-        return max(tick.interval * _TTL_INTERVALS, 1.0)
-    return _TTL_FALLBACK
+def message_options(
+    entry: Entry, tick: Tick | None, manual: Limits | None = None
+) -> dict[str, Any]:
+    """``send_task`` keyword arguments for one run of ``entry``.
 
-
-def manual_limits(entry: Entry) -> tuple[float | None, float | None]:
-    """Soft and hard time limits of a manual run: the timebox of the entry's usual interval."""
-    schedule = entry.parsed_schedule()
-    if isinstance(schedule, IntervalSchedule):
-        interval = schedule.period.total_seconds()
-    else:
-        fires = schedule.upcoming(datetime.now(UTC), 2)
-        if len(fires) < 2:
-            return None, None
-        interval = (fires[1].astimezone(UTC) - fires[0].astimezone(UTC)).total_seconds()
-    soft = entry.timebox_for(interval)
-    if soft is None:
-        return None, None
-    return soft, soft + entry.grace_for(soft, _MANUAL_GRACE)
-
-
-def message_options(entry: Entry, tick: Tick | None) -> dict[str, Any]:
-    """``send_task`` keyword arguments for one run of ``entry``."""
+    ``tick`` None is a manual run, with the limits ``manual`` (see
+    :func:`celery_periodiq.policy.now_limits`).
+    """
     options: dict[str, Any] = dict(entry.options)
-    headers: dict[str, Any] = {
-        HEADER_ENTRY: entry.name,
-        HEADER_OVERLAP: entry.overlap,
-        HEADER_TTL: int(marker_ttl(tick) * 1000),
-    }
+    headers: dict[str, Any] = {HEADER_ENTRY: entry.name, HEADER_OVERLAP: entry.overlap}
     if tick is None:
+        limits = manual or Limits(None, None, None, None)
         headers[HEADER_MANUAL] = True
+        headers[HEADER_TTL] = int(limits.marker_ttl * 1000)
         options["task_id"] = str(uuid.uuid4())
-        soft, hard = manual_limits(entry)
-        if soft is not None and hard is not None:
-            options["soft_time_limit"], options["time_limit"] = soft, hard
-            headers[HEADER_TTL] = int(hard * 1000)
+        if limits.timebox is not None and limits.time_limit is not None:
+            options["soft_time_limit"], options["time_limit"] = limits.timebox, limits.time_limit
     else:
+        headers[HEADER_TTL] = int(policy.marker_ttl(tick.time_limit, tick.interval) * 1000)
         headers[HEADER_TICK] = to_ms(tick.nominal)
         headers[HEADER_INTERVAL] = tick.interval
         headers[HEADER_MISSED] = tick.missed
-        gap = tick.gap_before
-        headers[HEADER_MIN_GAP] = int((gap - entry.tolerance_for(gap)) * 1000)
+        headers[HEADER_MIN_GAP] = policy.min_gap_ms(entry, tick.gap_before)
         options["task_id"] = tick.task_id
         if tick.expires is not None:
             headers[HEADER_EXPIRES] = to_ms(tick.expires)
@@ -120,9 +94,16 @@ def message_options(entry: Entry, tick: Tick | None) -> dict[str, Any]:
     return options
 
 
-def send(app: Celery, entry: Entry, tick: Tick | None, producer: Any = None) -> str:
-    """Publish one run of ``entry`` (``tick=None``: a manual run); returns its task id."""
-    options = message_options(entry, tick)
+def send(
+    app: Celery,
+    entry: Entry,
+    tick: Tick | None,
+    producer: Any = None,
+    manual: Limits | None = None,
+) -> str:
+    """Publish one run of ``entry`` (``tick=None``: a manual run with the limits
+    ``manual``); returns its task id."""
+    options = message_options(entry, tick, manual)
     app.send_task(
         entry.task, args=list(entry.args), kwargs=dict(entry.kwargs), producer=producer, **options
     )

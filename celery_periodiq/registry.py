@@ -19,6 +19,7 @@ from celery_periodiq.config import Settings
 from celery_periodiq.definitions import build_entry, task_name
 from celery_periodiq.entry import OPTION_KEYS, Entry
 from celery_periodiq.errors import EntryError
+from celery_periodiq.policy import Defaults
 from celery_periodiq.schedules import Schedule
 
 __all__ = ["Declaration", "declare", "declared", "from_beat_schedule"]
@@ -38,13 +39,10 @@ class Declaration:
 
     def entry(self, settings: Settings | None = None) -> Entry:
         """The entry, with the app's default policies filled in."""
-        options = dict(self.options)
-        if options.get("overlap") is None:
-            options["overlap"] = settings.default_overlap if settings else "skip"
-        if options.get("catchup") is None:
-            options["catchup"] = settings.default_catchup if settings else "last"
         task = task_name(self.task)
-        return build_entry(self.name or task, task, source="code", **options)
+        return build_entry(
+            self.name or task, task, source="code", defaults=Defaults.of(settings), **self.options
+        )
 
 
 _DECLARED: list[Declaration] = []
@@ -134,8 +132,7 @@ def from_beat_schedule(app: Celery, settings: Settings) -> list[Entry]:
                     kwargs=dict(spec.get("kwargs") or {}),
                     options={key: value for key, value in options.items() if key in OPTION_KEYS},
                     source="config",
-                    overlap=settings.default_overlap,
-                    catchup=settings.default_catchup,
+                    defaults=Defaults.of(settings),
                     **_schedule_options(spec.get("schedule"), app),
                 )
             )

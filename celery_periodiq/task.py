@@ -24,6 +24,7 @@ from celery import Task
 from celery.exceptions import Ignore, Retry, SoftTimeLimitExceeded
 from celery.signals import task_revoked
 
+from celery_periodiq import policy
 from celery_periodiq.checkpoint import Checkpoint
 from celery_periodiq.errors import PeriodiqError
 from celery_periodiq.plan import from_ms
@@ -46,7 +47,6 @@ __all__ = ["PeriodicTask", "RunContext"]
 logger = logging.getLogger(__name__)
 
 _HOST = socket.gethostname()
-_FALLBACK_TTL = 3600.0
 
 
 @dataclass
@@ -94,7 +94,8 @@ class PeriodicTask(Task):  # type: ignore[type-arg]
 
     periodiq_entry: ClassVar[str | None] = None
     """Entry name used for manual calls (set by ``@periodic``)."""
-    periodiq_overlap: ClassVar[str] = "skip"
+    periodiq_overlap: ClassVar[str | None] = None
+    """Overlap policy used for manual calls; None: the app's ``periodiq_default_overlap``."""
     periodiq_clock: ClassVar[Callable[[], int] | None] = None
     """Milliseconds since the epoch to use instead of the Redis clock (tests only)."""
 
@@ -140,15 +141,16 @@ class PeriodicTask(Task):  # type: ignore[type-arg]
         manual = tick is None or bool(_header(request, HEADER_MANUAL))
         interval = _header(request, HEADER_INTERVAL)
         hard, soft = (request.timelimit or (None, None)) if request.timelimit else (None, None)
-        ttl = (
-            _header(request, HEADER_TTL)
-            or (hard or self.time_limit or self.app.conf.task_time_limit or _FALLBACK_TTL) * 1000
+        ttl = _header(request, HEADER_TTL) or 1000 * policy.marker_ttl(
+            hard or self.time_limit or self.app.conf.task_time_limit, None
         )
         start = RunStart(
             task_id=str(request.id),
             tick_ms=None if manual else int(tick),
             min_gap_ms=0 if manual else int(_header(request, HEADER_MIN_GAP) or 0),
-            overlap=_header(request, HEADER_OVERLAP) or self.periodiq_overlap,
+            overlap=_header(request, HEADER_OVERLAP)
+            or self.periodiq_overlap
+            or store.settings.default_overlap,
             ttl_ms=int(ttl),
             retries=int(request.retries or 0),
             host=_HOST,

@@ -400,39 +400,6 @@ def test_build_entry_defaults() -> None:
     )
 
 
-@pytest.mark.parametrize(
-    ("policy", "interval", "tolerance", "timebox"),
-    [
-        ({}, 600.0, 60.0, 300.0),  # auto: 10% and 50% of the interval
-        ({"tolerance": 5, "timebox": 100}, 600.0, 5.0, 100.0),
-        ({"timebox": None}, 600.0, 60.0, None),
-    ],
-)
-def test_policy_numbers_follow_the_interval_unless_given(
-    policy: dict[str, Any], interval: float, tolerance: float, timebox: float | None
-) -> None:
-    entry = build_entry("n", TASK, every=600, **policy)
-
-    assert (entry.tolerance_for(interval), entry.timebox_for(interval)) == (tolerance, timebox)
-
-
-@pytest.mark.parametrize(
-    ("grace", "timebox", "default_grace", "expected"),
-    [
-        (None, 30.0, 10.0, 6.0),  # 20% of the timebox
-        (None, 1800.0, 10.0, 10.0),  # capped by the setting
-        (None, 2.0, 10.0, 1.0),  # at least a second
-        (2.5, 1800.0, 10.0, 2.5),  # the entry's own grace
-    ],
-)
-def test_grace_is_a_fifth_of_the_timebox_between_one_second_and_the_setting(
-    grace: float | None, timebox: float, default_grace: float, expected: float
-) -> None:
-    entry = build_entry("n", TASK, cron="@daily", grace=grace)
-
-    assert entry.grace_for(timebox, default_grace) == expected
-
-
 # changed_entry
 
 

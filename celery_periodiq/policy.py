@@ -1,0 +1,168 @@
+"""Run policy, decided in one place: the defaults, and the numbers of every run.
+
+The decorator, the API, the CLI's display, the beat's plan and the worker's
+guard all ask this module; none of them computes a policy number itself.
+Nothing here reads a clock: the instant a number is for is an argument.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from celery_periodiq.schedules import IntervalSchedule, Schedule
+
+if TYPE_CHECKING:
+    from celery_periodiq.config import Settings
+    from celery_periodiq.entry import Entry
+
+__all__ = [
+    "AUTO",
+    "CATCHUP_POLICIES",
+    "DEFAULT_CATCHUP",
+    "DEFAULT_GRACE",
+    "DEFAULT_OVERLAP",
+    "OVERLAP_POLICIES",
+    "Defaults",
+    "Limits",
+    "grace",
+    "interval_at",
+    "limits",
+    "marker_ttl",
+    "min_gap_ms",
+    "now_limits",
+    "timebox",
+    "tolerance",
+]  # fmt: skip
+
+AUTO = "auto"
+OVERLAP_POLICIES = ("skip", "allow", "buffer_one")
+CATCHUP_POLICIES = ("last", "skip", "all")
+DEFAULT_OVERLAP = "skip"
+DEFAULT_CATCHUP = "last"
+DEFAULT_GRACE = 10.0
+"""``periodiq_default_grace``: the most the derived grace may be, in seconds."""
+
+_TOLERANCE_SHARE = 0.1  # of the interval
+_TIMEBOX_SHARE = 0.5  # of the interval
+_GRACE_SHARE = 0.2  # of the timebox
+_MIN_GRACE = 1.0
+# Without a hard limit a dead worker's running marker must still expire: after this
+# many intervals, or this many seconds for a run with no interval at all.
+_TTL_INTERVALS = 2
+_TTL_FALLBACK = 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class Defaults:
+    """The policies an entry gets when it sets none: the app's settings, or ours."""
+
+    overlap: str = DEFAULT_OVERLAP
+    catchup: str = DEFAULT_CATCHUP
+    grace: float = DEFAULT_GRACE
+
+    @classmethod
+    def of(cls, settings: Settings | None) -> Defaults:
+        """The defaults of an app (``periodiq_default_*``); ours without settings."""
+        if settings is None:
+            return cls()
+        return cls(settings.default_overlap, settings.default_catchup, settings.default_grace)
+
+    def overlap_of(self, given: str | None) -> str:
+        """``given``, or the default overlap policy when it is None."""
+        return self.overlap if given is None else given
+
+    def catchup_of(self, given: str | None) -> str:
+        """``given``, or the default catch-up policy when it is None."""
+        return self.catchup if given is None else given
+
+
+OUR_DEFAULTS = Defaults()
+"""The defaults of an app that sets no ``periodiq_default_*``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """The numbers of one run, in seconds; None where they do not apply."""
+
+    interval: float | None
+    """From the run's tick to the entry's next tick."""
+    tolerance: float | None
+    """How early the run may start before ``last_run + interval``."""
+    timebox: float | None
+    """The soft time limit."""
+    time_limit: float | None
+    """The hard time limit: the timebox plus the grace."""
+
+    @property
+    def marker_ttl(self) -> float:
+        """Seconds the run's running marker lives (see :func:`marker_ttl`)."""
+        return marker_ttl(self.time_limit, self.interval)
+
+
+def tolerance(entry: Entry, interval: float) -> float:
+    """Seconds a run may start early, before ``last_run + interval`` (auto: 10%)."""
+    if entry.tolerance == AUTO:
+        return interval * _TOLERANCE_SHARE
+    return float(entry.tolerance)
+
+
+def timebox(entry: Entry, interval: float) -> float | None:
+    """The soft time limit of a run (auto: half the interval), or None when it is off."""
+    if entry.timebox is None:
+        return None
+    if entry.timebox == AUTO:
+        return interval * _TIMEBOX_SHARE
+    return float(entry.timebox)
+
+
+def grace(entry: Entry, soft: float, default_grace: float) -> float:
+    """Seconds from the soft to the hard time limit: the entry's, else 20% of the
+    timebox, at least 1 s and at most ``default_grace``."""
+    if entry.grace is not None:
+        return float(entry.grace)
+    return min(default_grace, max(_MIN_GRACE, soft * _GRACE_SHARE))
+
+
+def limits(entry: Entry, interval: float | None, default_grace: float) -> Limits:
+    """Every number of a run whose tick is ``interval`` seconds before the next one."""
+    if interval is None or interval <= 0:
+        return Limits(interval, None, None, None)
+    soft = timebox(entry, interval)
+    hard = None if soft is None else soft + grace(entry, soft, default_grace)
+    return Limits(interval, tolerance(entry, interval), soft, hard)
+
+
+def min_gap_ms(entry: Entry, gap_before: float) -> int:
+    """The earliest a scheduled run may follow the last run's start, in ms: the gap
+    since the previous tick minus the tolerance."""
+    return int((gap_before - tolerance(entry, gap_before)) * 1000)
+
+
+def marker_ttl(time_limit: float | None, interval: float | None) -> float:
+    """Seconds a run's running marker lives: its hard limit, else two intervals, else
+    an hour, so a run whose worker died stops blocking the entry."""
+    if time_limit is not None:
+        return time_limit
+    if interval is not None and interval > 0:
+        return max(interval * _TTL_INTERVALS, 1.0)
+    return _TTL_FALLBACK
+
+
+def interval_at(schedule: Schedule, instant: datetime) -> float | None:
+    """Seconds between the schedule's next two fires after ``instant`` (the constant
+    period of an interval); None when fewer than two are left."""
+    if isinstance(schedule, IntervalSchedule):
+        return schedule.period.total_seconds()
+    first = schedule.next_after(instant)
+    second = None if first is None else schedule.next_after(first)
+    if first is None or second is None:
+        return None
+    return (second.astimezone(UTC) - first.astimezone(UTC)).total_seconds()
+
+
+def now_limits(entry: Entry, instant: datetime, default_grace: float) -> Limits:
+    """The numbers of a run of ``entry`` at ``instant`` outside its schedule (a manual
+    run, or what ``show`` prints): those of its next tick."""
+    return limits(entry, interval_at(entry.parsed_schedule(), instant), default_grace)
