@@ -361,6 +361,7 @@ def _load_periodiq(schedule_url: str, broker_url: str, specs: Sequence[Spec]) ->
 
     app = Celery("bench-load", broker=broker_url, set_as_current=False)
     app.conf.periodiq_redis_url = schedule_url
+    app.conf.periodiq_key_prefix = "periodiq"  # the bench apps share one schedule
     store = Store(Settings.from_app(app))
     for chunk in chunks(specs, 500):
         entries = [

@@ -15,6 +15,7 @@ from celery import Celery
 app = Celery("bench_periodiq", broker=os.environ["BENCH_BROKER_URL"])
 app.conf.beat_scheduler = "celery_periodiq:Scheduler"
 app.conf.periodiq_redis_url = os.environ["BENCH_REDIS_URL"]
+app.conf.periodiq_key_prefix = "periodiq"  # shared with the harness's loader app
 app.conf.periodiq_claim_lease = float(os.environ.get("BENCH_LEASE", "10"))
 app.conf.beat_max_loop_interval = float(os.environ.get("BENCH_MAX_INTERVAL", "5"))
 app.conf.broker_connection_retry_on_startup = True

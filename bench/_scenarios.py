@@ -329,6 +329,7 @@ def _idle_pass_periodiq(current: Run, rounds: int) -> list[float]:
 
     app = Celery("bench-idle", broker=current.broker_url, set_as_current=False)
     app.conf.periodiq_redis_url = current.schedule_url
+    app.conf.periodiq_key_prefix = "periodiq"
     store = Store(Settings.from_app(app))
     dispatcher = Dispatcher(app, store, "bench-idle:0:0", time.monotonic)
     timings = []

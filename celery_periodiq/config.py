@@ -1,7 +1,9 @@
 """``periodiq_*`` settings with their defaults, and every Redis key name.
 
-All keys share one hash tag, ``{prefix}``, so every Lua script touches keys of
-a single Redis Cluster slot.
+Each Celery app keeps its schedule under its own prefix, ``periodiq:<app main
+name>`` unless ``periodiq_key_prefix`` says otherwise, so apps sharing one Redis
+never see each other's entries. All keys of a prefix share one hash tag,
+``{prefix}``, so every Lua script touches keys of a single Redis Cluster slot.
 """
 
 from __future__ import annotations
@@ -22,13 +24,14 @@ from celery_periodiq.policy import (
 )
 
 __all__ = [
-    "CATCHUP_POLICIES", "DEFAULTS", "OVERLAP_POLICIES", "Keys", "Settings", "redacted"
+    "CATCHUP_POLICIES", "DEFAULTS", "OVERLAP_POLICIES", "Keys", "Settings", "app_namespace",
+    "redacted",
 ]  # fmt: skip
 
 DEFAULTS: dict[str, Any] = {
     "periodiq_redis_url": None,  # None: the broker URL when it is redis(s)://, else localhost
     "periodiq_redis_options": {},  # extra redis.Redis keyword arguments (ssl_ca_certs, ...)
-    "periodiq_key_prefix": "periodiq",
+    "periodiq_key_prefix": None,  # None: "periodiq:<the app's main name>", one namespace per app
     "periodiq_claim_lease": 10.0,  # seconds before a dead beat's claimed ticks are taken over
     "periodiq_batch_size": 500,  # ticks claimed per Lua call
     "periodiq_history_length": 100,  # events kept per entry
@@ -53,6 +56,11 @@ class Settings:
     default_catchup: str
     default_overlap: str
     default_grace: float
+    namespace: str = "default"
+    """The app's main name: what the default prefix is derived from."""
+    url_origin: str = "periodiq_redis_url"
+    """Where ``redis_url`` came from: ``periodiq_redis_url``, ``broker_url`` or ``default``
+    (neither was a Redis URL, so ``redis://localhost:6379/0`` is assumed)."""
 
     @classmethod
     def from_app(cls, app: Celery) -> Settings:
@@ -67,13 +75,19 @@ class Settings:
             value = conf.get(name)
             return DEFAULTS[name] if value is None else value
 
-        url = get("periodiq_redis_url") or _redis_url_from_broker(conf.get("broker_url"))
+        url, origin = get("periodiq_redis_url"), "periodiq_redis_url"
+        if not url:
+            url, origin = _redis_url_from_broker(conf.get("broker_url"))
+        namespace = app_namespace(app)
+        prefix = get("periodiq_key_prefix")
         settings = cls(
             redis_url=_typed("periodiq_redis_url", url, str),
             redis_options=dict(
                 _typed("periodiq_redis_options", get("periodiq_redis_options"), dict)
             ),
-            key_prefix=_typed("periodiq_key_prefix", get("periodiq_key_prefix"), str),
+            key_prefix=_typed(
+                "periodiq_key_prefix", f"periodiq:{namespace}" if prefix is None else prefix, str
+            ),
             claim_lease=float(_typed("periodiq_claim_lease", get("periodiq_claim_lease"), float)),
             batch_size=_typed("periodiq_batch_size", get("periodiq_batch_size"), int),
             history_length=_typed("periodiq_history_length", get("periodiq_history_length"), int),
@@ -87,6 +101,8 @@ class Settings:
             default_grace=float(
                 _typed("periodiq_default_grace", get("periodiq_default_grace"), float)
             ),
+            namespace=namespace,
+            url_origin=origin,
         )
         settings.check()
         return settings
@@ -148,10 +164,15 @@ def _bad(name: str, value: object, allowed: str) -> ConfigurationError:
     return ConfigurationError(f"setting {name}={value!r} is invalid (allowed: {allowed})")
 
 
-def _redis_url_from_broker(broker: object) -> str:
+def _redis_url_from_broker(broker: object) -> tuple[str, str]:
     if isinstance(broker, str) and broker.startswith(("redis://", "rediss://")):
-        return broker
-    return "redis://localhost:6379/0"
+        return broker, "broker_url"
+    return "redis://localhost:6379/0", "default"
+
+
+def app_namespace(app: Celery) -> str:
+    """The app's main name, made safe for a key prefix (``default`` when it has none)."""
+    return re.sub(r"[^\w.:-]", "_", app.main or "") or "default"
 
 
 class Keys:
@@ -176,6 +197,9 @@ class Keys:
         """hash: names of @reboot/@shutdown entries -> "reboot" or "shutdown"."""
         self.changes = f"{tag}:changes"
         """pub/sub channel: an entry was created, changed, paused or deleted."""
+        self.quarantine = f"{tag}:quarantine"
+        """hash: entry name -> why it is quarantined (keys of the wrong type, an unusable
+        definition, a definition gone missing); writing the entry again lifts it."""
 
     def state(self, name: str) -> str:
         """hash: an entry's run state and counters."""
@@ -209,13 +233,13 @@ class Keys:
         """hash with TTL: one beat instance's heartbeat."""
         return f"{self.tag}:beat:{beat_id}"
 
-    def entry_keys(self, name: str) -> list[str]:
-        """Every per-entry key, for deletion."""
+    def entry_keys(self, name: str) -> list[tuple[str, str]]:
+        """Every per-entry key with the Redis type periodiq keeps in it (as lua/_common.lua)."""
         return [
-            self.state(name),
-            self.running(name),
-            self.queued(name),
-            self.started(name),
-            self.history(name),
-            self.checkpoint(name),
+            (self.state(name), "hash"),
+            (self.running(name), "string"),
+            (self.queued(name), "string"),
+            (self.started(name), "zset"),
+            (self.history(name), "stream"),
+            (self.checkpoint(name), "string"),
         ]

@@ -23,9 +23,12 @@ APPS = ROOT / "tests" / "apps"
 T = TypeVar("T")
 
 
-def api_for(redis_url: str, broker_url: str, **redis_options: Any) -> Periodiq:
-    """The runtime API of a throwaway app pointed at the test's Redis and broker."""
-    app = CeleryApp("test-api", broker=broker_url, set_as_current=False)
+def api_for(
+    redis_url: str, broker_url: str, app_name: str = "periodiq_app", **redis_options: Any
+) -> Periodiq:
+    """The runtime API of an app named like the test processes' app (``tests/apps``), so
+    it shares their schedule, pointed at the test's Redis and broker."""
+    app = CeleryApp(app_name, broker=broker_url, set_as_current=False)
     app.conf.periodiq_redis_url = redis_url
     app.conf.periodiq_redis_options = redis_options
     return periodiq(app)

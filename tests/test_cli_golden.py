@@ -95,7 +95,7 @@ def world(api: Periodiq, redis_client: redis.Redis) -> Periodiq:
         end_at=datetime(2089, 12, 31, tzinfo=UTC),
     )  # fmt: skip
     legacy = {"name": "legacy-import", "task": "legacy.run", "schedule": "0 61 * * *"}
-    redis_client.hset("{periodiq}:entries", "legacy-import", json.dumps(legacy))
+    redis_client.hset("{periodiq:cli-test}:entries", "legacy-import", json.dumps(legacy))
     return api
 
 

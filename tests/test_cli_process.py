@@ -26,8 +26,7 @@ import pytest
 
 from celery_periodiq import Periodiq
 from celery_periodiq.localredis import LocalRedis
-from tests.processes import APPS, Cluster, cluster, wait_for
-from tests.test_cli import client_for
+from tests.processes import APPS, Cluster, api_for, cluster, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -91,7 +90,7 @@ def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         worker = procs.worker(pool="prefork")
         procs.beat()
         wait_for(lambda: "ready" in worker.output(), 60, "the worker to be ready")
-        api = client_for(schedule.url, broker.url)
+        api = api_for(schedule.url, broker.url, "guarded_app")
         api.add("ok", "plain", every=1, timebox=None)
         api.add("broken", "slow", every=2, args=["x"], owner="demo")
         wait_for(lambda: last_status(api, "ok") == "succeeded", 30, "a run of ok")
@@ -103,7 +102,7 @@ def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 @pytest.fixture
 def api(running: Cluster) -> Iterator[Periodiq]:
-    client = client_for(running.redis_url, running.env["TEST_BROKER_URL"])
+    client = api_for(running.redis_url, running.env["TEST_BROKER_URL"], "guarded_app")
     yield client
     client.store.client.close()
     client.app.close()

@@ -607,7 +607,7 @@ def test_settings_default_to_documented_values() -> None:
     assert settings.redis_url == "redis://127.0.0.1:6390/3"
     assert settings.redis_options == {}
     assert (settings.key_prefix, settings.claim_lease, settings.batch_size) == (
-        "periodiq",
+        "periodiq:t",
         10.0,
         500,
     )
@@ -670,7 +670,49 @@ def test_settings_read_every_periodiq_setting() -> None:
         default_catchup="all",
         default_overlap="allow",
         default_grace=0.0,
+        namespace="t",
+        url_origin="periodiq_redis_url",
     )
+
+
+@pytest.mark.parametrize(
+    ("main", "prefix"),
+    [
+        ("proj", "periodiq:proj"),
+        ("example_project.main", "periodiq:example_project.main"),
+        ("my app {v2}", "periodiq:my_app__v2_"),
+        (None, "periodiq:default"),
+    ],
+)
+def test_each_app_gets_its_own_prefix_from_its_main_name(main: str | None, prefix: str) -> None:
+    app = Celery(main, broker="redis://127.0.0.1:6390/0", set_as_current=False)
+
+    settings = Settings.from_app(app)
+
+    assert settings.key_prefix == prefix
+    assert settings.keys.entries == "{" + prefix + "}:entries"
+
+
+def test_an_explicit_prefix_is_shared_by_apps_that_set_it() -> None:
+    first = app_with("redis://127.0.0.1:6390/0", periodiq_key_prefix="shared")
+    second = Celery("other", broker="redis://127.0.0.1:6390/0", set_as_current=False)
+    second.conf.periodiq_key_prefix = "shared"
+
+    assert Settings.from_app(first).keys.tag == Settings.from_app(second).keys.tag == "{shared}"
+
+
+@pytest.mark.parametrize(
+    ("broker", "conf", "origin"),
+    [
+        ("redis://broker.example/0", {}, "broker_url"),
+        ("amqp://localhost//", {}, "default"),
+        ("amqp://localhost//", {"periodiq_redis_url": "redis://s/0"}, "periodiq_redis_url"),
+    ],
+)
+def test_settings_say_where_the_redis_url_came_from(
+    broker: str, conf: dict[str, Any], origin: str
+) -> None:
+    assert Settings.from_app(app_with(broker, **conf)).url_origin == origin
 
 
 def test_every_default_is_a_periodiq_setting() -> None:
@@ -754,12 +796,12 @@ def test_per_entry_keys_are_named_after_the_entry() -> None:
     keys = Keys("periodiq")
 
     assert keys.entry_keys("report") == [
-        "{periodiq}:state:report",
-        "{periodiq}:running:report",
-        "{periodiq}:queued:report",
-        "{periodiq}:started:report",
-        "{periodiq}:history:report",
-        "{periodiq}:checkpoint:report",
+        ("{periodiq}:state:report", "hash"),
+        ("{periodiq}:running:report", "string"),
+        ("{periodiq}:queued:report", "string"),
+        ("{periodiq}:started:report", "zset"),
+        ("{periodiq}:history:report", "stream"),
+        ("{periodiq}:checkpoint:report", "string"),
     ]
 
 

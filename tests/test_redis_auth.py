@@ -19,8 +19,8 @@ pytestmark = pytest.mark.slow
 # What celery_periodiq needs and nothing more: its own keys and channel, no admin commands.
 LEAST_PRIVILEGE = [
     "--user", "default", "off",
-    "--user", "periodiq", "on", ">s3cret", "resetkeys", "~{periodiq}:*",
-    "resetchannels", "&{periodiq}:*", "-@all", "+@read", "+@write", "+@scripting",
+    "--user", "periodiq", "on", ">s3cret", "resetkeys", "~{periodiq:periodiq_app}:*",
+    "resetchannels", "&{periodiq:periodiq_app}:*", "-@all", "+@read", "+@write", "+@scripting",
     "+@pubsub", "+@connection", "+time", "-script|flush", "-script|kill",
 ]  # fmt: skip
 

@@ -38,7 +38,7 @@ def guarded(tmp_path: Path, redis_url: str, broker_url: str) -> Any:
 
 def test_a_task_slower_than_its_interval_never_overlaps(guarded: Cluster) -> None:
     started(guarded)
-    api = api_for(guarded.redis_url, guarded.env["TEST_BROKER_URL"])
+    api = api_for(guarded.redis_url, guarded.env["TEST_BROKER_URL"], "guarded_app")
     api.add("slow", "slow", every=1, args=[2.5], timebox=None)
     wait_for(lambda: len(runs(guarded, "slow", "end")) >= 3, 30, "three finished runs")
     api.pause("slow")
@@ -56,7 +56,7 @@ def test_soft_limit_fires_at_half_the_interval_and_the_hard_limit_after_grace(
     guarded: Cluster,
 ) -> None:
     started(guarded)
-    api = api_for(guarded.redis_url, guarded.env["TEST_BROKER_URL"])
+    api = api_for(guarded.redis_url, guarded.env["TEST_BROKER_URL"], "guarded_app")
     api.add("overrun", "overrun", every=4, grace=1)
     wait_for(lambda: runs(guarded, "overrun", "soft"), 20, "the soft limit")
     wait_for(lambda: "Hard time limit" in guarded.logs(), 10, "the hard limit")
@@ -73,7 +73,7 @@ def test_a_run_killed_with_sigkill_blocks_later_runs_only_until_its_marker_expir
     guarded: Cluster,
 ) -> None:
     started(guarded)
-    api = api_for(guarded.redis_url, guarded.env["TEST_BROKER_URL"])
+    api = api_for(guarded.redis_url, guarded.env["TEST_BROKER_URL"], "guarded_app")
     # every 2 s with a 1 s timebox and 1 s grace: the marker lives 2 s after the crash
     api.add("crash_once", "crash_once", every=2, timebox=1, grace=1)
     wait_for(lambda: runs(guarded, "crash_once", "end"), 30, "a run after the crash")
@@ -87,7 +87,7 @@ def test_a_run_killed_with_sigkill_blocks_later_runs_only_until_its_marker_expir
 
 def test_retries_keep_the_run_unfinished_until_the_last_attempt(guarded: Cluster) -> None:
     started(guarded)
-    api = api_for(guarded.redis_url, guarded.env["TEST_BROKER_URL"])
+    api = api_for(guarded.redis_url, guarded.env["TEST_BROKER_URL"], "guarded_app")
     api.add("flaky", "flaky", every=1, timebox=None)
     wait_for(lambda: runs(guarded, "flaky", "end"), 30, "a run that succeeded after retries")
     api.pause("flaky")
@@ -106,7 +106,7 @@ def test_retries_keep_the_run_unfinished_until_the_last_attempt(guarded: Cluster
 
 def test_a_checkpoint_saved_by_a_timeboxed_run_is_loaded_by_the_next(guarded: Cluster) -> None:
     started(guarded)
-    api = api_for(guarded.redis_url, guarded.env["TEST_BROKER_URL"])
+    api = api_for(guarded.redis_url, guarded.env["TEST_BROKER_URL"], "guarded_app")
     api.add("resumable", "resumable", every=2)
     wait_for(lambda: len(runs(guarded, "resumable", "end")) >= 2, 30, "two runs")
     api.pause("resumable")
@@ -119,7 +119,7 @@ def test_a_checkpoint_saved_by_a_timeboxed_run_is_loaded_by_the_next(guarded: Cl
 
 def test_a_duplicate_message_for_one_tick_runs_once(guarded: Cluster) -> None:
     started(guarded)
-    api = api_for(guarded.redis_url, guarded.env["TEST_BROKER_URL"])
+    api = api_for(guarded.redis_url, guarded.env["TEST_BROKER_URL"], "guarded_app")
     api.add("plain", "plain", cron="@yearly")  # scheduled, but not due during the test
     tick = int(time.time() * 1000)
     for _ in range(2):
@@ -134,7 +134,7 @@ def test_periodic_creates_a_task_or_guards_an_existing_one(guarded: Cluster) -> 
     started(guarded, TEST_DECLARE="1")
     wait_for(lambda: len(runs(guarded, "declared-plain")) >= 2, 30, "runs of the created task")
     wait_for(lambda: len(runs(guarded, "declared-existing")) >= 2, 30, "runs of the existing task")
-    api = api_for(guarded.redis_url, guarded.env["TEST_BROKER_URL"])
+    api = api_for(guarded.redis_url, guarded.env["TEST_BROKER_URL"], "guarded_app")
     sources = {stored.name: stored.entry.source for stored in api.list() if stored.entry}
     assert sources == {"declared-plain": "code", "declared-existing": "code"}
     assert all(r["guarded"] for r in runs(guarded, "declared-existing"))
@@ -143,7 +143,7 @@ def test_periodic_creates_a_task_or_guards_an_existing_one(guarded: Cluster) -> 
 
 def test_expired_and_terminated_runs_are_recorded(guarded: Cluster) -> None:
     started(guarded)
-    api = api_for(guarded.redis_url, guarded.env["TEST_BROKER_URL"])
+    api = api_for(guarded.redis_url, guarded.env["TEST_BROKER_URL"], "guarded_app")
     api.add("slow", "slow", cron="@yearly", args=[30], timebox=None)
     stale = int(time.time() * 1000) - 60_000
     api.app.send_task(
