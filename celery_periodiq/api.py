@@ -5,6 +5,7 @@ and deletes entries while everything runs. The CLI is a thin layer over it.
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 import time
 from collections.abc import Iterator
@@ -23,16 +24,18 @@ from celery_periodiq.definitions import build_entry, changed_entry, task_name
 from celery_periodiq.entry import AUTO, Entry
 from celery_periodiq.errors import (
     BrokerUnavailableError,
+    DeclaredEntryError,
     EntryError,
     EntryExistsError,
     EntryNotFoundError,
     PeriodiqError,
+    StoreRefusedError,
     StoreUnavailableError,
 )
 from celery_periodiq.plan import from_ms, next_tick, to_ms
 from celery_periodiq.policy import Defaults
 from celery_periodiq.publish import send
-from celery_periodiq.store import BeatInfo, Event, Store, StoredEntry
+from celery_periodiq.store import BeatInfo, Event, Store, StoredEntry, wrong_type
 
 __all__ = ["FAILURE_KINDS", "Check", "Periodiq", "periodiq"]
 
@@ -43,6 +46,8 @@ CLOCK_WARN = 1.0
 CLOCK_FAIL = 10.0
 """Seconds between this host's clock and Redis's that :meth:`Periodiq.diagnose` warns / fails at."""
 _CLIENT_ATTRIBUTE = "_periodiq_client"
+
+logger = logging.getLogger(__name__)
 
 
 def periodiq(app: Celery) -> Periodiq:
@@ -63,8 +68,14 @@ def periodiq(app: Celery) -> Periodiq:
 def _redis_errors(url: str) -> Iterator[None]:
     try:
         yield
+    except redis.ResponseError as error:
+        hint = " (a key periodiq uses holds data written by something else)"
+        raise StoreRefusedError(
+            f"Redis at {redacted(url)} refused a command: {error}"
+            + (hint if wrong_type(error) else "")
+        ) from error
     except redis.RedisError as error:
-        raise StoreUnavailableError(f"Redis at {redacted(url)} failed: {error}") from error
+        raise StoreUnavailableError(f"Redis at {redacted(url)} is unreachable: {error}") from error
 
 
 def _check_name(name: object) -> str:
@@ -77,6 +88,16 @@ def _check_owner(owner: object) -> str:
     if not isinstance(owner, str) or not owner:
         raise EntryError(f"owner={owner!r} is invalid (allowed: a non-empty string)")
     return owner
+
+
+def _steered(name: str, status: str) -> None:
+    """Raise for what pause.lua answered instead of "ok"."""
+    if status == "missing":
+        raise EntryNotFoundError(f"no entry named {name!r}")
+    if status != "ok":
+        raise EntryError(
+            f"entry {name!r} is {status.replace(': ', ' (', 1)}); update or delete repairs it"
+        )
 
 
 def _check_count(what: str, value: object, low: int = 1) -> int:
@@ -112,6 +133,7 @@ class Periodiq:
         self.app = app
         self.settings = Settings.from_app(app)
         self.store = store if store is not None else Store(self.settings)
+        self._unknown_tasks_seen: set[str] = set()
 
     def _guard(self) -> contextlib.AbstractContextManager[None]:
         return _redis_errors(self.settings.redis_url)
@@ -125,8 +147,38 @@ class Periodiq:
     def _readable(self, name: str) -> Entry:
         stored = self._stored(name)
         if stored.entry is None:
-            raise EntryError(f"entry {name!r} is quarantined: {stored.invalid}")
+            raise EntryError(
+                f"entry {name!r} is quarantined: {stored.invalid}; its definition cannot be "
+                "read, so delete it (and add it again, or let the next deploy restore it)"
+            )
         return stored.entry
+
+    def _may_change(self, name: str, entry: Entry | None, force: bool, verb: str) -> None:
+        declared = entry.source != "runtime" if entry is not None else self.store.is_declared(name)
+        if declared and not force:
+            where = "beat_schedule" if entry is not None and entry.source == "config" else "code"
+            raise DeclaredEntryError(
+                f"entry {name!r} is declared in {where}: the next deploy (a beat starting) "
+                f"restores its declaration; to {verb} it anyway pass force=True (--force)"
+            )
+
+    def _check_task(self, task: str) -> None:
+        """Log once per task name when the app does not know it (a typo, or a task that
+        only the workers' code defines)."""
+        if task in self._unknown_tasks_seen:
+            return
+        try:
+            known = task in self.app.tasks
+        except Exception:  # an app that cannot finalize here: nothing to compare with
+            return
+        if not known:
+            self._unknown_tasks_seen.add(task)
+            logger.warning(
+                "periodiq: task %r is not registered in app %r: check its name, or that the "
+                "workers' code defines it (runs of an unknown task fail on the worker)",
+                task,
+                self.app.main,
+            )
 
     def add(
         self,
@@ -184,7 +236,9 @@ class Periodiq:
             (status,) = self.store.put("add", [entry])
             if status == "exists":
                 raise EntryExistsError(f"an entry named {name!r} already exists")
-            return self._stored(name)
+            stored = self._stored(name)
+        self._check_task(entry.task)
+        return stored
 
     def get(self, name: str) -> StoredEntry:
         """One entry with its state.
@@ -195,31 +249,43 @@ class Periodiq:
         with self._guard():
             return self._stored(name)
 
-    def update(self, name: str, /, **changes: Any) -> StoredEntry:
+    def update(self, name: str, /, *, force: bool = False, **changes: Any) -> StoredEntry:
         """Change an entry's options; its next tick is computed afresh, its state kept.
 
         Accepts the keyword options of :meth:`add` (a schedule option replaces
-        the schedule).
+        the schedule). Writing an entry repairs it: keys of the wrong type are
+        replaced and its quarantine is lifted.
 
         Raises:
             EntryNotFoundError: no entry has that name.
             EntryError: an option is unknown or invalid (nothing is written).
+            DeclaredEntryError: the entry is declared in code or beat_schedule and
+                ``force`` is not set (the next deploy would undo the change).
         """
         with self._guard():
-            entry = changed_entry(self._readable(name), dict(changes))
+            current = self._readable(name)
+            self._may_change(name, current, force, "update")
+            entry = changed_entry(current, dict(changes))
             (status,) = self.store.put("update", [entry])
             if status == "missing":
                 raise EntryNotFoundError(f"no entry named {name!r}")
             return self._stored(name)
 
-    def delete(self, name: str) -> None:
+    def delete(self, name: str, *, force: bool = False) -> None:
         """Delete an entry and its state and history.
+
+        Works on a damaged entry too (keys of the wrong type, an unreadable or
+        missing definition): everything stored under its name is removed.
 
         Raises:
             EntryNotFoundError: no entry has that name.
+            DeclaredEntryError: the entry is declared in code or beat_schedule and
+                ``force`` is not set (the next deploy would restore it).
         """
         with self._guard():
-            if not self.store.scripts.remove([_check_name(name)]):
+            found = self.store.load([_check_name(name)])
+            self._may_change(name, found[0].entry if found else None, force, "delete")
+            if not self.store.scripts.remove([name]):
                 raise EntryNotFoundError(f"no entry named {name!r}")
 
     def delete_owner(self, owner: str) -> list[str]:
@@ -233,8 +299,7 @@ class Periodiq:
         if note is not None and not isinstance(note, str):
             raise EntryError(f"note={note!r} is invalid (allowed: text)")
         with self._guard():
-            if not self.store.scripts.pause(_check_name(name), note or ""):
-                raise EntryNotFoundError(f"no entry named {name!r}")
+            _steered(name, self.store.scripts.pause(_check_name(name), note or ""))
             return self._stored(name)
 
     def resume(self, name: str) -> StoredEntry:
@@ -245,8 +310,7 @@ class Periodiq:
             upcoming = next_tick(entry, entry.parsed_schedule(), now) if entry.enabled else None
             next_ms = None if upcoming is None else to_ms(upcoming[0])
             due_ms = None if upcoming is None else to_ms(upcoming[1])
-            if not self.store.scripts.resume(name, next_ms, due_ms):
-                raise EntryNotFoundError(f"no entry named {name!r}")
+            _steered(name, self.store.scripts.resume(name, next_ms, due_ms))
             return self._stored(name)
 
     def trigger(self, name: str) -> str:
@@ -267,7 +331,7 @@ class Periodiq:
                 task_id = send(self.app, entry, None, manual=limits)
             except (KombuError, OSError) as error:
                 raise BrokerUnavailableError(f"the broker is unreachable: {error}") from error
-            self.store.record(name, "triggered", task_id=task_id)
+            self.store.published(name, "triggered", task_id)
             return task_id
 
     def history(self, name: str, *, limit: int = 20, failures_only: bool = False) -> list[Event]:

@@ -1,7 +1,9 @@
 """One beat pass: claim due ticks, publish their messages, settle the claims.
 
 Two Redis round trips per batch (claim.lua, ack.lua) however many entries
-are due, and one broker producer for the whole batch.
+are due, and one broker producer for the whole batch. One entry's bad data or
+a failure while planning it quarantines that entry alone; settlements that
+could not be written are kept and written first in the next pass.
 """
 
 from __future__ import annotations
@@ -12,8 +14,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from datetime import timedelta
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from typing import Any
 
 import redis
@@ -22,14 +24,23 @@ from kombu.exceptions import KombuError, OperationalError
 
 from celery_periodiq.config import Settings
 from celery_periodiq.entry import Entry
-from celery_periodiq.errors import EntryError
-from celery_periodiq.plan import Plan, Tick, from_ms, plan_tick, task_id_for, to_ms
+from celery_periodiq.errors import BrokerUnavailableError, EntryError
+from celery_periodiq.plan import (
+    Plan,
+    Tick,
+    from_ms,
+    next_tick,
+    plan_tick,
+    task_id_for,
+    tick_text,
+    to_ms,
+)
 from celery_periodiq.publish import send
 from celery_periodiq.schedules import EventSchedule
 from celery_periodiq.scripts import Claim, ClaimBatch
 from celery_periodiq.store import Store
 
-__all__ = ["Dispatcher", "Pass"]
+__all__ = ["BROKER_ERRORS", "Dispatcher", "Pass"]
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +52,10 @@ _PUBLISH_CHUNK = 50
 # Ticks due this soon are claimed and planned ahead, then sent the moment they are
 # due, so the claim's round trip is not part of their lateness.
 _HORIZON_MS = 25
-_BROKER_ERRORS = (OperationalError, KombuError, OSError, redis.RedisError)
+# A pass that sends more ticks than this logs each at DEBUG and one summary at INFO.
+_LOG_EACH = 10
+BROKER_ERRORS = (OperationalError, KombuError, OSError, redis.RedisError)
+"""What publishing raises when the broker is unreachable (Redis errors: a Redis broker)."""
 
 
 _NEVER = threading.Event()
@@ -110,23 +124,36 @@ class Dispatcher:
     """Claims, publishes and settles ticks for one beat instance."""
 
     def __init__(
-        self, app: Celery, store: Store, beat_id: str, last_heartbeat: Callable[[], float]
+        self,
+        app: Celery,
+        store: Store,
+        beat_id: str,
+        last_heartbeat: Callable[[], float],
+        on_vanished: Callable[[list[str]], None] | None = None,
     ) -> None:
         self.app = app
         self.store = store
         self.settings: Settings = store.settings
         self.beat_id = beat_id
         self._last_heartbeat = last_heartbeat
+        self._on_vanished = on_vanished
         self.ticks_claimed = 0
         self.last_tick_ms: int | None = None
         self._broker_down = False
+        self._unsettled: list[dict[str, Any]] = []
+        """Settlements of published ticks whose ack failed: written first in the next pass."""
 
     def dispatch(self, now_ms: int | None = None) -> Pass:
         """Claim one batch, publish it, settle it.
 
         ``now_ms`` replaces the Redis clock (tests drive timelines with it).
+
+        Raises:
+            redis.RedisError: the schedule's Redis failed (nothing published is lost:
+                unsettled claims are settled in the next pass, or taken over).
         """
         settings = self.settings
+        self._settle_pending()
         lease_ms = int(settings.claim_lease * 1000)
         # Aging the Redis clock reading from before the call wakes us early, never late.
         claimed_at = time.monotonic()
@@ -134,19 +161,21 @@ class Dispatcher:
         batch = self.store.scripts.claim(
             self.beat_id, settings.batch_size, lease_ms, now_ms, horizon
         )
+        self._report(batch)
         if not batch.claims:
             return Pass(batch, claimed_at, complete=True)
         self.ticks_claimed += len(batch.claims)
         self.last_tick_ms = batch.now_ms
         settlements: list[dict[str, Any]] = []
+        sent: list[tuple[str, Tick]] = []
         complete = False
         try:
             with self.app.producer_or_acquire() as producer:
-                complete = self._publish_all(batch, producer, claimed_at, settlements)
+                complete = self._publish_all(batch, producer, claimed_at, settlements, sent)
             if self._broker_down:
                 logger.info("periodiq: broker reachable again")
                 self._broker_down = False
-        except _BROKER_ERRORS as error:
+        except BROKER_ERRORS as error:
             if not self._broker_down:
                 logger.error(
                     "periodiq: broker unreachable (%s); %d claimed ticks stay in flight",
@@ -154,12 +183,43 @@ class Dispatcher:
                 )  # fmt: skip
             self._broker_down = True
         finally:
-            self.store.scripts.ack(self.beat_id, settings.history_length, settlements)
+            self._log_sent(sent)
+            self._unsettled.extend(settlements)
+            self._settle_pending()
         dues = [item["due"] for item in settlements if item.get("due") is not None]
         return Pass(batch, claimed_at, complete=complete, rescheduled_ms=min(dues, default=None))
 
+    def _settle_pending(self) -> None:
+        """Write the settlements not yet written, a batch at a time (ack.lua)."""
+        size = self.settings.batch_size
+        while self._unsettled:
+            chunk = self._unsettled[:size]
+            self.store.scripts.ack(self.beat_id, self.settings.history_length, chunk)
+            del self._unsettled[:size]
+
+    def _report(self, batch: ClaimBatch) -> None:
+        for name, reason in batch.quarantined.items():
+            logger.error(
+                "periodiq: entry %r quarantined: %s; the others go on "
+                "(`celery periodiq update` or `delete --force` repairs it)",
+                name, reason,
+            )  # fmt: skip
+        if batch.vanished:
+            logger.warning(
+                "periodiq: entries %s were due but their definitions are gone (deleted outside "
+                "periodiq?); they are listed as quarantined until deleted or declared again",
+                batch.vanished,
+            )
+            if self._on_vanished is not None:
+                self._on_vanished(batch.vanished)
+
     def _publish_all(
-        self, batch: ClaimBatch, producer: Any, claimed_at: float, settlements: list[dict[str, Any]]
+        self,
+        batch: ClaimBatch,
+        producer: Any,
+        claimed_at: float,
+        settlements: list[dict[str, Any]],
+        sent: list[tuple[str, Tick]],
     ) -> bool:
         """Publish the batch in chunks; a chunk's claims count as settled once it is flushed.
 
@@ -179,7 +239,7 @@ class Dispatcher:
                     if claim.due_ms > clock:  # claimed ahead: send it when it is due
                         flush()
                         _sleep_until(claimed_at + (claim.due_ms - clock) / 1000)
-                    chunk.append(self._settle(claim, producer, batch.now_ms))
+                    chunk.append(self._settle_isolated(claim, producer, batch.now_ms, sent))
                 flush()
             # Messages of a chunk go to the broker in one round trip where the
             # transport can batch (kombu >= 5.7, Redis); they are settled only
@@ -193,7 +253,26 @@ class Dispatcher:
         fresh = max(claimed_at, self._last_heartbeat())
         return time.monotonic() - fresh < self.settings.claim_lease * 0.8
 
-    def _settle(self, claim: Claim, producer: Any, sent_at_ms: int) -> dict[str, Any]:
+    def _settle_isolated(
+        self, claim: Claim, producer: Any, sent_at_ms: int, sent: list[tuple[str, Tick]]
+    ) -> dict[str, Any]:
+        """:meth:`_settle`, except that anything but a broker failure quarantines this entry
+        alone instead of stopping the batch."""
+        try:
+            return self._settle(claim, producer, sent_at_ms, sent)
+        except BROKER_ERRORS:
+            raise
+        except Exception as error:
+            logger.exception("periodiq: entry %r quarantined: planning its tick failed", claim.name)
+            reason = f"the beat failed on it: {type(error).__name__}: {error}"
+            return {
+                "id": claim.id, "name": claim.name, "version": claim.version, "next": None,
+                "due": None, "quarantine": reason,
+            }  # fmt: skip
+
+    def _settle(
+        self, claim: Claim, producer: Any, sent_at_ms: int, sent: list[tuple[str, Tick]]
+    ) -> dict[str, Any]:
         settlement: dict[str, Any] = {
             "id": claim.id, "name": claim.name, "version": claim.version, "next": None, "due": None,
         }  # fmt: skip
@@ -205,6 +284,15 @@ class Dispatcher:
             logger.error("periodiq: entry %r quarantined: %s", claim.name, error)
             settlement["quarantine"] = str(error)
             return settlement
+        if claim.rebuilt:
+            nominal = _recovered_tick(entry, claim)
+            if nominal is None:
+                return settlement | self._rebuilt(entry, claim)
+            logger.warning(
+                "periodiq: entry %r had no readable state; rebuilt from its definition at "
+                "tick %s", entry.name, tick_text(nominal),
+            )  # fmt: skip
+            claim = replace(claim, nominal_ms=nominal)
         plan = plan_tick(
             entry,
             from_ms(claim.nominal_ms),
@@ -218,16 +306,29 @@ class Dispatcher:
             sent_at=from_ms(sent_at_ms),
             previous=None if claim.prev_ms is None else from_ms(claim.prev_ms),
         )
-        verbose = logger.isEnabledFor(logging.INFO)
         for tick in plan.publish:
             send(self.app, entry, tick, producer)
-            if verbose:
-                logger.info(
-                    "periodiq: entry %r tick %s sent as %s (stands for %d)",
-                    entry.name, tick.nominal.isoformat(), tick.task_id, tick.missed,
-                )  # fmt: skip
+            sent.append((entry.name, tick))
         settlement.update(self._accounting(plan, claim, sent_at_ms))
+        if claim.rebuilt:
+            note = "its state was missing; rebuilt from the definition"
+            settlement["events"].append(["rebuilt", claim.nominal_ms, "", "", note])
         return settlement
+
+    def _rebuilt(self, entry: Entry, claim: Claim) -> dict[str, Any]:
+        """The settlement of an entry whose state was missing and whose due instant is no
+        tick of its schedule: its next tick computed afresh from the claim's clock."""
+        upcoming = next_tick(entry, entry.parsed_schedule(), from_ms(claim.claimed_ms))
+        following = "none" if upcoming is None else tick_text(to_ms(upcoming[0]))
+        logger.warning(
+            "periodiq: entry %r had no readable state; rebuilt from its definition, next tick %s",
+            entry.name, following,
+        )  # fmt: skip
+        note = "its state was missing; rebuilt from the definition"
+        rebuilt: dict[str, Any] = {"events": [["rebuilt", "", "", "", note]], "counts": {}}
+        if upcoming is not None:
+            rebuilt["next"], rebuilt["due"] = to_ms(upcoming[0]), to_ms(upcoming[1])
+        return rebuilt
 
     def _accounting(self, plan: Plan, claim: Claim, sent_at_ms: int) -> dict[str, Any]:
         counts: dict[str, int] = {}
@@ -236,18 +337,19 @@ class Dispatcher:
             events.append(["enqueued", to_ms(tick.nominal), tick.task_id, tick.missed, ""])
         if plan.publish:
             counts["enqueued"] = len(plan.publish)
-        for reason, instants in (
-            ("missed", plan.missed),
-            ("skipped_overlap", plan.skipped_overlap),
+        for reason, instants, total in (
+            ("missed", plan.missed, plan.missed_count),
+            ("skipped_overlap", plan.skipped_overlap, len(plan.skipped_overlap)),
         ):
-            if not instants:
+            if not total:
                 continue
-            counts[reason] = len(instants)
+            counts[reason] = total
             for instant in instants[-_MISSED_EVENTS:]:
                 events.append([reason, to_ms(instant), "", "", ""])
-            if len(instants) > _MISSED_EVENTS:
-                events[-1][4] = f"{len(instants) - _MISSED_EVENTS} earlier not listed"
-            logger.info("periodiq: entry %r: %d ticks %s", claim.name, len(instants), reason)
+            listed = min(len(instants), _MISSED_EVENTS)
+            if total > listed:
+                events[-1][4] = f"{total - listed} earlier not listed"
+            logger.info("periodiq: entry %r: %d ticks %s", claim.name, total, reason)
         accounting: dict[str, Any] = {"counts": counts, "events": events}
         if plan.newest is not None:
             accounting["prev"] = to_ms(plan.newest)
@@ -264,16 +366,48 @@ class Dispatcher:
             }
         return accounting
 
-    def fire_events(self, event: str) -> list[str]:
-        """Publish every enabled, unpaused ``@reboot``/``@shutdown`` entry; returns the names."""
+    @staticmethod
+    def _log_sent(sent: list[tuple[str, Tick]]) -> None:
+        """One INFO line per tick sent, or, for a pass that sent many, DEBUG lines and one
+        INFO summary, so a beat with many entries does not flood its log."""
+        if not sent:
+            return
+        each = logging.INFO if len(sent) <= _LOG_EACH else logging.DEBUG
+        if logger.isEnabledFor(each):
+            for name, tick in sent:
+                logger.log(
+                    each, "periodiq: entry %r tick %s sent as %s (stands for %d)",
+                    name, tick_text(to_ms(tick.nominal)), tick.task_id, tick.missed,
+                )  # fmt: skip
+        if each == logging.DEBUG:
+            logger.info(
+                "periodiq: sent %d ticks of %d entries (ticks %s to %s)",
+                len(sent), len({name for name, _ in sent}),
+                tick_text(min(to_ms(tick.nominal) for _, tick in sent)),
+                tick_text(max(to_ms(tick.nominal) for _, tick in sent)),
+            )  # fmt: skip
+
+    def fire_events(self, event: str, done: set[str] | None = None) -> list[str]:
+        """Publish every enabled, unpaused ``@reboot``/``@shutdown`` entry not in ``done``.
+
+        Each name sent is added to ``done`` at once, so after a broker failure a
+        second call sends only the rest. Returns the names sent by this call.
+
+        Raises:
+            BrokerUnavailableError: the broker failed.
+            redis.RedisError: the schedule's Redis failed.
+        """
+        done = set() if done is None else done
         fired = []
         now_ms = self.store.now_ms()
         for stored in self.store.load(self.store.event_entries(event)):
             entry = stored.entry
-            if entry is None or stored.paused or not entry.enabled:
+            if entry is None or stored.invalid or stored.paused or not entry.enabled:
                 continue
             schedule = entry.parsed_schedule()
-            if not isinstance(schedule, EventSchedule) or schedule.event != event:
+            if entry.name in done or not isinstance(schedule, EventSchedule):
+                continue
+            if schedule.event != event:
                 continue
             now = from_ms(now_ms)
             tick = Tick(
@@ -286,10 +420,33 @@ class Dispatcher:
                 time_limit=None,
                 task_id=task_id_for(self.settings.key_prefix, entry.name, now_ms),
             )
-            send(self.app, entry, tick)
-            self.store.record(
-                entry.name, "enqueued", tick=now_ms, task_id=tick.task_id, note=f"@{event}"
-            )
-            logger.info("periodiq: entry %r sent on @%s as %s", entry.name, event, tick.task_id)
+            try:
+                send(self.app, entry, tick)
+            except BROKER_ERRORS as error:
+                raise BrokerUnavailableError(f"the broker is unreachable: {error}") from error
+            done.add(entry.name)
+            self.store.published(entry.name, "enqueued", tick.task_id, now_ms, f"@{event}")
+            logger.info(
+                "periodiq: entry %r tick %s sent on @%s as %s",
+                entry.name, tick_text(now_ms), event, tick.task_id,
+            )  # fmt: skip
             fired.append(entry.name)
         return fired
+
+
+def _recovered_tick(entry: Entry, claim: Claim) -> int | None:
+    """The tick whose due instant (jitter applied) is the claim's, or None: how the beat
+    tells whether a due instant found without a state is a real tick of the schedule."""
+    schedule = entry.parsed_schedule()
+    if isinstance(schedule, EventSchedule):
+        return None
+    due = from_ms(claim.due_ms)
+    moment: datetime | None = due - timedelta(seconds=entry.jitter, milliseconds=1)
+    while moment is not None and moment < due:
+        upcoming = next_tick(entry, schedule, moment)
+        if upcoming is None:
+            return None
+        if to_ms(upcoming[1]) == claim.due_ms:
+            return to_ms(upcoming[0])
+        moment = upcoming[0]
+    return None

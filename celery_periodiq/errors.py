@@ -34,8 +34,18 @@ class EntryExistsError(PeriodiqError):
     """An entry with that name already exists."""
 
 
+class DeclaredEntryError(EntryError):
+    """The entry is declared in code or beat_schedule: changing it needs ``force``, and the
+    next deploy restores the declaration."""
+
+
 class StoreUnavailableError(PeriodiqError):
-    """Redis could not be reached or answered with an error."""
+    """Redis could not be reached."""
+
+
+class StoreRefusedError(PeriodiqError):
+    """Redis refused a command: a key holds data periodiq did not write (WRONGTYPE), or the
+    server will not (no permission, out of memory, read-only replica)."""
 
 
 class BrokerUnavailableError(PeriodiqError):

@@ -48,7 +48,7 @@ class Heartbeat(threading.Thread):
         while not self._stopped.wait(self.lease / 3):
             try:
                 self.beat_once()
-            except redis.RedisError as error:
+            except Exception as error:  # the thread must outlive any failure; logged once
                 if not self._failing:
                     logger.warning("periodiq beat %s: heartbeat failed: %s", self.beat_id, error)
                 self._failing = True
@@ -89,7 +89,9 @@ class ChangeListener(threading.Thread):
                 while not self._stopped.is_set():
                     if pubsub.get_message(timeout=1.0) is not None:
                         self.wake.set()
-            except (redis.RedisError, OSError, ValueError):
+            except Exception as error:  # lost connection, or anything else: subscribe again
+                if self.subscribed.is_set():
+                    logger.warning("periodiq: change listener lost Redis (%s); retrying", error)
                 self.subscribed.clear()
                 self._stopped.wait(backoff)
                 backoff = min(backoff * 2, 5.0)

@@ -19,7 +19,10 @@ from celery_periodiq import policy
 from celery_periodiq.entry import AUTO, Entry
 from celery_periodiq.schedules import IntervalSchedule, Schedule
 
-__all__ = ["Plan", "Tick", "due_ticks", "from_ms", "next_tick", "plan_tick", "task_id_for", "to_ms"]
+__all__ = [
+    "Plan", "Tick", "due_ticks", "from_ms", "next_tick", "plan_tick", "task_id_for", "tick_text",
+    "to_ms",
+]  # fmt: skip
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _NAMESPACE = uuid.UUID("6f1c3a52-5d2e-4c47-9a8e-0d4d1b9a7e10")
@@ -47,6 +50,11 @@ def to_ms(instant: datetime) -> int:
 def from_ms(ms: int) -> datetime:
     """An aware UTC datetime from milliseconds since the epoch."""
     return datetime.fromtimestamp(ms / 1000, UTC)
+
+
+def tick_text(nominal_ms: int) -> str:
+    """A tick's nominal instant as the beat and the worker both log it (UTC, ms)."""
+    return from_ms(nominal_ms).strftime("%Y-%m-%dT%H:%M:%S.") + f"{nominal_ms % 1000:03d}Z"
 
 
 def task_id_for(prefix: str, name: str, nominal_ms: int) -> str:

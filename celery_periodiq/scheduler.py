@@ -3,7 +3,8 @@
 Run as many ``celery beat`` processes (or ``celery worker -B``) as you like
 against one Redis; every one of them claims due ticks with claim.lua, so each
 tick is published by exactly one. The beat sleeps until the next due tick
-and wakes at once when an entry changes.
+and wakes at once when an entry changes. No error of Redis, the broker or one
+entry's data ends the beat: each is logged once, backed off and retried.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ import logging
 import os
 import socket
 import threading
+import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import redis
@@ -23,8 +26,9 @@ from celery_periodiq import registry
 from celery_periodiq.config import Settings, redacted
 from celery_periodiq.dispatch import Dispatcher
 from celery_periodiq.entry import Entry
+from celery_periodiq.errors import BrokerUnavailableError
 from celery_periodiq.heartbeat import ChangeListener, Heartbeat
-from celery_periodiq.store import Store
+from celery_periodiq.store import Store, wrong_type
 
 __all__ = ["Scheduler"]
 
@@ -32,6 +36,8 @@ logger = logging.getLogger(__name__)
 
 _RECONCILE_CHUNK = 500
 _MAX_BACKOFF = 5.0
+_LEGACY_PREFIX = "periodiq"
+"""The prefix every app shared before each app got its own."""
 
 
 class Scheduler(celery_beat.Scheduler):
@@ -46,62 +52,54 @@ class Scheduler(celery_beat.Scheduler):
         self._dispatcher: Dispatcher | None = None
         self._started = False
         self._wake = threading.Event()
-        self._redis_down = False
+        self._failing = False
+        """A pass failed; logged once until a pass succeeds again."""
         self._backoff = 0.5
+        self._needs_reconcile = True
+        """Write the declared entries (on start, and after Redis failed: it may have lost them)."""
+        self._reconcile_failing = False
+        self._reconcile_after = 0.0
+        self._pending_events: dict[str, set[str]] = {}
+        """@reboot/@shutdown events still to send, with the entries already sent."""
+        self._events_failing = False
         super().__init__(app, *args, **kwargs)
 
     # Celery's hooks
 
     def setup_schedule(self) -> None:
-        """Connect, register this beat, reconcile declared entries, start the helper threads."""
+        """Read the settings and declarations, connect, start the helper threads; the first
+        tick registers this beat and reconciles the declared entries."""
         self.settings = Settings.from_app(self.app)
+        self._declared_entries = self._declared()
         self.store = Store(self.settings)
         self.beat_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._heartbeat = Heartbeat(
             self.store, self.beat_id, self.settings.claim_lease, self._beat_info
         )
         self._dispatcher = Dispatcher(
-            self.app, self.store, self.beat_id, lambda: self._heartbeat.last_ok
+            self.app,
+            self.store,
+            self.beat_id,
+            lambda: self._heartbeat.last_ok,
+            on_vanished=self._restore_declared,
         )
         self._listener = ChangeListener(self.store.client, self.store.keys.changes, self._wake)
         self._listener.start()
-        try:
-            self._start()
-        except redis.RedisError as error:
-            self._redis_failed(error)
+        self._log_settings()
         self._heartbeat.start()
 
     def tick(self, *args: Any, **kwargs: Any) -> float:
         """One pass: publish every due tick, then wait for the next one or a change.
 
-        Returns 0 after waiting (Celery calls again at once), or a back-off
-        in seconds while Redis is unreachable.
+        Returns 0 after waiting (Celery calls again at once), or a back-off in
+        seconds while Redis (or anything else) keeps failing. Never raises.
         """
-        dispatcher = self._dispatcher
-        if dispatcher is None:
+        if self._dispatcher is None:
             return self._limit
         self._wake.clear()
-        try:
-            if not self._started:
-                self._start()
-            while True:
-                done = dispatcher.dispatch()
-                if len(done.batch.claims) < self.settings.batch_size or not done.complete:
-                    break
-        except redis.RedisError as error:
-            return self._redis_failed(error)
-        if self._redis_down:
-            logger.info(
-                "periodiq: Redis reachable again; missed ticks follow their catch-up policy"
-            )
-            self._redis_down = False
-            self._backoff = 0.5
-            self._reconcile()  # a Redis that lost its data gets the declared entries back
-        wait = done.seconds_until_next()
-        limit = self._limit
-        wait = limit if wait is None else min(wait, limit)
-        if not done.complete:
-            wait = min(wait, self.settings.claim_lease)
+        wait = self._guarded(self._pass)
+        if wait is None:
+            return self._backoff_seconds()
         if wait > 0:
             self._wake.wait(wait)
         return 0.0
@@ -116,8 +114,8 @@ class Scheduler(celery_beat.Scheduler):
                 if last:
                     fired = self._dispatcher.fire_events("shutdown")
                     logger.info("periodiq: last beat stopping; @shutdown entries sent: %s", fired)
-            except redis.RedisError as error:
-                logger.warning("periodiq: could not unregister beat %s: %s", self.beat_id, error)
+            except (BrokerUnavailableError, redis.RedisError) as error:
+                logger.warning("periodiq: beat %s could not stop cleanly: %s", self.beat_id, error)
             self._dispatcher = None
         super().close()
 
@@ -135,15 +133,126 @@ class Scheduler(celery_beat.Scheduler):
     def _limit(self) -> float:
         return float(self.max_interval or 300)
 
+    def _pass(self) -> float:
+        """Everything a tick does, in order; returns how long to wait for the next one."""
+        dispatcher = self._dispatcher
+        assert dispatcher is not None
+        if not self._started:
+            self._start()
+        if self._needs_reconcile and time.monotonic() >= self._reconcile_after:
+            self._try_reconcile()
+        if self._pending_events and not self._needs_reconcile:
+            self._fire_pending_events(dispatcher)
+        while True:
+            done = dispatcher.dispatch()
+            if len(done.batch.claims) < self.settings.batch_size or not done.complete:
+                break
+        if self._failing:
+            logger.info("periodiq: usable again; missed ticks follow their catch-up policy")
+            self._failing = False
+            self._backoff = 0.5
+        wait = done.seconds_until_next()
+        limit = self._limit
+        wait = limit if wait is None else min(wait, limit)
+        if not done.complete:
+            wait = min(wait, self.settings.claim_lease)
+        if self._pending_events or self._needs_reconcile:
+            wait = min(wait, _MAX_BACKOFF)
+        return wait
+
+    def _guarded(self, step: Callable[[], float]) -> float | None:
+        """Run ``step``; a failure is logged (once until a pass succeeds) and gives None."""
+        try:
+            return step()
+        except Exception as error:  # the beat must outlive anything one pass meets
+            if isinstance(error, redis.RedisError):
+                self._needs_reconcile = True  # a Redis that restarted may have lost entries
+            if not self._failing:
+                self._failing = True
+                _log_failure("a beat pass", error)
+            else:
+                logger.debug("periodiq: still failing: %s", error)
+        return None
+
+    def _backoff_seconds(self) -> float:
+        backoff = min(self._backoff, _MAX_BACKOFF, self._limit)
+        self._backoff = min(self._backoff * 2, _MAX_BACKOFF)
+        return backoff
+
     def _start(self) -> None:
         _, first = self.store.scripts.beat(
             self.beat_id, "start", int(self.settings.claim_lease * 1000), self._beat_info()
         )
-        self._reconcile()
         self._started = True
-        if first and self._dispatcher is not None:
-            fired = self._dispatcher.fire_events("reboot")
-            logger.info("periodiq: first beat of the cluster; @reboot entries sent: %s", fired)
+        if first:
+            logger.info("periodiq: first beat of the cluster: @reboot entries fire")
+            self._pending_events.setdefault("reboot", set())
+
+    def _try_reconcile(self) -> None:
+        """Reconcile; a failure is logged once and retried a few seconds later, and never
+        stops this pass from publishing the ticks that are due."""
+        try:
+            self._reconcile()
+        except Exception as error:
+            self._reconcile_after = time.monotonic() + _MAX_BACKOFF
+            if not self._reconcile_failing:
+                self._reconcile_failing = True
+                _log_failure("reconciling the declared entries", error)
+            return
+        self._needs_reconcile = False
+        self._reconcile_failing = False
+        logger.info(
+            "periodiq: beat %s ready; %d entries under prefix %r",
+            self.beat_id, self.store.client.hlen(self.store.keys.entries),
+            self.settings.key_prefix,
+        )  # fmt: skip
+
+    def _fire_pending_events(self, dispatcher: Dispatcher) -> None:
+        """Send the @reboot entries this beat owes; a broker failure keeps them owed."""
+        for event, done in list(self._pending_events.items()):
+            try:
+                fired = dispatcher.fire_events(event, done)
+            except BrokerUnavailableError as error:
+                if not self._events_failing:
+                    logger.error("periodiq: %s; @%s entries are sent when it returns", error, event)
+                self._events_failing = True
+                continue
+            self._events_failing = False
+            del self._pending_events[event]
+            logger.info("periodiq: @%s entries sent: %s", event, sorted(done) or fired)
+
+    def _log_settings(self) -> None:
+        settings = self.settings
+        origin = {
+            "periodiq_redis_url": "periodiq_redis_url",
+            "broker_url": "the broker URL",
+            "default": "a default",
+        }[settings.url_origin]
+        logger.info(
+            "periodiq: app %r keeps its schedule in Redis at %s (from %s) under prefix %r",
+            settings.namespace, redacted(settings.redis_url), origin, settings.key_prefix,
+        )  # fmt: skip
+        if settings.url_origin == "default":
+            logger.warning(
+                "periodiq: neither periodiq_redis_url nor a redis:// broker_url is set; "
+                "using %s", settings.redis_url,
+            )  # fmt: skip
+        explicit = self.app.conf.get("periodiq_key_prefix") is not None
+        if not explicit:
+            self._warn_of_legacy_prefix()
+
+    def _warn_of_legacy_prefix(self) -> None:
+        legacy = f"{{{_LEGACY_PREFIX}}}:entries"
+        try:
+            found = self.store.client.exists(legacy)
+        except redis.RedisError:
+            return  # Redis is not there yet: the first pass says so
+        if found:
+            logger.warning(
+                "periodiq: Redis holds a schedule under the shared prefix %r, from before each "
+                "app got its own (this app uses %r); set periodiq_key_prefix = %r to keep "
+                "using it", _LEGACY_PREFIX, self.settings.key_prefix, _LEGACY_PREFIX,
+            )  # fmt: skip
 
     def _declared(self) -> list[Entry]:
         entries: dict[str, Entry] = {}
@@ -158,7 +267,7 @@ class Scheduler(celery_beat.Scheduler):
         return list(entries.values())
 
     def _reconcile(self) -> None:
-        declared = self._declared()
+        declared = self._declared_entries
         statuses: dict[str, int] = {}
         for start in range(0, len(declared), _RECONCILE_CHUNK):
             chunk = declared[start : start + _RECONCILE_CHUNK]
@@ -172,20 +281,23 @@ class Scheduler(celery_beat.Scheduler):
         names = {entry.name for entry in declared}
         vanished = sorted(self.store.declared_names() - names)
         removed = self.store.scripts.remove(vanished, "code,config") if vanished else []
-        logger.info(
-            "periodiq: reconciled %d declared entries %s; removed %s",
-            len(declared),
-            statuses,
-            removed,
-        )
+        logger.info("periodiq: reconciled %d declared entries %s", len(declared), statuses)
+        if removed:
+            logger.warning(
+                "periodiq: removed %d entries no longer declared in code or beat_schedule: %s",
+                len(removed), ", ".join(removed),
+            )  # fmt: skip
 
-    def _redis_failed(self, error: Exception) -> float:
-        if not self._redis_down:
-            logger.error("periodiq: Redis unreachable (%s); retrying, beat keeps running", error)
-            self._redis_down = True
-        backoff = min(self._backoff, _MAX_BACKOFF, self._limit)
-        self._backoff = min(self._backoff * 2, _MAX_BACKOFF)
-        return backoff
+    def _restore_declared(self, names: list[str]) -> None:
+        """Write back the declarations of entries whose definitions vanished from Redis."""
+        wanted = set(names)
+        lost = [entry for entry in self._declared_entries if entry.name in wanted]
+        if lost:
+            self.store.put("reconcile", lost)
+            logger.warning(
+                "periodiq: declared entries %s were missing from Redis; written again",
+                [entry.name for entry in lost],
+            )
 
     def _beat_info(self) -> dict[str, Any]:
         from celery_periodiq import __version__
@@ -200,3 +312,21 @@ class Scheduler(celery_beat.Scheduler):
         if dispatcher is not None and dispatcher.last_tick_ms is not None:
             info["last_tick"] = dispatcher.last_tick_ms
         return info
+
+
+def _log_failure(what: str, error: Exception) -> None:
+    """Log a failure once, saying what kind it is: Redis unreachable, Redis refusing a
+    command (WRONGTYPE: data written by something else), or anything else."""
+    if isinstance(error, redis.ResponseError):
+        hint = " (a key of the schedule holds data written by something else)"
+        logger.error(
+            "periodiq: %s failed: Redis refused a command: %s%s; retrying, beat keeps running",
+            what, error, hint if wrong_type(error) else "",
+        )  # fmt: skip
+    elif isinstance(error, redis.RedisError):
+        logger.error(
+            "periodiq: %s failed: Redis unreachable (%s); retrying, beat keeps running",
+            what, error,
+        )  # fmt: skip
+    else:
+        logger.exception("periodiq: %s failed; retrying, beat keeps running", what)

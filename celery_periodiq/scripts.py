@@ -1,14 +1,15 @@
 """The Lua scripts in ``lua/``: loaded once per client, called through typed wrappers.
 
 Scripts are registered with redis-py, which calls them by SHA and loads them
-again after ``SCRIPT FLUSH`` or a server restart (NOSCRIPT).
+again after ``SCRIPT FLUSH`` or a server restart (NOSCRIPT). Each script is
+sent with ``lua/_common.lua`` (clock, key types, defensive JSON) in front of it.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
@@ -16,12 +17,17 @@ import redis
 
 from celery_periodiq.config import Keys
 
-__all__ = ["Claim", "ClaimBatch", "Scripts"]
+__all__ = ["SCRIPT_NAMES", "Claim", "ClaimBatch", "Scripts", "script_source"]
+
+
+SCRIPT_NAMES = ("claim", "ack", "put", "remove", "pause", "beat", "begin", "finish")
 
 
 @functools.cache
-def _source(name: str) -> str:
-    return resources.files("celery_periodiq.lua").joinpath(f"{name}.lua").read_text()
+def script_source(name: str) -> str:
+    """The text of one script as Redis runs it: ``_common.lua`` then ``NAME.lua``."""
+    folder = resources.files("celery_periodiq.lua")
+    return folder.joinpath("_common.lua").read_text() + folder.joinpath(f"{name}.lua").read_text()
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +48,9 @@ class Claim:
     taken: int
     definition: str | None
     """The entry's JSON at claim time; None when the entry has vanished."""
+    rebuilt: bool = False
+    """The entry's state had no readable next tick: ``nominal_ms`` is its due instant,
+    which the beat must check against the schedule."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,12 +63,17 @@ class ClaimBatch:
     next_due_ms: int | None
     next_recheck_ms: int | None
     claims: list[Claim]
+    quarantined: dict[str, str] = field(default_factory=dict)
+    """Entries this claim quarantined because their keys hold the wrong type, with why."""
+    vanished: list[str] = field(default_factory=list)
+    """Due entries whose definition was gone (deleted outside periodiq)."""
 
 
 def _decode_claims(raw: list[Any]) -> ClaimBatch:
     now, next_due, recheck, micros = (int(value) for value in raw[:4])
+    notices = json.loads(raw[4]) if raw[4] else {}
     claims = []
-    for index in range(4, len(raw), 3):
+    for index in range(5, len(raw), 3):
         record = json.loads(raw[index + 1])
         claims.append(
             Claim(
@@ -74,6 +88,7 @@ def _decode_claims(raw: list[Any]) -> ClaimBatch:
                 prev_ms=None if int(record.get("prev", -1)) < 0 else int(record["prev"]),
                 taken=int(record.get("taken", 0)),
                 definition=raw[index + 2] or None,
+                rebuilt=bool(record.get("rebuilt", False)),
             )
         )
     return ClaimBatch(
@@ -82,6 +97,8 @@ def _decode_claims(raw: list[Any]) -> ClaimBatch:
         next_due_ms=None if next_due < 0 else next_due,
         next_recheck_ms=None if recheck < 0 else recheck,
         claims=claims,
+        quarantined=dict(notices.get("quarantined") or {}),
+        vanished=list(notices.get("vanished") or []),
     )
 
 
@@ -111,10 +128,12 @@ class Admission:
     """begin.lua's verdict."""
 
     outcome: str
-    """started, resumed, unguarded, duplicate, dropped_too_soon, skipped_overlap, expired
-    or deleted."""
+    """started, resumed, unguarded, duplicate, dropped_too_soon, skipped_overlap, expired,
+    deleted or damaged."""
     now_ms: int
     last_run_ms: int | None
+    note: str = ""
+    """Why a run was refused (for damaged: which key holds the wrong type)."""
 
     @property
     def runs(self) -> bool:
@@ -150,14 +169,14 @@ class Scripts:
 
     def __init__(self, client: redis.Redis, keys: Keys) -> None:
         self.keys = keys
-        self._claim = client.register_script(_source("claim"))
-        self._ack = client.register_script(_source("ack"))
-        self._put = client.register_script(_source("put"))
-        self._remove = client.register_script(_source("remove"))
-        self._pause = client.register_script(_source("pause"))
-        self._beat = client.register_script(_source("beat"))
-        self._begin = client.register_script(_source("begin"))
-        self._finish = client.register_script(_source("finish"))
+        self._claim = client.register_script(script_source("claim"))
+        self._ack = client.register_script(script_source("ack"))
+        self._put = client.register_script(script_source("put"))
+        self._remove = client.register_script(script_source("remove"))
+        self._pause = client.register_script(script_source("pause"))
+        self._beat = client.register_script(script_source("beat"))
+        self._begin = client.register_script(script_source("begin"))
+        self._finish = client.register_script(script_source("finish"))
 
     def claim(
         self,
@@ -173,7 +192,7 @@ class Scripts:
         """
         k = self.keys
         raw = self._claim(
-            keys=[k.due, k.inflight, k.ticks, k.entries, k.beats],
+            keys=[k.due, k.inflight, k.ticks, k.entries, k.beats, k.quarantine],
             args=[k.tag, beat_id, batch, lease_ms, "" if now_ms is None else now_ms, horizon_ms],
         )
         return _decode_claims(raw)
@@ -185,7 +204,7 @@ class Scripts:
         k = self.keys
         args: list[Any] = [k.tag, beat_id, history_length]
         args.extend(json.dumps(item, separators=(",", ":")) for item in settlements)
-        return int(self._ack(keys=[k.due, k.inflight, k.ticks, k.entries], args=args))
+        return int(self._ack(keys=[k.due, k.inflight, k.ticks, k.entries, k.quarantine], args=args))
 
     def put(self, mode: str, items: list[dict[str, Any]]) -> list[str]:
         """Create or replace entries; one status per item (see put.lua)."""
@@ -194,7 +213,8 @@ class Scripts:
         k = self.keys
         args: list[Any] = [k.tag, k.changes, mode]
         args.extend(json.dumps(item, separators=(",", ":")) for item in items)
-        return list(self._put(keys=[k.entries, k.due, k.declared, k.events], args=args))
+        keys = [k.entries, k.due, k.declared, k.events, k.quarantine]
+        return list(self._put(keys=keys, args=args))
 
     def remove(self, names: list[str], sources: str = "*") -> list[str]:
         """Delete entries whose source is in ``sources``; returns the names removed."""
@@ -202,25 +222,22 @@ class Scripts:
             return []
         k = self.keys
         args = [k.tag, k.changes, sources, *names]
-        return list(self._remove(keys=[k.entries, k.due, k.declared, k.events], args=args))
+        keys = [k.entries, k.due, k.declared, k.events, k.quarantine]
+        return list(self._remove(keys=keys, args=args))
 
-    def pause(self, name: str, note: str) -> bool:
-        """Pause an entry; False if it does not exist."""
+    def pause(self, name: str, note: str) -> str:
+        """Pause an entry: ``"ok"``, ``"missing"`` or ``"damaged: <why>"``."""
         k = self.keys
         args = [k.tag, k.changes, name, "pause", note, ""]
-        return bool(self._pause(keys=[k.entries, k.due], args=args) == "ok")
+        return str(self._pause(keys=[k.entries, k.due, k.quarantine], args=args))
 
-    def resume(self, name: str, next_ms: int | None, due_ms: int | None) -> bool:
-        """Resume an entry with its next tick; False if it does not exist."""
+    def resume(self, name: str, next_ms: int | None, due_ms: int | None) -> str:
+        """Resume an entry with its next tick: ``"ok"``, ``"missing"`` or ``"damaged: <why>"``."""
         k = self.keys
         nominal = "" if next_ms is None else str(next_ms)
         due = "" if due_ms is None else str(due_ms)
-        return bool(
-            self._pause(
-                keys=[k.entries, k.due], args=[k.tag, k.changes, name, "resume", nominal, due]
-            )
-            == "ok"
-        )
+        args = [k.tag, k.changes, name, "resume", nominal, due]
+        return str(self._pause(keys=[k.entries, k.due, k.quarantine], args=args))
 
     def beat(
         self, beat_id: str, action: str, ttl_ms: int, info: dict[str, Any]
@@ -228,15 +245,15 @@ class Scripts:
         """Heartbeat ``start``/``alive``/``stop``; returns (server now in ms, cluster flag)."""
         k = self.keys
         args: list[Any] = [k.tag, beat_id, action, ttl_ms]
-        for field, value in info.items():
-            args.extend([field, value])
+        for key, value in info.items():
+            args.extend([key, value])
         now, flag = self._beat(keys=[k.beats], args=args)
         return int(now), bool(flag)
 
     def begin(self, name: str, run: RunStart, now_ms: int | None = None) -> Admission:
         """The worker's guards before a run (begin.lua): one round trip."""
         k = self.keys
-        outcome, now, last = self._begin(
+        outcome, now, last, note = self._begin(
             keys=[
                 k.state(name),
                 k.running(name),
@@ -244,6 +261,9 @@ class Scripts:
                 k.started(name),
                 k.history(name),
                 k.entries,
+                k.quarantine,
+                k.due,
+                k.checkpoint(name),
             ],
             args=[
                 run.task_id,
@@ -261,14 +281,24 @@ class Scripts:
             ],
         )
         return Admission(
-            outcome=outcome, now_ms=int(now), last_run_ms=None if int(last) < 0 else int(last)
+            outcome=outcome,
+            now_ms=int(now),
+            last_run_ms=None if int(last) < 0 else int(last),
+            note=str(note or ""),
         )
 
     def finish(self, name: str, end: RunEnd, now_ms: int | None = None) -> bool:
         """Record how a run ended (finish.lua); True if its running marker was cleared."""
         k = self.keys
         cleared = self._finish(
-            keys=[k.state(name), k.running(name), k.history(name), k.entries],
+            keys=[
+                k.state(name),
+                k.running(name),
+                k.history(name),
+                k.entries,
+                k.quarantine,
+                k.due,
+            ],
             args=[
                 end.task_id,
                 "" if end.tick_ms is None else end.tick_ms,

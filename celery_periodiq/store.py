@@ -1,10 +1,15 @@
-"""Entries and their state in Redis: the only module that talks to Redis directly."""
+"""Entries and their state in Redis: the only module that talks to Redis directly.
+
+Reads are per entry: a key of one entry that holds the wrong type (written by
+something else) makes that entry quarantined in what is read, never the whole read
+fail.
+"""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from datetime import datetime
-from importlib import resources
 from typing import Any, cast
 
 import redis
@@ -13,9 +18,11 @@ from celery_periodiq.config import Settings
 from celery_periodiq.entry import Entry
 from celery_periodiq.plan import from_ms, next_tick, to_ms
 from celery_periodiq.schedules import EventSchedule
-from celery_periodiq.scripts import Scripts
+from celery_periodiq.scripts import SCRIPT_NAMES, Scripts, script_source
 
-__all__ = ["BeatInfo", "Event", "Store", "StoredEntry", "connect"]
+__all__ = ["BeatInfo", "Event", "Store", "StoredEntry", "connect", "wrong_type"]
+
+logger = logging.getLogger(__name__)
 
 
 def connect(settings: Settings) -> redis.Redis:
@@ -28,6 +35,11 @@ def connect(settings: Settings) -> redis.Redis:
     }
     options.update(settings.redis_options)
     return redis.Redis.from_url(settings.redis_url, **options)
+
+
+def wrong_type(error: BaseException) -> bool:
+    """Whether Redis refused a command because a key holds another type (WRONGTYPE)."""
+    return isinstance(error, redis.ResponseError) and str(error).startswith("WRONGTYPE")
 
 
 def _ms(value: str | None) -> datetime | None:
@@ -58,12 +70,16 @@ class StoredEntry:
     state: dict[str, str]
     running: str | None
     """Task id of the unfinished run, if any."""
+    due: datetime | None = None
+    """When the entry is next due in the due set (jitter applied); None when it is not."""
 
     @property
     def next_run(self) -> datetime | None:
         """The nominal instant of the next tick, None when none is scheduled."""
         if self.paused or self.invalid:
             return None
+        if not self.state:  # the beat rebuilds a missing state at its due instant
+            return self.due
         return _ms(self.state.get("next"))
 
     @property
@@ -102,7 +118,8 @@ class StoredEntry:
         clock_driven = self.entry is not None and not isinstance(
             self.entry.parsed_schedule(), EventSchedule
         )
-        if clock_driven and not self.state.get("next"):
+        # A missing state is not an end: the beat rebuilds it from the definition.
+        if clock_driven and self.state and not self.state.get("next"):
             return "ended"
         return "active"
 
@@ -161,13 +178,9 @@ class Store:
         Raises:
             redis.RedisError: Redis is unreachable or a script does not compile.
         """
-        names = []
-        scripts = resources.files("celery_periodiq.lua").iterdir()
-        for script in sorted(scripts, key=lambda path: path.name):
-            if script.name.endswith(".lua"):
-                self.client.script_load(script.read_text())
-                names.append(script.name.removesuffix(".lua"))
-        return names
+        for name in SCRIPT_NAMES:
+            self.client.script_load(script_source(name))
+        return list(SCRIPT_NAMES)
 
     # writing
 
@@ -204,34 +217,57 @@ class Store:
         """Every entry's stored JSON, by name."""
         return cast("dict[str, str]", self.client.hgetall(self.keys.entries))
 
+    def quarantined(self) -> dict[str, str]:
+        """Why each quarantined entry is quarantined, by name."""
+        return cast("dict[str, str]", self.client.hgetall(self.keys.quarantine))
+
     def load(self, names: list[str] | None = None) -> list[StoredEntry]:
-        """Stored entries with their state, all or by name (missing names are left out)."""
+        """Stored entries with their state, all or by name (unknown names are left out).
+
+        An entry whose definition is gone but that is quarantined (its leftovers
+        were noticed by a beat) is included, with no definition.
+        """
+        keys = self.keys
         if names is None:
             definitions = self.definitions()
-            names = sorted(definitions)
-        else:
-            values = cast(
-                "list[str | None]", self.client.hmget(self.keys.entries, names) if names else []
-            )
+            flagged = self.quarantined()
+            names = sorted(set(definitions) | set(flagged))
+        elif names:
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hmget(keys.entries, names)
+            pipe.hmget(keys.quarantine, names)
+            values, reasons = pipe.execute()
             definitions = {n: v for n, v in zip(names, values, strict=True) if v is not None}
-            names = [name for name in names if name in definitions]
+            flagged = {n: r for n, r in zip(names, reasons, strict=True) if r is not None}
+            names = [name for name in names if name in definitions or name in flagged]
+        if not names:
+            return []
         pipe = self.client.pipeline(transaction=False)
         for name in names:
-            pipe.hgetall(self.keys.state(name))
-            pipe.get(self.keys.running(name))
-        replies = pipe.execute()
+            for key, _ in keys.entry_keys(name):
+                pipe.type(key)
+            pipe.hgetall(keys.state(name))
+            pipe.get(keys.running(name))
+            pipe.zscore(keys.due, name)
+        replies = pipe.execute(raise_on_error=False)
+        width = len(keys.entry_keys("")) + 3
         stored = []
         for index, name in enumerate(names):
-            state, running = replies[2 * index], replies[2 * index + 1]
-            entry, invalid = _read(definitions[name])
+            row = replies[index * width : (index + 1) * width]
+            state, running, due = row[-3:]
+            definition = definitions.get(name, "")
+            entry, invalid = _read(definition) if definition else (None, None)
             stored.append(
                 StoredEntry(
                     name=name,
-                    definition=definitions[name],
+                    definition=definition,
                     entry=entry,
-                    invalid=invalid or state.get("quarantined") or None,
-                    state=state,
-                    running=running,
+                    invalid=invalid
+                    or flagged.get(name)
+                    or _damage(keys.entry_keys(name), row[:-3]),
+                    state=state if isinstance(state, dict) else {},
+                    running=running if isinstance(running, str) else None,
+                    due=from_ms(int(due)) if isinstance(due, float) else None,
                 )
             )
         return stored
@@ -250,12 +286,18 @@ class Store:
         return sorted(cast("set[str]", self.client.smembers(self.keys.owner(owner))))
 
     def history(self, name: str, limit: int) -> list[Event]:
-        """The newest ``limit`` events of an entry, newest first."""
+        """The newest ``limit`` events of an entry, newest first (none when its history
+        key holds the wrong type: the entry is reported as quarantined instead)."""
         events = []
-        rows = cast(
-            "list[tuple[str, dict[str, str]]]",
-            self.client.xrevrange(self.keys.history(name), count=limit),
-        )
+        try:
+            rows = cast(
+                "list[tuple[str, dict[str, str]]]",
+                self.client.xrevrange(self.keys.history(name), count=limit),
+            )
+        except redis.ResponseError as error:
+            if not wrong_type(error):
+                raise
+            return []
         for event_id, raw in rows:
             values = dict(raw)
             kind = values.pop("kind", "?")
@@ -266,16 +308,37 @@ class Store:
             events.append(Event(event_id, kind, at, tick, task_id, extra))
         return events
 
-    def record(self, name: str, kind: str, **fields: Any) -> None:
-        """Append one event to an entry's history."""
-        values: dict[Any, Any] = {
-            "kind": kind,
-            "at": self.now_ms(),
-            **{k: v for k, v in fields.items() if v is not None},
-        }
-        self.client.xadd(
-            self.keys.history(name), values, maxlen=self.settings.history_length, approximate=False
-        )
+    def published(
+        self, name: str, kind: str, task_id: str, tick_ms: int | None = None, note: str = ""
+    ) -> None:
+        """Record a run published outside the beat's claims (``trigger()``, ``@reboot``):
+        an event in its history, one more ``enqueued`` and, unless set, when its message
+        started waiting. A failure to record is logged, never raised: the run is sent."""
+        keys = self.keys
+        failed: list[Any]
+        try:
+            now = self.now_ms()
+            pipe = self.client.pipeline(transaction=True)
+            pipe.xadd(
+                keys.history(name),
+                {"kind": kind, "at": now, "tick": "" if tick_ms is None else tick_ms,
+                 "task_id": task_id, "note": note},
+                maxlen=self.settings.history_length,
+                approximate=False,
+            )  # fmt: skip
+            pipe.hincrby(keys.state(name), "n:enqueued", 1)
+            pipe.hsetnx(keys.state(name), "waiting_since", now)
+            failed = [reply for reply in pipe.execute(raise_on_error=False) if _failed(reply)]
+        except redis.RedisError as error:
+            failed = [error]
+        if failed:
+            logger.warning(
+                "periodiq: entry %r run %s was sent but not recorded: %s", name, task_id, failed[0]
+            )
+
+    def is_declared(self, name: str) -> bool:
+        """Whether ``name`` was declared in code or in beat_schedule (the declared set)."""
+        return bool(self.client.sismember(self.keys.declared, name))
 
     def beats(self) -> list[BeatInfo]:
         """Beats whose heartbeat has not expired."""
@@ -301,6 +364,18 @@ class Store:
                 )
             )
         return beats
+
+
+def _failed(reply: object) -> bool:
+    return isinstance(reply, Exception)
+
+
+def _damage(expected: list[tuple[str, str]], found: list[Any]) -> str | None:
+    """Why an entry's keys cannot be used (as lua/_common.lua's damaged()), or None."""
+    for (key, kind), actual in zip(expected, found, strict=True):
+        if isinstance(actual, str) and actual not in ("none", kind):
+            return f"key {key} holds a {actual}, not a {kind}"
+    return None
 
 
 def _read(definition: str) -> tuple[Entry | None, str | None]:

@@ -32,8 +32,8 @@ from celery_periodiq.plan import to_ms
 
 TASK = "proj.tasks.report"
 START = datetime(2090, 1, 1, tzinfo=UTC)
-ENTRIES = "{periodiq}:entries"
-DUE = "{periodiq}:due"
+ENTRIES = "{periodiq:t}:entries"
+DUE = "{periodiq:t}:due"
 
 Snapshot = dict[Any, tuple[Any, Any, bool]]
 
@@ -161,7 +161,7 @@ def test_add_announces_the_entry_on_the_changes_channel(
     api: Periodiq, redis_client: redis.Redis
 ) -> None:
     listener = redis_client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
-    listener.subscribe("{periodiq}:changes")
+    listener.subscribe("{periodiq:t}:changes")
     listener.get_message(timeout=5)  # the subscribe confirmation
 
     api.add("report", TASK, every=60, start_at=START)
@@ -252,12 +252,12 @@ def test_update_moves_the_entry_in_the_due_set(api: Periodiq, redis_client: redi
 
 def test_update_keeps_counters_and_history(api: Periodiq, redis_client: redis.Redis) -> None:
     api.add("report", TASK, every=60, start_at=START)
-    redis_client.hincrby("{periodiq}:state:report", "n:enqueued", 3)  # as the beat's ack does
+    redis_client.hincrby("{periodiq:t}:state:report", "n:enqueued", 3)  # as the beat's ack does
     task_id = api.trigger("report")
 
     stored = api.update("report", kwargs={"region": "us"})
 
-    assert stored.counters == {"enqueued": 3}
+    assert stored.counters == {"enqueued": 4}  # 3 from the beat, 1 from trigger()
     assert [event.task_id for event in api.history("report")] == [task_id]
     assert stored.version == 2
 
@@ -312,7 +312,7 @@ def test_delete_removes_the_entry_and_everything_stored_about_it(
     with pytest.raises(EntryNotFoundError):
         populated.get("report")
     assert not [key for key in redis_client.scan_iter() if key.endswith(":report")]
-    assert redis_client.smembers("{periodiq}:owner:team") == {"sync"}
+    assert redis_client.smembers("{periodiq:t}:owner:team") == {"sync"}
     assert redis_client.zscore(DUE, "report") is None
 
 
@@ -376,7 +376,10 @@ def test_history_is_newest_first_and_limited(api: Periodiq) -> None:
 def test_history_with_failures_only_shows_failed_and_timeboxed_runs(api: Periodiq) -> None:
     api.add("report", TASK, every=60, start_at=START)
     for kind in ("started", "failed", "succeeded", "timeboxed", "dropped"):
-        api.store.record("report", kind, task_id=f"run-{kind}")
+        # as begin.lua and finish.lua write them
+        api.store.client.xadd(
+            api.store.keys.history("report"), {"kind": kind, "task_id": f"run-{kind}"}
+        )
 
     events = api.history("report", failures_only=True)
 
@@ -693,7 +696,7 @@ def test_an_unreadable_entry_can_be_deleted(api: Periodiq, redis_client: redis.R
 def test_garbage_in_one_entrys_state_does_not_stop_list(
     populated: Periodiq, redis_client: redis.Redis
 ) -> None:
-    redis_client.hset("{periodiq}:state:report", "next", "soon")
+    redis_client.hset("{periodiq:t}:state:report", "next", "soon")
 
     listed = populated.list()
 

@@ -262,7 +262,7 @@ def test_show_json_adds_definition_effective_policy_upcoming_and_history(
 
 
 def test_show_marks_a_saved_checkpoint(populated: Periodiq) -> None:
-    populated.store.client.set("{periodiq}:checkpoint:report", json.dumps({"page": 3}))
+    populated.store.client.set("{periodiq:cli-test}:checkpoint:report", json.dumps({"page": 3}))
 
     result = cli(populated.app, "show", "report")
 
@@ -555,7 +555,7 @@ def test_doctor_passes_with_a_live_beat_and_a_reachable_broker(api: Periodiq) ->
 def test_doctor_fails_without_a_beat_and_with_a_quarantined_entry(
     api: Periodiq, redis_client: redis.Redis
 ) -> None:
-    redis_client.hset("{periodiq}:entries", "broken", "{not json")
+    redis_client.hset("{periodiq:cli-test}:entries", "broken", "{not json")
 
     result = cli(api.app, "doctor", "--json")
 
@@ -667,7 +667,7 @@ def test_an_unreachable_redis_is_one_line_and_exit_code_4(offline: Celery, args:
 
     assert result.exit_code == 4
     assert re.fullmatch(
-        r"Error: Redis at redis://127\.0\.0\.1:\d+/0 failed: .*Connection refused\.",
+        r"Error: Redis at redis://127\.0\.0\.1:\d+/0 is unreachable: .*Connection refused\.",
         one_error_line(result),
     )
 
@@ -713,7 +713,7 @@ def test_colour_marks_states_and_outcomes_and_leaves_unknown_kinds_plain() -> No
 def test_a_quarantined_entry_cannot_be_steered_only_shown_paused_or_deleted(
     api: Periodiq, redis_client: redis.Redis, args: list[str]
 ) -> None:
-    redis_client.hset("{periodiq}:entries", "broken", '{"name": "broken"}')
+    redis_client.hset("{periodiq:cli-test}:entries", "broken", '{"name": "broken"}')
 
     result = cli(api.app, *args)
 
@@ -724,7 +724,7 @@ def test_a_quarantined_entry_cannot_be_steered_only_shown_paused_or_deleted(
 def test_show_json_of_a_quarantined_entry_gives_the_stored_text(
     api: Periodiq, redis_client: redis.Redis
 ) -> None:
-    redis_client.hset("{periodiq}:entries", "broken", "{not json")
+    redis_client.hset("{periodiq:cli-test}:entries", "broken", "{not json")
 
     shown = json.loads(cli(api.app, "show", "broken", "--json").stdout)
 

@@ -11,6 +11,8 @@
 -- A retry of a run that already began (retries > 0) skips 1-3 and keeps its marker.
 -- An entry that no longer exists gets no writes: a message published for it is refused
 -- ("deleted"); a plain call of a declared task whose entry is not stored runs unguarded.
+-- An entry whose keys hold the wrong type cannot be guarded: it is quarantined and the
+-- run refused ("damaged"), with no other write.
 --
 -- KEYS[1] state    hash    <tag>:state:<name>   (last_run, last_status, counters n:*)
 -- KEYS[2] running  string  <tag>:running:<name> (task id, TTL)
@@ -18,6 +20,9 @@
 -- KEYS[4] started  zset    <tag>:started:<name> (nominal tick ms -> same; the newest 256)
 -- KEYS[5] history  stream  <tag>:history:<name>
 -- KEYS[6] entries  hash    <tag>:entries (name -> definition)
+-- KEYS[7] quarantine hash  <tag>:quarantine (name -> why)
+-- KEYS[8] due      zset    <tag>:due (name -> due instant)
+-- KEYS[9] checkpoint string <tag>:checkpoint:<name> (its type is checked)
 -- ARGV[1] task id
 -- ARGV[2] tick: nominal instant (ms), or "" for a manual run (no tolerance drop)
 -- ARGV[3] min_gap (ms): interval - tolerance, or 0
@@ -31,41 +36,45 @@
 -- ARGV[11] "1" if the message came from the beat or trigger() (the entry must exist)
 -- ARGV[12] the message's expiry (ms), or ""
 --
--- Returns {outcome, now_ms, last_run_ms or -1} where outcome is "started",
+-- Returns {outcome, now_ms, last_run_ms or -1, note} where outcome is "started",
 -- "resumed" (a retry), "duplicate", "dropped_too_soon", "skipped_overlap",
--- "expired", "deleted" or "unguarded".
+-- "expired", "deleted", "damaged" or "unguarded", and note says why a run was refused.
+-- Every outcome but deleted, damaged and unguarded clears the state's waiting_since:
+-- a worker consumed the entry's message.
 
 local state, running, queued, started, history = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local task_id, tick, min_gap, overlap = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
 local ttl, retries, host, keep = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7], tonumber(ARGV[8])
 
-local now
-if ARGV[9] ~= '' then
-  now = tonumber(ARGV[9])
-else
-  local clock = redis.call('TIME')
-  now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
-end
+local now = clock_ms(ARGV[9])
 if redis.call('HEXISTS', KEYS[6], ARGV[10]) == 0 then
-  if ARGV[11] == '1' then return {'deleted', now, -1} end
-  return {'unguarded', now, -1}
+  if ARGV[11] == '1' then return {'deleted', now, -1, ''} end
+  return {'unguarded', now, -1, ''}
+end
+local problem = damaged({state, 'hash', running, 'string', queued, 'string', started, 'zset',
+  history, 'stream', KEYS[9], 'string'})
+if problem then
+  redis.call('HSET', KEYS[7], ARGV[10], problem)
+  redis.call('ZREM', KEYS[8], ARGV[10])
+  return {'damaged', now, -1, problem}
 end
 local last = tonumber(redis.call('HGET', state, 'last_run') or '')
 
 if redis.call('GET', queued) == task_id then redis.call('DEL', queued) end
+redis.call('HDEL', state, 'waiting_since')
 
 local function refuse(outcome, note)
   redis.call('HINCRBY', state, 'n:' .. outcome, 1)
   redis.call('XADD', history, 'MAXLEN', keep, '*', 'kind', outcome, 'at', now,
     'tick', tick, 'task_id', task_id, 'host', host, 'note', note)
-  return {outcome, now, last or -1}
+  return {outcome, now, last or -1, note}
 end
 
 if retries > 0 then
   redis.call('SET', running, task_id, 'PX', ttl)
   redis.call('XADD', history, 'MAXLEN', keep, '*', 'kind', 'retry', 'at', now,
     'tick', tick, 'task_id', task_id, 'host', host, 'note', 'attempt ' .. (retries + 1))
-  return {'resumed', now, last or -1}
+  return {'resumed', now, last or -1, ''}
 end
 if ARGV[12] ~= '' and now > tonumber(ARGV[12]) then
   return refuse('expired', 'waited past its expiry, ' .. (now - tonumber(ARGV[12])) .. ' ms ago')
@@ -92,4 +101,4 @@ if tick ~= '' then
 end
 redis.call('XADD', history, 'MAXLEN', keep, '*', 'kind', 'started', 'at', now,
   'tick', tick, 'task_id', task_id, 'host', host)
-return {'started', now, last or -1}
+return {'started', now, last or -1, ''}

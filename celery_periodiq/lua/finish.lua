@@ -7,6 +7,8 @@
 -- KEYS[2] running  string  <tag>:running:<name>
 -- KEYS[3] history  stream  <tag>:history:<name>
 -- KEYS[4] entries  hash    <tag>:entries (name -> definition)
+-- KEYS[5] quarantine hash  <tag>:quarantine (name -> why)
+-- KEYS[6] due      zset    <tag>:due (name -> due instant)
 -- ARGV[1] task id
 -- ARGV[2] tick (ms) or ""
 -- ARGV[3] outcome: "succeeded", "failed", "timeboxed", "revoked" or "retrying"
@@ -20,21 +22,21 @@
 -- ARGV[10] now (ms) instead of the server clock, or ""
 -- ARGV[11] entry name: nothing is written for an entry that no longer exists
 --
--- Returns the number of markers cleared (0 or 1).
+-- Returns the number of markers cleared (0 or 1). Nothing is written for an entry whose
+-- keys hold the wrong type: it is quarantined instead.
 
 local state, running, history = KEYS[1], KEYS[2], KEYS[3]
 local task_id, tick, outcome, err = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local duration, host, keep, kind = ARGV[5], ARGV[6], tonumber(ARGV[7]), ARGV[8]
 
-local now
-if ARGV[10] ~= '' then
-  now = tonumber(ARGV[10])
-else
-  local clock = redis.call('TIME')
-  now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
-end
-
+local now = clock_ms(ARGV[10])
 if redis.call('HEXISTS', KEYS[4], ARGV[11]) == 0 then return 0 end
+local problem = damaged({state, 'hash', running, 'string', history, 'stream'})
+if problem then
+  redis.call('HSET', KEYS[5], ARGV[11], problem)
+  redis.call('ZREM', KEYS[6], ARGV[11])
+  return 0
+end
 local cleared = 0
 local holder = redis.call('GET', running)
 if kind == '1' or (kind == '2' and holder == task_id) then

@@ -4,16 +4,21 @@
 -- Per entry the mode decides what may happen:
 --   add        fail if the name exists
 --   update     fail if the name does not exist
---   reconcile  create, or replace if the stored digest differs; never replace
---              an entry whose source is "runtime" (those belong to the API)
+--   reconcile  create, or replace if the stored digest differs or the entry is
+--              quarantined; never replace an entry whose source is "runtime"
+--              (those belong to the API)
 -- A replaced entry gets a new version and its next tick computed afresh
--- (by the caller); its run state, counters and history are kept.
+-- (by the caller); its run state, counters and history are kept. Writing an
+-- entry repairs it: keys of the wrong type are deleted and its quarantine is
+-- lifted. An entry created by "add" starts clean: keys left behind by a definition
+-- that vanished outside periodiq are deleted.
 --
--- KEYS[1] entries  hash  entry name -> definition JSON
--- KEYS[2] due      zset  entry name -> due instant (ms)
--- KEYS[3] declared set   names of the entries declared in code or config (reconciliation
---                        compares with it instead of reading every definition)
--- KEYS[4] events   hash  entry name -> "reboot" or "shutdown", for cluster-event entries
+-- KEYS[1] entries     hash  entry name -> definition JSON
+-- KEYS[2] due         zset  entry name -> due instant (ms)
+-- KEYS[3] declared    set   names of the entries declared in code or config (reconciliation
+--                           compares with it instead of reading every definition)
+-- KEYS[4] events      hash  entry name -> "reboot" or "shutdown", for cluster-event entries
+-- KEYS[5] quarantine  hash  entry name -> why it is quarantined
 -- ARGV[1] key tag; ARGV[2] changes channel; ARGV[3] mode
 -- ARGV[4..] one JSON object per entry:
 --   name, definition (JSON text), digest, owner (or null), source,
@@ -25,24 +30,18 @@
 -- "exists" (add on an existing name), "missing" (update on an unknown name),
 -- or "runtime" (reconcile met a runtime entry of that name).
 --
--- Touches per entry: <tag>:state:<name> (version, digest, next, created),
--- <tag>:owner:<owner> (set of names). Publishes once on the changes channel if
--- anything changed: the entry's name, or "<n> entries".
+-- Touches per entry: every key of the entry (types; wrong ones deleted),
+-- <tag>:state:<name> (version, digest, next, created), <tag>:owner:<owner> (set of
+-- names). Publishes once on the changes channel if anything changed: the entry's
+-- name, or "<n> entries".
 
 local entries, due, declared, events = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local quarantine = KEYS[5]
 local tag, channel, mode = ARGV[1], ARGV[2], ARGV[3]
 local changed, last_changed = 0, nil
 
-local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local now = clock_ms('')
 local out = {}
-
--- Stored JSON may be garbage written by someone else: read it defensively.
-local function decoded(definition)
-  local readable, value = pcall(cjson.decode, definition)
-  if readable and type(value) == 'table' then return value end
-  return {}
-end
 
 local function owner_of(definition)
   local owner = decoded(definition).owner
@@ -50,9 +49,15 @@ local function owner_of(definition)
   return owner
 end
 
+local function stored_digest(name, keys)
+  if damaged(keys) or redis.call('HEXISTS', quarantine, name) == 1 then return nil end
+  return redis.call('HGET', keys[1], 'digest')
+end
+
 for i = 4, #ARGV do
   local e = cjson.decode(ARGV[i])
-  local state = tag .. ':state:' .. e.name
+  local keys = entry_keys(tag, e.name)
+  local state = keys[1]
   local old = redis.call('HGET', entries, e.name)
   local status
   if old and mode == 'add' then
@@ -61,19 +66,25 @@ for i = 4, #ARGV do
     status = 'missing'
   elseif old and mode == 'reconcile' and decoded(old).source == 'runtime' then
     status = 'runtime'
-  elseif old and mode == 'reconcile' and redis.call('HGET', state, 'digest') == e.digest then
+  elseif old and mode == 'reconcile' and stored_digest(e.name, keys) == e.digest then
     status = 'unchanged'
   else
     status = old and 'replaced' or 'created'
     if old then
       local previous = owner_of(old)
-      if previous then redis.call('SREM', tag .. ':owner:' .. previous, e.name) end
+      if previous then redis.call('SREM', usable_set(tag .. ':owner:' .. previous), e.name) end
+      repair(keys)
+    elseif mode == 'add' then
+      for k = 1, #keys, 2 do redis.call('DEL', keys[k]) end
+    else
+      repair(keys)  -- a declared entry written again keeps what is left of its state
     end
     local owner = e.owner
     if owner ~= nil and owner ~= cjson.null then
-      redis.call('SADD', tag .. ':owner:' .. owner, e.name)
+      redis.call('SADD', usable_set(tag .. ':owner:' .. owner), e.name)
     end
     redis.call('HSET', entries, e.name, e.definition)
+    redis.call('HDEL', quarantine, e.name)
     if type(e.event) == 'string' then
       redis.call('HSET', events, e.name, e.event)
     else
@@ -87,7 +98,6 @@ for i = 4, #ARGV do
     redis.call('HINCRBY', state, 'version', 1)
     redis.call('HSET', state, 'digest', e.digest, 'updated', now)
     redis.call('HSETNX', state, 'created', now)
-    redis.call('HDEL', state, 'quarantined')
     local paused = redis.call('HGET', state, 'paused') == '1'
     if e.schedule and not paused and e.next ~= nil and e.next ~= cjson.null then
       redis.call('HSET', state, 'next', e.next)
