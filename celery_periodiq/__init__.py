@@ -7,11 +7,13 @@ from celery_periodiq.decorators import periodic
 from celery_periodiq.errors import (
     BrokerUnavailableError,
     ConfigurationError,
+    DeclaredEntryError,
     EntryError,
     EntryExistsError,
     EntryNotFoundError,
     PeriodiqError,
     ScheduleError,
+    StoreRefusedError,
     StoreUnavailableError,
 )
 from celery_periodiq.scheduler import Scheduler
@@ -25,6 +27,7 @@ __all__ = [
     "BeatInfo",
     "BrokerUnavailableError",
     "ConfigurationError",
+    "DeclaredEntryError",
     "EntryError",
     "EntryExistsError",
     "EntryNotFoundError",
@@ -36,6 +39,7 @@ __all__ = [
     "Schedule",
     "ScheduleError",
     "Scheduler",
+    "StoreRefusedError",
     "StoreUnavailableError",
     "StoredEntry",
     "__version__",

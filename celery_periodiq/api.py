@@ -36,12 +36,17 @@ from celery_periodiq.plan import from_ms, next_tick, to_ms
 from celery_periodiq.policy import Defaults
 from celery_periodiq.publish import send
 from celery_periodiq.store import BeatInfo, Event, Store, StoredEntry, wrong_type
+from celery_periodiq.task import PeriodicTask
 
 __all__ = ["FAILURE_KINDS", "Check", "Periodiq", "periodiq"]
 
 FAILURE_KINDS = frozenset({"failed", "timeboxed"})
 MIN_REDIS = (6, 2)
 """The oldest Redis the Lua scripts run on."""
+WAITING_INTERVALS = 3
+WAITING_FLOOR = 10.0
+"""A sent run that no worker started within this many intervals (and at least this many
+seconds) makes :meth:`Periodiq.diagnose` warn."""
 CLOCK_WARN = 1.0
 CLOCK_FAIL = 10.0
 """Seconds between this host's clock and Redis's that :meth:`Periodiq.diagnose` warns / fails at."""
@@ -118,6 +123,21 @@ class Check:
     """One sentence: what was found, and for a problem what it means."""
 
 
+def _some(names: list[str], shown: int = 5) -> str:
+    """``a, b, c`` or ``a, b, c and 7 more``: a list that stays one readable line."""
+    more = len(names) - shown
+    return ", ".join(names[:shown]) + (f" and {more} more" if more > 0 else "")
+
+
+def _check_entries(stored: list[StoredEntry]) -> Check:
+    bad = [f"{item.name} ({item.invalid})" for item in stored if item.invalid]
+    if bad:
+        noun = "entry is" if len(bad) == 1 else "entries are"
+        return Check("entries", "fail", f"{len(bad)} {noun} quarantined: {_some(bad, 3)}")
+    noun = "entry" if len(stored) == 1 else "entries"
+    return Check("entries", "ok", f"{len(stored)} {noun}, none quarantined")
+
+
 def _version(text: str) -> tuple[int, ...]:
     parts = []
     for part in text.split(".")[:2]:
@@ -154,13 +174,28 @@ class Periodiq:
         return stored.entry
 
     def _may_change(self, name: str, entry: Entry | None, force: bool, verb: str) -> None:
-        declared = entry.source != "runtime" if entry is not None else self.store.is_declared(name)
-        if declared and not force:
-            where = "beat_schedule" if entry is not None and entry.source == "config" else "code"
+        where = self._declared_in(name, entry)
+        if where is not None and not force:
             raise DeclaredEntryError(
                 f"entry {name!r} is declared in {where}: the next deploy (a beat starting) "
                 f"restores its declaration; to {verb} it anyway pass force=True (--force)"
             )
+
+    def _declared_in(self, name: str, entry: Entry | None) -> str | None:
+        if entry is None:
+            return "code or beat_schedule" if self.store.is_declared(name) else None
+        return {"code": "code", "config": "beat_schedule"}.get(entry.source)
+
+    def declared_in(self, name: str) -> str | None:
+        """Where the entry is declared (``"code"``, ``"beat_schedule"``), or None for a
+        runtime entry: a declared entry's definition belongs to the deploy, which
+        restores it when a beat starts.
+
+        Raises:
+            EntryNotFoundError: no entry has that name.
+        """
+        with self._guard():
+            return self._declared_in(name, self._stored(name).entry)
 
     def _check_task(self, task: str) -> None:
         """Log once per task name when the app does not know it (a typo, or a task that
@@ -403,19 +438,35 @@ class Periodiq:
 
         In order: Redis reachable and at least 6.2, the Lua scripts load, at
         least one live beat, this host's clock against Redis's, the broker
-        reachable, no quarantined entries.
+        reachable, no quarantined entries, every entry's task known to the app,
+        and no entry whose sent runs no worker started for several intervals.
         """
         first = self._check_redis()
         if first.status == "fail":
             unchecked = [
                 Check(name, "skip", "not checked: Redis is unreachable")
-                for name in ("scripts", "beats", "clock", "entries")
+                for name in ("scripts", "beats", "clock", "entries", "tasks", "runs")
             ]
-            return [first, *unchecked[:3], self._check_broker(), unchecked[3]]
-        return [
+            return [first, *unchecked[:3], self._check_broker(), *unchecked[3:]]
+        checks = [
             first, self._check_scripts(), self._check_beats(), self._check_clock(),
-            self._check_broker(), self._check_entries(),
+            self._check_broker(),
         ]  # fmt: skip
+        try:
+            stored = self.store.load()
+            now_ms = self.store.now_ms()
+        except redis.RedisError as error:
+            problem = f"cannot read the entries: {error}"
+            return [
+                *checks,
+                *(Check(name, "fail", problem) for name in ("entries", "tasks", "runs")),
+            ]
+        return [
+            *checks,
+            _check_entries(stored),
+            self._check_tasks(stored),
+            self._check_runs(stored, now_ms),
+        ]
 
     def _check_redis(self) -> Check:
         url = redacted(self.settings.redis_url)
@@ -471,17 +522,65 @@ class Periodiq:
             return Check("broker", "fail", f"cannot reach the broker: {error}")
         return Check("broker", "ok", f"broker reachable at {where}")
 
-    def _check_entries(self) -> Check:
+    def _tasks(self) -> dict[str, Any] | None:
+        """The app's tasks by name, with its configured modules imported; None when the
+        app cannot list them here."""
         try:
-            stored = self.store.load()
-        except redis.RedisError as error:
-            return Check("entries", "fail", f"cannot read the entries: {error}")
-        bad = [item.name for item in stored if item.invalid]
-        if bad:
-            noun = "entry is" if len(bad) == 1 else "entries are"
-            return Check("entries", "fail", f"{len(bad)} {noun} quarantined: {', '.join(bad)}")
-        noun = "entry" if len(stored) == 1 else "entries"
-        return Check("entries", "ok", f"{len(stored)} {noun}, none quarantined")
+            self.app.loader.import_default_modules()
+            return dict(self.app.tasks)
+        except Exception:  # an app that cannot import its modules here: nothing to compare
+            return None
+
+    def _check_tasks(self, stored: list[StoredEntry]) -> Check:
+        tasks = self._tasks()
+        if tasks is None:
+            return Check("tasks", "skip", "not checked: the app's tasks could not be imported")
+        unknown = sorted(
+            f"{item.name} ({item.entry.task})"
+            for item in stored
+            if item.entry is not None and item.entry.task not in tasks
+        )
+        if unknown:
+            return Check(
+                "tasks", "warn",
+                f"app {self.app.main!r} does not know the task of {_some(unknown)}: a typo, or a "
+                "task only the workers' code defines (runs of a task no worker knows fail)",
+            )  # fmt: skip
+        return Check("tasks", "ok", "every entry's task is registered in the app")
+
+    def _check_runs(self, stored: list[StoredEntry], now_ms: int) -> Check:
+        tasks = self._tasks() or {}
+        waiting, unguarded = [], []
+        for item in stored:
+            since = item.state.get("waiting_since")
+            if item.entry is None or not since or not since.isdigit():
+                continue
+            interval = policy.interval_at(item.entry.parsed_schedule(), from_ms(int(since)))
+            limit = max(WAITING_INTERVALS * (interval or 0.0), WAITING_FLOOR)
+            if (now_ms - int(since)) / 1000 <= limit:
+                continue
+            task = tasks.get(item.entry.task)
+            queue = item.entry.options.get("queue") or self.app.conf.task_default_queue
+            if task is not None and not isinstance(task, PeriodicTask):
+                unguarded.append(f"{item.name} ({item.entry.task})")
+            else:
+                waiting.append(f"{item.name} (queue {queue})")
+        if not waiting and not unguarded:
+            return Check("runs", "ok", "every entry's sent runs were started by a worker")
+        found = []
+        if waiting:
+            found.append(
+                f"runs of {_some(waiting)} were sent but no worker started one for "
+                f"{WAITING_INTERVALS} intervals: is a worker consuming that queue? is the task "
+                "a PeriodicTask (only those record that they started)?"
+            )
+        if unguarded:
+            found.append(
+                f"the tasks of {_some(unguarded)} are not PeriodicTasks: their runs are not "
+                "guarded, and periodiq cannot see them start (use @periodic or "
+                "base=PeriodicTask)"
+            )
+        return Check("runs", "warn", "; ".join(found))
 
     def beats(self) -> list[BeatInfo]:
         """The live beat instances."""

@@ -258,23 +258,42 @@ def run_command(ctx: click.Context, name: str) -> None:
     click.echo(f"Sent a run of {name} as task {task_id}.")
 
 
+_FORCE_HELP = (
+    "Also change an entry declared in code or beat_schedule (the next deploy, a beat "
+    "starting, restores its declaration)."
+)
+
+
+def _check_declared(api: Periodiq, name: str, force: bool, verb: str) -> None:
+    where = api.declared_in(name)
+    if where is not None and not force:
+        fail(
+            f"entry {name!r} is declared in {where}: the next deploy (a beat starting) "
+            f"restores it; pass --force to {verb} it anyway"
+        )
+
+
 @periodiq.command("delete")
 @click.argument("name", required=False)
 @click.option("--owner", metavar="TAG", help="Delete every entry with this owner tag instead.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--force", is_flag=True, help=_FORCE_HELP)
 @click.pass_context
 @handled
-def delete_command(ctx: click.Context, name: str | None, owner: str | None, yes: bool) -> None:
+def delete_command(
+    ctx: click.Context, name: str | None, owner: str | None, yes: bool, force: bool
+) -> None:
     """Delete an entry, or every entry of an owner.
 
     Delete the entry NAME, or with --owner every entry tagged TAG; state,
-    history and checkpoints go with them. Asks first unless --yes.
+    history and checkpoints go with them. Asks first unless --yes. A damaged
+    entry (quarantined) is deleted whole, whatever is wrong with its keys.
     """
     api = api_of(ctx)
     if name is not None and owner is None:
-        api.get(name)  # an unknown name fails before the question
+        _check_declared(api, name, force, "delete")  # an unknown name fails here too
         confirm(f"Delete entry {name!r} with its state and history?", yes)
-        api.delete(name)
+        api.delete(name, force=True)
         click.echo(f"Deleted {name}.")
     elif owner is not None and name is None:
         names = [stored.name for stored in api.list(owner=owner)]
@@ -311,19 +330,22 @@ def add_command(ctx: click.Context, /, name: str, task: str, **options: Any) -> 
 @click.argument("name")
 @click.option("--task", metavar="TASK", help="Run this task instead.")
 @entry_options
+@click.option("--force", is_flag=True, help=_FORCE_HELP)
 @click.pass_context
 @handled
-def update_command(ctx: click.Context, /, name: str, **options: Any) -> None:
+def update_command(ctx: click.Context, /, name: str, force: bool, **options: Any) -> None:
     """Change an entry's schedule, message or policy.
 
     Only the options given change. Its next run is computed afresh; its
-    state, counters and history are kept.
+    state, counters and history are kept. Updating a damaged entry
+    (quarantined because a key holds the wrong type) repairs it.
     """
     if not entry_changes(ctx, options, None):  # checked before Redis is asked anything
         fail("nothing to change: give at least one option")
     api = api_of(ctx)
+    _check_declared(api, name, force, "update")
     changes = entry_changes(ctx, options, api.get(name).entry)
-    _saved(api, "Updated", api.update(name, **changes))
+    _saved(api, "Updated", api.update(name, force=True, **changes))
 
 
 def _next_run(stored: StoredEntry, now: datetime) -> str:

@@ -66,7 +66,7 @@ _HINTS = {
     "redis": "check periodiq_redis_url (or broker_url) and that Redis runs",
     "beats": "start one: celery -A PROJ beat -S periodiq",
     "broker": "check broker_url and that the broker runs",
-    "entries": "see `periodiq show NAME`; fix it with `periodiq update` or `periodiq delete`",
+    "entries": "see `periodiq show NAME`; `periodiq update` or `periodiq delete` repairs it",
 }
 
 

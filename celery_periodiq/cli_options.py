@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import math
 from collections.abc import Callable
 from datetime import datetime
@@ -28,28 +29,34 @@ from celery_periodiq.errors import (
     EntryNotFoundError,
     PeriodiqError,
     ScheduleError,
+    StoreRefusedError,
     StoreUnavailableError,
 )
 from celery_periodiq.schedules.interval import parse_duration
 from celery_periodiq.schedules.zones import zone
 
 __all__ = [
-    "EXIT_CODES", "EXIT_EXISTS", "EXIT_NOT_FOUND", "EXIT_PROBLEM", "EXIT_UNAVAILABLE",
+    "EXIT_CODES", "EXIT_EXISTS", "EXIT_NOT_FOUND", "EXIT_PROBLEM", "EXIT_REFUSED",
+    "EXIT_UNAVAILABLE",
     "EXIT_USAGE", "CliError", "Command", "Group", "Instant", "api_of", "aware", "confirm",
     "entry_changes", "entry_options", "fail", "handled", "json_option", "now_option",
     "print_json",
 ]  # fmt: skip
 
-EXIT_PROBLEM, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_UNAVAILABLE, EXIT_EXISTS = 1, 2, 3, 4, 5
+EXIT_PROBLEM, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_UNAVAILABLE, EXIT_EXISTS, EXIT_REFUSED = (
+    1, 2, 3, 4, 5, 6,
+)  # fmt: skip
 EXIT_CODES = """\b
 Exit codes:
   0  success
   1  doctor found a problem, or a confirmation was declined
   2  bad usage or input: option, schedule, JSON, time, time zone, setting,
-     or an entry that is quarantined
+     an entry that is quarantined, or a declared entry changed without --force
   3  no entry with that name (or no entry with that owner)
   4  Redis or the broker is unreachable
-  5  an entry with that name already exists"""
+  5  an entry with that name already exists
+  6  Redis refused a command (a key holds data periodiq did not write, no
+     permission, out of memory)"""
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -371,11 +378,24 @@ def entry_changes(
 # running a command
 
 
+class _Warnings(logging.Handler):
+    """Print what the API logs at WARNING during a command as ``Warning: ...`` lines."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage().removeprefix("periodiq: ")
+        click.echo(f"Warning: {message}", err=True)
+
+
 def handled(function: F) -> F:
-    """Turn the API's exceptions into one-line errors with their exit codes."""
+    """Turn the API's exceptions into one-line errors with their exit codes, and its
+    logged warnings into ``Warning:`` lines on stderr."""
 
     @functools.wraps(function)
     def run(*args: Any, **kwargs: Any) -> Any:
+        warnings = _Warnings(logging.WARNING)
+        package = logging.getLogger("celery_periodiq")
+        package.addHandler(warnings)
+        propagate, package.propagate = package.propagate, False
         try:
             return function(*args, **kwargs)
         except click.ClickException:
@@ -386,12 +406,19 @@ def handled(function: F) -> F:
             raise CliError(str(error), EXIT_EXISTS) from None
         except (StoreUnavailableError, BrokerUnavailableError) as error:
             raise CliError(str(error), EXIT_UNAVAILABLE) from None
+        except StoreRefusedError as error:
+            raise CliError(str(error), EXIT_REFUSED) from None
+        except redis.ResponseError as error:
+            raise CliError(f"Redis refused a command: {error}", EXIT_REFUSED) from None
         except redis.RedisError as error:
-            raise CliError(f"Redis failed: {error}", EXIT_UNAVAILABLE) from None
+            raise CliError(f"Redis is unreachable: {error}", EXIT_UNAVAILABLE) from None
         except OperationalError as error:
             raise CliError(f"the broker is unreachable: {error}", EXIT_UNAVAILABLE) from None
         except PeriodiqError as error:
             raise CliError(str(error), EXIT_USAGE) from None
+        finally:
+            package.removeHandler(warnings)
+            package.propagate = propagate
 
     return run  # type: ignore[return-value]
 

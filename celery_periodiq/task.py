@@ -27,7 +27,7 @@ from celery.signals import task_revoked
 from celery_periodiq import policy
 from celery_periodiq.checkpoint import Checkpoint
 from celery_periodiq.errors import PeriodiqError
-from celery_periodiq.plan import from_ms
+from celery_periodiq.plan import from_ms, tick_text
 from celery_periodiq.publish import (
     HEADER_ENTRY,
     HEADER_EXPIRES,
@@ -190,11 +190,12 @@ class PeriodicTask(Task):  # type: ignore[type-arg]
             raise Ignore() from error
         if not admission.runs:
             logger.warning(
-                "periodiq: entry %r tick %s run %s %s",
+                "periodiq: entry %r tick %s run %s %s%s",
                 entry,
-                start.tick_ms,
+                "manual" if start.tick_ms is None else tick_text(start.tick_ms),
                 start.task_id,
                 admission.outcome,
+                f": {admission.note}" if admission.note else "",
             )
             raise Ignore()
         if not admission.guarded:  # a declared task whose entry is not stored (yet)

@@ -565,9 +565,9 @@ def test_doctor_fails_without_a_beat_and_with_a_quarantined_entry(
     statuses = {check["name"]: check["status"] for check in report["checks"]}
     assert statuses == {
         "redis": "ok", "scripts": "ok", "beats": "fail", "clock": "ok", "broker": "ok",
-        "entries": "fail",
+        "entries": "fail", "tasks": "ok", "runs": "ok",
     }  # fmt: skip
-    assert "quarantined: broken" in report["checks"][-1]["detail"]
+    assert "quarantined: broken (entry data is not JSON" in report["checks"][5]["detail"]
 
 
 def test_doctor_reports_an_unreachable_redis_and_skips_what_needs_it(offline: Celery) -> None:
@@ -578,7 +578,8 @@ def test_doctor_reports_an_unreachable_redis_and_skips_what_needs_it(offline: Ce
     assert lines[0].startswith("FAIL  redis     cannot reach Redis at redis://127.0.0.1:")
     assert "  → check periodiq_redis_url" in result.stdout
     assert [line.split()[:2] for line in lines if line.startswith("skip")] == [
-        ["skip", "scripts"], ["skip", "beats"], ["skip", "clock"], ["skip", "entries"]
+        ["skip", "scripts"], ["skip", "beats"], ["skip", "clock"], ["skip", "entries"],
+        ["skip", "tasks"], ["skip", "runs"],
     ]  # fmt: skip
     assert result.stdout.endswith("\n1 problem found.\n")
 

@@ -1,0 +1,378 @@
+"""One entry's damaged keys never hurt the others, and the damaged entry can be repaired.
+
+Each test damages one entry's keys in Redis the way another program could (a key
+of the wrong type, a deleted state, a deleted definition, garbage), runs the real
+Lua scripts through the beat's Dispatcher on an injected clock, and checks that the
+healthy entry's tick is published in the same pass, that the damaged one is
+quarantined or rebuilt with a reason, and that the API can show, update and delete
+it. Real processes are in tests/test_containment_processes.py.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import redis
+from celery import Celery
+
+from celery_periodiq import (
+    EntryError,
+    EntryNotFoundError,
+    Periodiq,
+    StoreRefusedError,
+    periodiq,
+)
+from celery_periodiq.dispatch import Dispatcher
+from celery_periodiq.plan import to_ms
+from celery_periodiq.scripts import RunStart
+from tests.test_cli import cli, one_error_line
+
+START = datetime(2026, 1, 1, tzinfo=UTC)
+FIRST = START + timedelta(seconds=60)  # the first tick of an every=60 entry anchored at START
+TASK = "proj.tasks.poll"
+
+
+class World:
+    """A schedule with a healthy and a victim entry, a beat's dispatcher, a Redis broker."""
+
+    def __init__(self, redis_url: str, broker_url: str) -> None:
+        self.app = Celery("contain", broker=broker_url, set_as_current=False)
+        self.app.conf.periodiq_redis_url = redis_url
+        self.api: Periodiq = periodiq(self.app)
+        self.store = self.api.store
+        self.keys = self.store.keys
+        self.client = self.store.client
+        self.broker = redis.Redis.from_url(broker_url, decode_responses=True)
+        self.dispatcher = Dispatcher(self.app, self.store, "test-beat", lambda: float("inf"))
+        for name in ("healthy", "victim"):
+            self.api.add(name, TASK, every=60, start_at=START)
+            # as if added before START: both are due at FIRST
+            self.store.put("update", [self.api.get(name).entry], now_ms=to_ms(START))  # type: ignore[list-item]
+
+    def run_beat(self, at: datetime) -> list[str]:
+        """One beat pass at ``at``; returns the entries whose ticks were published."""
+        self.dispatcher.dispatch(now_ms=to_ms(at))
+        sent = [json.loads(raw) for raw in self.broker.lrange("celery", 0, -1)]
+        self.broker.delete("celery")
+        return sorted(message["headers"]["periodiq_entry"] for message in sent)
+
+    def close(self) -> None:
+        self.broker.close()
+        self.client.close()
+
+
+@pytest.fixture
+def world(redis_url: str, broker_url: str) -> Iterator[World]:
+    running = World(redis_url, broker_url)
+    yield running
+    running.close()
+
+
+Damage = Callable[[World], None]
+
+
+def _wrong_type(kind: str) -> Damage:
+    def damage(world: World) -> None:
+        key = getattr(world.keys, kind)("victim")
+        world.client.delete(key)
+        world.client.rpush(key, "garbage")  # a list where periodiq keeps something else
+
+    return damage
+
+
+WRONG_TYPES = ["state", "running", "queued", "started", "history", "checkpoint"]
+
+
+@pytest.mark.parametrize("kind", WRONG_TYPES)
+def test_a_wrong_typed_key_quarantines_its_entry_and_the_others_fire_in_the_same_pass(
+    world: World, kind: str
+) -> None:
+    _wrong_type(kind)(world)
+
+    sent = world.run_beat(FIRST)
+
+    assert sent == ["healthy"]
+    victim = world.api.get("victim")
+    assert victim.status == "quarantined"
+    assert f"{getattr(world.keys, kind)('victim')} holds a list" in (victim.invalid or "")
+    assert world.client.hget(world.keys.quarantine, "victim") == victim.invalid
+    assert world.api.get("healthy").next_run == FIRST + timedelta(seconds=60)
+    assert world.run_beat(FIRST + timedelta(seconds=60)) == ["healthy"]  # and it stays out
+
+
+@pytest.mark.parametrize("kind", WRONG_TYPES)
+def test_list_shows_a_damaged_entry_before_any_beat_saw_it(world: World, kind: str) -> None:
+    _wrong_type(kind)(world)
+
+    listed = {stored.name: stored.status for stored in world.api.list()}
+
+    assert listed == {"healthy": "active", "victim": "quarantined"}
+
+
+def test_a_history_key_damaged_after_the_claim_never_publishes_the_tick_twice(
+    world: World,
+) -> None:
+    # The beat claims, publishes, then finds the history key of the wrong type when it
+    # settles: the claim must still be settled, or it is taken over after its lease and
+    # published again.
+    batch = world.store.scripts.claim("test-beat", 10, 2000, to_ms(FIRST))
+    _wrong_type("history")(world)
+    settlements = [
+        {"id": claim.id, "name": claim.name, "version": claim.version,
+         "next": to_ms(FIRST) + 60_000, "due": to_ms(FIRST) + 60_000,
+         "counts": {"enqueued": 1}, "events": [["enqueued", claim.nominal_ms, "t", 1, ""]]}
+        for claim in batch.claims
+    ]  # fmt: skip
+
+    settled = world.store.scripts.ack("test-beat", 100, settlements)
+
+    assert settled == 2
+    assert world.client.zcard(world.keys.inflight) == 0
+    after_lease = world.store.scripts.claim("other-beat", 10, 2000, to_ms(FIRST) + 5000)
+    assert after_lease.claims == []
+    assert world.api.get("victim").status == "quarantined"
+    assert world.api.get("healthy").counters == {"enqueued": 1}
+
+
+def test_a_deleted_state_is_rebuilt_and_its_tick_still_fires(world: World) -> None:
+    world.client.delete(world.keys.state("victim"))
+    assert world.api.get("victim").status == "active"  # not "ended": the beat rebuilds it
+
+    sent = world.run_beat(FIRST)
+
+    assert sent == ["healthy", "victim"]
+    victim = world.api.get("victim")
+    assert (victim.status, victim.next_run) == ("active", FIRST + timedelta(seconds=60))
+    kinds = [event.kind for event in world.api.history("victim")]
+    assert kinds[:2] == ["rebuilt", "enqueued"]
+
+
+def test_a_state_whose_next_tick_is_garbage_is_rebuilt(world: World) -> None:
+    world.client.hset(world.keys.state("victim"), "next", "soon")
+
+    assert world.run_beat(FIRST) == ["healthy", "victim"]
+    assert world.api.get("victim").next_run == FIRST + timedelta(seconds=60)
+
+
+def test_a_missing_state_at_an_instant_that_is_no_tick_is_scheduled_afresh(
+    world: World,
+) -> None:
+    # Someone moved the entry in the due set too: its due instant is no tick any more.
+    world.client.delete(world.keys.state("victim"))
+    world.client.zadd(world.keys.due, {"victim": to_ms(FIRST) - 7_000})
+
+    sent = world.run_beat(FIRST)
+
+    assert sent == ["healthy"]
+    victim = world.api.get("victim")
+    assert (victim.status, victim.next_run) == ("active", FIRST + timedelta(seconds=60))
+    assert world.run_beat(FIRST + timedelta(seconds=60)) == ["healthy", "victim"]
+
+
+def test_a_deleted_state_of_a_jittered_entry_keeps_its_tick(world: World) -> None:
+    entry = world.api.add("jittery", TASK, every=60, start_at=START, jitter=20).entry
+    assert entry is not None
+    world.store.put("update", [entry], now_ms=to_ms(START))
+    due = world.client.zscore(world.keys.due, "jittery")
+    world.client.delete(world.keys.state("jittery"))
+
+    world.run_beat(datetime.fromtimestamp(float(due or 0) / 1000, UTC))  # type: ignore[arg-type]
+
+    (enqueued,) = [e for e in world.api.history("jittery") if e.kind == "enqueued"]
+    assert enqueued.tick == FIRST
+
+
+def test_a_deleted_definition_is_reported_and_delete_removes_what_is_left(
+    world: World,
+) -> None:
+    world.client.hdel(world.keys.entries, "victim")
+
+    assert world.run_beat(FIRST) == ["healthy"]
+    victim = world.api.get("victim")
+    assert (victim.status, victim.entry) == ("quarantined", None)
+    assert "definition is missing" in (victim.invalid or "")
+
+    world.api.delete("victim")
+
+    assert world.client.keys("*victim*") == []
+    with pytest.raises(EntryNotFoundError):
+        world.api.get("victim")
+
+
+@pytest.mark.parametrize("kind", WRONG_TYPES)
+def test_delete_removes_an_entry_with_a_wrong_typed_key(world: World, kind: str) -> None:
+    _wrong_type(kind)(world)
+    world.run_beat(FIRST)
+
+    world.api.delete("victim")
+
+    assert world.client.keys("*victim*") == []
+    assert world.client.hlen(world.keys.quarantine) == 0
+
+
+@pytest.mark.parametrize("kind", WRONG_TYPES)
+def test_update_repairs_an_entry_with_a_wrong_typed_key(world: World, kind: str) -> None:
+    _wrong_type(kind)(world)
+    world.run_beat(FIRST)
+
+    repaired = world.api.update("victim", every=30)
+
+    assert (repaired.status, repaired.invalid) == ("active", None)
+    key = getattr(world.keys, kind)("victim")
+    assert world.client.type(key) in ("none", dict(world.keys.entry_keys("victim"))[key])
+    assert world.client.hlen(world.keys.quarantine) == 0
+    assert repaired.next_run is not None
+
+
+def test_pause_of_an_entry_whose_state_is_damaged_says_so_and_changes_nothing(
+    world: World,
+) -> None:
+    _wrong_type("state")(world)
+    before = world.client.lrange(world.keys.state("victim"), 0, -1)
+
+    with pytest.raises(EntryError, match=r"damaged.*holds a list.*update or delete repairs it"):
+        world.api.pause("victim", note="why")
+
+    assert world.client.lrange(world.keys.state("victim"), 0, -1) == before
+
+
+def test_show_and_history_work_on_an_entry_with_a_wrong_typed_history(world: World) -> None:
+    _wrong_type("history")(world)
+
+    assert world.api.history("victim") == []
+    assert world.api.get("victim").status == "quarantined"
+    assert [name for name, _ in world.api.failures()] == []
+
+
+def test_a_wrong_typed_shared_key_is_a_refused_command_not_an_unreachable_redis(
+    world: World,
+) -> None:
+    world.client.delete(world.keys.entries)
+    world.client.set(world.keys.entries, "garbage")
+
+    with pytest.raises(StoreRefusedError, match="refused a command: WRONGTYPE"):
+        world.api.list()
+
+
+def test_the_guard_refuses_a_run_of_a_damaged_entry_and_quarantines_it(
+    world: World,
+) -> None:
+    _wrong_type("started")(world)
+
+    admission = world.store.scripts.begin("victim", _run_start(to_ms(FIRST)), to_ms(FIRST))
+
+    assert (admission.outcome, admission.runs) == ("damaged", False)
+    assert "holds a list, not a zset" in admission.note
+    assert world.api.get("victim").status == "quarantined"
+    assert world.client.hget(world.keys.state("healthy"), "last_run") is None
+
+
+# The command line on damaged entries (click's runner against the same real Redis)
+
+
+def test_cli_list_and_show_work_on_a_damaged_entry_and_flag_it(world: World) -> None:
+    _wrong_type("history")(world)
+
+    listed = cli(world.app, "list", "--json")
+    shown = cli(world.app, "show", "victim", "--json")
+
+    assert (listed.exit_code, shown.exit_code) == (0, 0)
+    states = {item["name"]: (item["state"], item["problem"]) for item in json.loads(listed.stdout)}
+    assert states["healthy"] == ("active", None)
+    assert states["victim"][0] == "quarantined"
+    assert "history:victim holds a list, not a stream" in states["victim"][1]
+    assert json.loads(shown.stdout)["history"] == []
+
+
+def test_cli_delete_and_update_repair_a_damaged_entry(world: World) -> None:
+    _wrong_type("state")(world)
+
+    paused = cli(world.app, "pause", "victim")
+    updated = cli(world.app, "update", "victim", "--every", "30")
+
+    assert paused.exit_code == 2
+    assert "damaged" in paused.stderr
+    assert "unreachable" not in paused.stderr
+    assert updated.exit_code == 0, updated.output
+    assert world.api.get("victim").status == "active"
+    assert cli(world.app, "delete", "victim", "--yes").exit_code == 0
+    assert world.client.keys("*victim*") == []
+
+
+def test_cli_a_wrong_typed_shared_key_exits_6_not_4(world: World) -> None:
+    world.client.delete(world.keys.due)
+    world.client.set(world.keys.due, "garbage")
+
+    result = cli(world.app, "add", "new", TASK, "--every", "60")
+
+    assert result.exit_code == 6
+    assert "refused a command: WRONGTYPE" in one_error_line(result)
+
+
+def test_cli_update_and_delete_of_a_declared_entry_need_force(world: World) -> None:
+    declared = world.api.get("healthy").entry
+    assert declared is not None
+    world.store.put("reconcile", [declared.evolve(name="from-code", source="code")])
+
+    refused = cli(world.app, "delete", "from-code", "--yes")
+    not_updated = cli(world.app, "update", "from-code", "--every", "30")
+
+    assert (refused.exit_code, not_updated.exit_code) == (2, 2)
+    assert "declared in code: the next deploy (a beat starting) restores it; pass --force" in (
+        one_error_line(refused)
+    )
+    assert world.api.get("from-code").entry == declared.evolve(name="from-code", source="code")
+    assert cli(world.app, "update", "from-code", "--every", "30", "--force").exit_code == 0
+    assert cli(world.app, "delete", "from-code", "--yes", "--force").exit_code == 0
+    with pytest.raises(EntryNotFoundError):
+        world.api.get("from-code")
+
+
+def test_cli_add_warns_about_a_task_the_app_does_not_know(world: World) -> None:
+    @world.app.task(name="proj.tasks.known")
+    def known() -> None:
+        """A task the app knows."""
+
+    unknown = cli(world.app, "add", "typo", "proj.tasks.knwon", "--every", "60")
+    fine = cli(world.app, "add", "fine", "proj.tasks.known", "--every", "60")
+
+    assert unknown.exit_code == 0
+    assert "Warning: task 'proj.tasks.knwon' is not registered in app 'contain'" in (unknown.stderr)
+    assert (fine.exit_code, fine.stderr) == (0, "")
+
+
+def test_doctor_names_entries_whose_task_the_app_does_not_know(world: World) -> None:
+    checks = {check.name: check for check in world.api.diagnose()}
+
+    assert checks["tasks"].status == "warn"
+    assert "does not know the task of healthy (proj.tasks.poll), victim" in checks["tasks"].detail
+
+
+def test_doctor_names_entries_whose_runs_nobody_started(world: World) -> None:
+    # A sent run marks its entry as waiting until a worker's guard takes one (begin.lua).
+    world.run_beat(FIRST)
+    world.store.scripts.begin("healthy", _run_start(to_ms(FIRST)), now_ms=to_ms(FIRST) + 1000)
+    state = world.keys.state("victim")
+    assert world.client.hget(world.keys.state("healthy"), "waiting_since") is None
+    sent_at = int(world.client.hget(state, "waiting_since") or 0)
+    assert sent_at > 0
+    # ten minutes pass (ten intervals) without a worker taking victim's run
+    world.client.hset(state, "waiting_since", sent_at - 600_000)
+
+    checks = {check.name: check for check in world.api.diagnose()}
+
+    assert checks["runs"].status == "warn"
+    assert "runs of victim (queue celery) were sent but no worker started one" in (
+        checks["runs"].detail
+    )
+    assert "healthy" not in checks["runs"].detail
+
+
+def _run_start(tick_ms: int) -> RunStart:
+    return RunStart(
+        task_id="t1", tick_ms=tick_ms, min_gap_ms=0, overlap="skip", ttl_ms=1000,
+        retries=0, host="h", history_length=10,
+    )  # fmt: skip
