@@ -20,6 +20,8 @@ from celery_periodiq import Periodiq, periodiq
 
 ROOT = Path(__file__).resolve().parent.parent
 APPS = ROOT / "tests" / "apps"
+CELERY = str(Path(sys.executable).with_name("celery"))
+"""The ``celery`` executable the package's entry points were installed for."""
 T = TypeVar("T")
 
 
@@ -121,14 +123,26 @@ class Cluster:
         self.processes.append(process)
         return process.start()
 
-    def worker(self, name: str = "worker", *extra: str, pool: str = "threads") -> Celery:
+    def worker(
+        self, name: str = "worker", *extra: str, pool: str = "threads", **env: str
+    ) -> Celery:
         process = Celery(
             ["-A", self.app, "worker", "--loglevel=INFO", "-P", pool, "-c", "4",
              "-n", f"{name}@%h", "--without-gossip", "--without-mingle", *extra],
-            self.env, self.tmp / f"{name}.log",
+            {**self.env, **env}, self.tmp / f"{name}.log",
         )  # fmt: skip
         self.processes.append(process)
         return process.start()
+
+    def cli(
+        self, *args: str, input: str | None = None, prefix: list[str] | None = None, **env: str
+    ) -> subprocess.CompletedProcess[str]:
+        """``celery -A APP periodiq ARGS`` in a subprocess, as a user would type it."""
+        return subprocess.run(
+            [*(prefix or []), CELERY, "-A", self.app, "periodiq", *args],
+            env={**self.env, "COLUMNS": "80", **env}, cwd=APPS, input=input,
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
 
     def runs(self) -> list[dict[str, Any]]:
         return [json.loads(raw) for raw in self.client.lrange("runs", 0, -1)]

@@ -16,21 +16,18 @@ import select
 import shutil
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from celery_periodiq import Periodiq
 from celery_periodiq.localredis import LocalRedis
-from tests.processes import APPS, Cluster, api_for, cluster, wait_for
+from tests.processes import APPS, CELERY, Cluster, api_for, cluster, wait_for
 
 pytestmark = pytest.mark.slow
 
-CELERY = str(Path(sys.executable).with_name("celery"))
 TYPE_ERROR = "TypeError: 'str' object cannot be interpreted as an integer"
 
 
@@ -39,11 +36,7 @@ def periodiq_cli(
     **env: str,
 ) -> subprocess.CompletedProcess[str]:  # fmt: skip
     """``celery -A guarded_app periodiq ARGS`` in a subprocess, as a user would type it."""
-    return subprocess.run(
-        [*(prefix or []), CELERY, "-A", running.app, "periodiq", *args],
-        env={**running.env, "COLUMNS": "80", **env}, cwd=APPS, input=input,
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+    return running.cli(*args, input=input, prefix=prefix, **env)
 
 
 def on_a_terminal(running: Cluster, *args: str, **env: str) -> str:

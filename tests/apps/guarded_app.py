@@ -116,7 +116,9 @@ if os.environ.get("TEST_DECLARE") == "1":
     @periodic(every=1, name="declared-plain", timebox=None)
     def declared_plain() -> None:
         """Created by @periodic itself."""
-        _results.rpush("runs", json.dumps({"kind": "start", "entry": "declared-plain"}))
+        _results.rpush(
+            "runs", json.dumps({"kind": "start", "entry": "declared-plain", "at": time.time()})
+        )
 
     @periodic(every=1, timebox=None)
     @app.task(bind=True, name="declared-existing")

@@ -1,0 +1,109 @@
+"""A TCP proxy on loopback whose connections a test can cut at any moment.
+
+Put it between a process and its Redis to inject the faults of a flaky network:
+``cut()`` closes every open connection at once (mid-command, wherever the
+client is), ``refuse()``/``accept()`` turn new connections away and back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from types import TracebackType
+
+
+class Proxy:
+    """Forwards 127.0.0.1:``port`` to 127.0.0.1:``upstream``."""
+
+    def __init__(self, upstream: int) -> None:
+        self.upstream = upstream
+        self.port = 0
+        self.cuts = 0
+        self._refusing = False
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="proxy", daemon=True)
+
+    def __enter__(self) -> Proxy:
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("the proxy did not start")
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def cut(self) -> None:
+        """Close every open connection, both ways, now."""
+        done = threading.Event()
+
+        def close_all() -> None:
+            for writer in list(self._writers):
+                writer.transport.abort()
+            self._writers.clear()
+            done.set()
+
+        self._loop.call_soon_threadsafe(close_all)
+        done.wait(5)
+        self.cuts += 1
+
+    def refuse(self) -> None:
+        """Close new connections as soon as they are accepted (and cut the open ones)."""
+        self._refusing = True
+        self.cut()
+
+    def accept(self) -> None:
+        """Forward new connections again."""
+        self._refusing = False
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        server = self._loop.run_until_complete(asyncio.start_server(self._handle, "127.0.0.1", 0))
+        self.port = server.sockets[0].getsockname()[1]
+        self._ready.set()
+        try:
+            self._loop.run_forever()
+        finally:
+            server.close()
+            for writer in list(self._writers):
+                writer.transport.abort()
+            with contextlib.suppress(Exception):
+                self._loop.run_until_complete(server.wait_closed())
+            self._loop.close()
+
+    async def _handle(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        if self._refusing:
+            client_w.transport.abort()
+            return
+        try:
+            server_r, server_w = await asyncio.open_connection("127.0.0.1", self.upstream)
+        except OSError:
+            client_w.transport.abort()
+            return
+        self._writers.update((client_w, server_w))
+        await asyncio.gather(_pipe(client_r, server_w), _pipe(server_r, client_w))
+        self._writers.discard(client_w)
+        self._writers.discard(server_w)
+
+
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while chunk := await reader.read(65536):
+            writer.write(chunk)
+            await writer.drain()
+    except (ConnectionError, OSError):
+        pass
+    finally:
+        writer.transport.abort()

@@ -1,0 +1,240 @@
+"""Containment with real processes: damaged entries, apps sharing a Redis, faults.
+
+Real ``celery beat`` and ``celery worker`` processes against private Redis
+servers: one entry's damaged keys leave the others on their cadence; two apps on
+one Redis with no periodiq settings never touch each other; and the beat outlives
+connections cut at random moments, a reconcile that fails after Redis returns,
+and a broker that is down when @reboot entries are owed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import redis
+
+from celery_periodiq.config import Keys
+from celery_periodiq.localredis import LocalRedis
+from tests.processes import Cluster, api_for, cluster, wait_for
+from tests.proxy import Proxy
+
+pytestmark = pytest.mark.slow
+
+HEALTHY = ["healthy-1", "healthy-2", "healthy-3"]
+
+
+def _wrong_type(kind: str) -> Callable[[redis.Redis, Keys, str], None]:
+    def damage(client: redis.Redis, keys: Keys, name: str) -> None:
+        key = getattr(keys, kind)(name)
+        client.delete(key)
+        client.rpush(key, "written by something else")
+
+    return damage
+
+
+DAMAGE: dict[str, Callable[[redis.Redis, Keys, str], None]] = {
+    **{f"v-{kind}": _wrong_type(kind) for kind in
+       ("state", "running", "queued", "started", "history", "checkpoint")},
+    "v-garbage": lambda client, keys, name: client.hset(keys.entries, name, "{not json"),
+    "v-nostate": lambda client, keys, name: client.delete(keys.state(name)),
+    "v-nodef": lambda client, keys, name: client.hdel(keys.entries, name),
+}  # fmt: skip
+REBUILT = "v-nostate"
+
+
+def starts(running: Cluster, name: str, after: float = 0.0) -> list[float]:
+    return sorted(
+        run["at"]
+        for run in running.runs()
+        if run.get("entry") == name and run.get("kind") == "start" and run["at"] > after
+    )
+
+
+def largest_gap(moments: list[float]) -> float:
+    return max((b - a for a, b in itertools.pairwise(moments)), default=0.0)
+
+
+def test_damaged_entries_leave_the_others_on_a_one_second_cadence(
+    tmp_path: Path, redis_url: str, broker_url: str, redis_client: redis.Redis
+) -> None:
+    with cluster(tmp_path, redis_url, broker_url, app="guarded_app", TEST_DECLARE="1") as running:
+        api = api_for(redis_url, broker_url, "guarded_app")
+        keys = api.store.keys
+        for name in [*HEALTHY, *DAMAGE]:
+            api.add(name, "plain", every=1, timebox=None)
+        worker = running.worker()
+        running.beat("beat-1")
+        running.beat("beat-2")
+        wait_for(lambda: "ready" in worker.output(), 60, "the worker to be ready")
+        every = [*HEALTHY, *DAMAGE, "declared-plain"]
+        wait_for(lambda: all(starts(running, n) for n in every), 30, "a run of every entry")
+
+        damaged_at = time.time()
+        for name, damage in DAMAGE.items():
+            damage(redis_client, keys, name)
+        _wrong_type("history")(redis_client, keys, "declared-plain")
+        wait_for(
+            lambda: all(starts(running, n, damaged_at + 8) for n in [*HEALTHY, REBUILT]),
+            30, "eight more seconds of runs",
+        )  # fmt: skip
+
+        for name in HEALTHY:
+            moments = starts(running, name, damaged_at - 1.5)
+            assert largest_gap(moments) <= 2.5, (name, moments, running.logs())
+            assert len(moments) >= 8
+        assert len(starts(running, REBUILT, damaged_at + 1)) >= 5  # rebuilt, still firing
+        listed = running.cli("list", "--json")
+        assert listed.returncode == 0, listed.stderr
+        states = {item["name"]: item["state"] for item in json.loads(listed.stdout)}
+        quarantined = sorted(set(DAMAGE) - {REBUILT} | {"declared-plain"})
+        assert sorted(n for n, state in states.items() if state == "quarantined") == quarantined
+        assert {states[name] for name in [*HEALTHY, REBUILT]} <= {"active", "running"}
+
+        refused = running.cli("delete", "declared-plain", "--yes")
+        assert refused.returncode == 2
+        assert "declared in code" in refused.stderr
+        for name in quarantined:
+            deleted = running.cli("delete", name, "--force", "--yes")
+            assert deleted.returncode == 0, deleted.stderr
+            assert redis_client.keys(f"*:{name}") == [], name
+        assert redis_client.hlen(keys.quarantine) == 0
+        assert "Traceback" not in running.logs()
+        api.store.client.close()
+
+
+def test_two_apps_on_one_redis_with_default_settings_never_touch_each_other(
+    tmp_path: Path, redis_server: LocalRedis, redis_client: redis.Redis
+) -> None:
+    shared = redis_server.url  # broker and schedule of both apps: no periodiq settings
+    with cluster(tmp_path, shared, shared, app="shared_app") as running:
+        for name in ("a", "b"):
+            running.worker(f"worker-{name}", TEST_APP_NAME=name)
+            running.beat(f"beat-{name}", TEST_APP_NAME=name)
+        started = time.time()
+        wait_for(lambda: time.time() - started > 30, 40, "30 seconds", interval=0.5)
+
+        runs = {
+            name: [json.loads(raw) for raw in redis_client.lrange(f"runs:{name}", 0, -1)]
+            for name in ("a", "b")
+        }
+        for name in ("a", "b"):
+            assert len(runs[name]) >= 20, running.logs()
+            assert {run["entry"] for run in runs[name]} == {"heartbeat"}
+            listed = running.cli("list", "--json", TEST_APP_NAME=name)
+            assert listed.returncode == 0, listed.stderr
+            assert [(item["name"], item["task"]) for item in json.loads(listed.stdout)] == [
+                ("heartbeat", f"{name}.record")
+            ]
+        logs = running.logs()
+        assert "unregistered" not in logs.lower()
+        assert "removed" not in logs
+        assert redis_client.hkeys("{periodiq:a}:entries") == ["heartbeat"]
+        assert redis_client.hkeys("{periodiq:b}:entries") == ["heartbeat"]
+
+
+def test_the_beat_outlives_connections_to_redis_cut_at_random_moments(
+    tmp_path: Path, redis_server: LocalRedis, broker_url: str
+) -> None:
+    chance = random.Random(9)
+    schedule = {"declared": {"task": "record", "every": 1}}
+    with (
+        Proxy(redis_server.port) as proxy,
+        cluster(tmp_path, redis_server.url, broker_url, beat_schedule=schedule) as running,
+    ):
+        api = api_for(redis_server.url, broker_url)
+        api.add("steady", "record", every=1)
+        worker = running.worker()
+        beat = running.beat(TEST_REDIS_URL=proxy.url)  # only the beat goes through the proxy
+        wait_for(lambda: "ready" in worker.output(), 60, "the worker to be ready")
+        for round_ in range(12):
+            seen = len(running.runs())
+            # polled at a random pace, so each cut falls at another moment of the beat's pass
+            pace = chance.uniform(0.01, 0.4)
+            wait_for(lambda seen=seen: len(running.runs()) > seen, 30, "the next run", pace)
+            if round_ % 4 == 3:
+                proxy.refuse()
+                wait_for(lambda: "Redis unreachable" in beat.output(), 30, "the beat to notice")
+                proxy.accept()
+            else:
+                proxy.cut()
+        faults_over = time.time()
+
+        wait_for(
+            lambda: len([r for r in running.runs() if r["at"] > faults_over + 3]) >= 4,
+            30, "runs after the faults",
+        )  # fmt: skip
+        assert beat.running
+        assert proxy.cuts >= 12
+        ticks = [(run["entry"], run["tick"]) for run in running.runs()]
+        assert len(ticks) == len(set(ticks)), "a tick ran twice"
+        output = beat.output()
+        assert "failed; retrying" not in output  # no failure but Redis's: nothing unexpected
+        assert "Traceback" not in output
+        api.store.client.close()
+
+
+def test_a_reconcile_that_fails_after_redis_returns_does_not_end_the_beat(
+    tmp_path: Path, redis_server: LocalRedis, broker_url: str, redis_client: redis.Redis
+) -> None:
+    schedule = {"declared": {"task": "record", "every": 1}}
+    with cluster(tmp_path, redis_server.url, broker_url, beat_schedule=schedule) as running:
+        api = api_for(redis_server.url, broker_url)
+        api.add("steady", "record", every=1)
+        running.worker()
+        beat = running.beat()
+        wait_for(lambda: len(running.runs()) >= 3, 60, "the first runs")
+        # Something else writes a string where periodiq keeps its set of declared names;
+        # only reconciliation reads it, and a beat reconciles after Redis comes back.
+        declared = api.store.keys.declared
+        redis_client.delete(declared)
+        redis_client.set(declared, "written by something else")
+        redis_client.bgrewriteaof()
+        wait_for(lambda: redis_client.info("persistence")["aof_rewrite_in_progress"] == 0, 10,
+                 "the append-only file to hold the damage")  # fmt: skip
+        redis_server.stop(kill=True)
+        wait_for(lambda: "Redis unreachable" in beat.output(), 30, "the beat to notice")
+        redis_server.restart()
+        wait_for(
+            lambda: "reconciling the declared entries failed: Redis refused a command: "
+            "WRONGTYPE" in beat.output(), 30, "the failed reconcile",
+        )  # fmt: skip
+        back = time.time()
+
+        wait_for(
+            lambda: len([r for r in running.runs() if r["at"] > back and r["entry"] == "steady"])
+            >= 3, 30, "runs after Redis returned",
+        )  # fmt: skip
+        assert beat.running
+        api.store.client.close()
+
+
+def test_reboot_entries_owed_while_the_broker_is_down_are_sent_when_it_returns(
+    tmp_path: Path, redis_url: str
+) -> None:
+    with (
+        LocalRedis(tmp_path / "broker") as broker,
+        cluster(tmp_path, redis_url, broker.url) as running,
+    ):
+        api = api_for(redis_url, broker.url)
+        api.add("on-reboot", "record", cron="@reboot")
+        broker.stop(kill=True)
+        beat = running.beat()
+        wait_for(
+            lambda: "@reboot entries are sent when it returns" in beat.output(), 60,
+            "the beat to find the broker down",
+        )  # fmt: skip
+        broker.restart()
+        running.worker()
+        wait_for(lambda: running.runs(), 60, "the @reboot run")
+        wait_for(lambda: "@reboot entries sent: ['on-reboot']" in beat.output(), 10, "log")
+
+        assert [run["entry"] for run in running.runs()] == ["on-reboot"]
+        assert beat.running
+        assert api.get("on-reboot").counters == {"enqueued": 1}
+        api.store.client.close()
