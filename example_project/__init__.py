@@ -4,19 +4,19 @@
 package imports every task module, so each ``@periodic`` declaration is
 validated at import and known to the beat.
 
-========================  =====================================  ============
-module                    what it shows                          seed
-========================  =====================================  ============
-reports.py                ``H/15``, ``H(0-29)/10``, a weekday    002
-                          restart, overlap skip without timebox  001, 004
-sensors.py                seconds-first cron, ``catchup="skip"``, 003
+========================  =====================================
+module                    what it shows
+========================  =====================================
+reports.py                ``H/15``, ``H(0-29)/10``, a weekday
+                          restart, overlap skip without timebox
+sensors.py                seconds-first cron, ``catchup="skip"``,
                           ``@periodic`` over an ``@app.task``
-billing.py                fixed day and time in a named zone     003
-inbox.py                  tolerance, timebox, checkpoint resume  000
-housekeeping.py           an entry in ``beat_schedule``          001
-channels.py               runtime entries with an owner,         000
+billing.py                fixed day and time in a named zone
+inbox.py                  tolerance, timebox, checkpoint resume
+housekeeping.py           an entry in ``beat_schedule``
+channels.py               runtime entries with an owner,
                           deleted by owner
-========================  =====================================  ============
+========================  =====================================
 
 ``PERIODIQ_DEMO=1`` switches every schedule to seconds (see settings.py);
 ``example_project/demo.py`` is what ``make demo`` runs.

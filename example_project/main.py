@@ -32,7 +32,7 @@ app.conf.update(
     periodiq_claim_lease=when(10.0, demo=2.0),
     periodiq_history_length=when(100, demo=1000),
     # Entries declared in settings rather than with @periodic are reconciled too
-    # (seed 001: housekeeping that cleans up stale data, on a systemd calendar event).
+    # (housekeeping that cleans up stale data, on a systemd calendar event).
     beat_schedule={
         "housekeeping": {
             "task": "example_project.housekeeping.purge_stale_sessions",

@@ -34,8 +34,7 @@ def make_report(self: PeriodicTask, *sections: str) -> str:
 # "refresh data every ten minutes in the first half of every hour (three times,
 # perhaps at :04, :14, :24)". The first refresh of each hour rebuilds everything
 # and may take longer than ten minutes: there is no timebox, and overlap="skip"
-# (the default) skips the next tick rather than running two refreshes at once
-# (seeds 001 and 004).
+# (the default) skips the next tick rather than running two refreshes at once.
 @periodic(
     cron=when("H(0-29)/10 * * * *", demo="H(0-29)/10 * * * * *"),
     name="refresh-data",
