@@ -1,0 +1,163 @@
+"""Counters tell the truth and logs can be followed: a regression test per defect.
+
+Missed ticks used to be counted from a sample of at most 20; runs sent by
+``trigger()`` never counted as enqueued; the beat logged every tick at INFO
+whatever the rate, and the worker logged a tick as epoch milliseconds while the
+beat logged ISO time. Real Lua on a private Redis; the beat's Dispatcher and the
+worker's guard run in this process on an injected clock.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import redis
+from celery import Celery
+
+from celery_periodiq import PeriodicTask, periodiq
+from celery_periodiq.config import Settings
+from celery_periodiq.dispatch import Dispatcher
+from celery_periodiq.plan import tick_text, to_ms
+from celery_periodiq.publish import HEADER_ENTRY, HEADER_TICK
+from celery_periodiq.scheduler import Scheduler
+from celery_periodiq.store import Store
+
+START = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@pytest.fixture
+def app(redis_url: str, broker_url: str) -> Iterator[Celery]:
+    app = Celery("counted", broker=broker_url, set_as_current=False)
+    app.conf.periodiq_redis_url = redis_url
+    yield app
+    periodiq(app).store.client.close()
+
+
+def test_a_thousand_missed_ticks_count_as_a_thousand(app: Celery) -> None:
+    api = periodiq(app)
+    entry = api.add("every-second", "proj.t", every=1, start_at=START).entry
+    assert entry is not None
+    api.store.put("update", [entry], now_ms=to_ms(START))  # first tick at START + 1 s
+    dispatcher = Dispatcher(app, api.store, "beat", lambda: float("inf"))
+
+    # the beats were down: 1,001 ticks are due, catch-up "last" runs the newest
+    dispatcher.dispatch(now_ms=to_ms(START + timedelta(seconds=1001)))
+
+    assert api.get("every-second").counters == {"enqueued": 1, "missed": 1000}
+    missed = [event for event in api.history("every-second", limit=50) if event.kind == "missed"]
+    assert len(missed) == 19  # the newest 20 due ticks, less the one that runs
+    assert missed[0].fields["note"] == "981 earlier not listed"
+
+
+def test_a_triggered_run_counts_as_enqueued(app: Celery) -> None:
+    api = periodiq(app)
+    api.add("report", "proj.t", every=60)
+
+    api.trigger("report")
+    api.trigger("report")
+
+    assert api.get("report").counters == {"enqueued": 2}
+
+
+def test_a_pass_sending_many_ticks_logs_one_summary_at_info(
+    app: Celery, caplog: pytest.LogCaptureFixture
+) -> None:
+    api = periodiq(app)
+    for index in range(25):
+        entry = api.add(f"tenant-{index}", "proj.t", every=60, start_at=START).entry
+        assert entry is not None
+        api.store.put("update", [entry], now_ms=to_ms(START))
+    dispatcher = Dispatcher(app, api.store, "beat", lambda: float("inf"))
+    caplog.set_level(logging.DEBUG, logger="celery_periodiq.dispatch")
+
+    dispatcher.dispatch(now_ms=to_ms(START + timedelta(seconds=60)))
+
+    records = [r for r in caplog.records if r.name == "celery_periodiq.dispatch"]
+    info = [r.getMessage() for r in records if r.levelno == logging.INFO]
+    debug = [r.getMessage() for r in records if r.levelno == logging.DEBUG]
+    assert info == [
+        "periodiq: sent 25 ticks of 25 entries "
+        "(ticks 2026-01-01T00:01:00.000Z to 2026-01-01T00:01:00.000Z)"
+    ]
+    assert len([line for line in debug if " sent as " in line]) == 25
+
+
+def test_a_pass_sending_a_few_ticks_logs_each_at_info(
+    app: Celery, caplog: pytest.LogCaptureFixture
+) -> None:
+    api = periodiq(app)
+    entry = api.add("report", "proj.t", every=60, start_at=START).entry
+    assert entry is not None
+    api.store.put("update", [entry], now_ms=to_ms(START))
+    dispatcher = Dispatcher(app, api.store, "beat", lambda: float("inf"))
+    caplog.set_level(logging.INFO, logger="celery_periodiq.dispatch")
+
+    dispatcher.dispatch(now_ms=to_ms(START + timedelta(seconds=60)))
+
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "celery_periodiq.dispatch"]
+    assert line.startswith("periodiq: entry 'report' tick 2026-01-01T00:01:00.000Z sent as ")
+
+
+def test_the_worker_logs_a_tick_as_the_beat_does(
+    app: Celery, caplog: pytest.LogCaptureFixture
+) -> None:
+    @app.task(base=PeriodicTask, name="proj.t")
+    def task() -> None:
+        """A guarded task."""
+
+    api = periodiq(app)
+    api.add("report", "proj.t", every=60)
+    tick = to_ms(START + timedelta(seconds=60))
+    headers = {HEADER_ENTRY: "report", HEADER_TICK: tick}
+    task.apply(task_id="first", headers=headers)
+    caplog.set_level(logging.WARNING, logger="celery_periodiq.task")
+
+    task.apply(task_id="again", headers=headers)  # the same tick again: a duplicate
+
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "celery_periodiq.task"]
+    assert line == (
+        f"periodiq: entry 'report' tick {tick_text(tick)} run again duplicate: "
+        "this tick already began"
+    )
+    assert tick_text(tick) == "2026-01-01T00:01:00.000Z"
+
+
+def test_the_beat_warns_when_it_falls_back_to_a_default_redis_url(
+    redis_client: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    app = Celery("fallback", broker="amqp://guest@127.0.0.1:1//", set_as_current=False)
+    scheduler = Scheduler(app, lazy=True)  # nothing connects
+    scheduler.settings = Settings.from_app(app)
+    scheduler.store = Store(scheduler.settings, client=redis_client)  # our private Redis
+    caplog.set_level(logging.INFO, logger="celery_periodiq.scheduler")
+
+    scheduler._log_settings()
+
+    lines = [r.getMessage() for r in caplog.records if r.name == "celery_periodiq.scheduler"]
+    assert lines[0] == (
+        "periodiq: app 'fallback' keeps its schedule in Redis at redis://localhost:6379/0 "
+        "(from a default) under prefix 'periodiq:fallback'"
+    )
+    assert lines[1].startswith(
+        "periodiq: neither periodiq_redis_url nor a redis:// broker_url is set"
+    )
+
+
+def test_the_beat_warns_of_a_schedule_left_under_the_old_shared_prefix(
+    redis_client: redis.Redis, redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    redis_client.hset("{periodiq}:entries", "old", json.dumps({"name": "old"}))
+    app = Celery("upgraded", broker=redis_url, set_as_current=False)
+    scheduler = Scheduler(app, lazy=True)
+    scheduler.settings = Settings.from_app(app)
+    scheduler.store = Store(scheduler.settings, client=redis_client)
+    caplog.set_level(logging.WARNING, logger="celery_periodiq.scheduler")
+
+    scheduler._log_settings()
+
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "celery_periodiq.scheduler"]
+    assert "set periodiq_key_prefix = 'periodiq' to keep using it" in line
