@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
+import redis
+
 from celery_periodiq.errors import PeriodiqError
-from celery_periodiq.store import Store
+from celery_periodiq.store import Store, wrong_type
 
 __all__ = ["Checkpoint"]
+
+logger = logging.getLogger(__name__)
 
 
 class Checkpoint:
@@ -20,9 +25,32 @@ class Checkpoint:
         self.entry = entry
 
     def load(self, default: Any = None) -> Any:
-        """The saved value, or ``default`` when nothing is saved."""
-        raw = self._store.client.get(self._key)
-        return default if raw is None else json.loads(str(raw))
+        """The saved value, or ``default`` when nothing is saved.
+
+        A saved value that is not JSON, or a key of another Redis type (written by
+        something else), also gives ``default``, with a warning in the log: the run
+        starts afresh, and its next :meth:`save` replaces the bad value.
+        """
+        try:
+            raw = self._store.client.get(self._key)
+        except redis.ResponseError as error:
+            if not wrong_type(error):
+                raise
+            logger.warning(
+                "periodiq: checkpoint of entry %r is unusable (%s holds another Redis type); "
+                "starting without it", self.entry, self._key,
+            )  # fmt: skip
+            return default
+        if raw is None:
+            return default
+        try:
+            return json.loads(str(raw))
+        except ValueError as error:
+            logger.warning(
+                "periodiq: checkpoint of entry %r is not JSON (%s); starting without it",
+                self.entry, error,
+            )  # fmt: skip
+            return default
 
     def save(self, value: Any) -> None:
         """Store ``value`` (anything JSON can hold) for the next run.
