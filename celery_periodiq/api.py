@@ -31,6 +31,7 @@ from celery_periodiq.errors import (
     PeriodiqError,
     StoreRefusedError,
     StoreUnavailableError,
+    shown,
 )
 from celery_periodiq.plan import from_ms, next_tick, to_ms
 from celery_periodiq.policy import Defaults
@@ -85,29 +86,29 @@ def _redis_errors(url: str) -> Iterator[None]:
 
 def _check_name(name: object) -> str:
     if not isinstance(name, str) or not name:
-        raise EntryError(f"entry name {name!r} is invalid (allowed: a non-empty string)")
+        raise EntryError(f"entry name {shown(name)} is invalid (allowed: a non-empty string)")
     return name
 
 
 def _check_owner(owner: object) -> str:
     if not isinstance(owner, str) or not owner:
-        raise EntryError(f"owner={owner!r} is invalid (allowed: a non-empty string)")
+        raise EntryError(f"owner={shown(owner)} is invalid (allowed: a non-empty string)")
     return owner
 
 
 def _steered(name: str, status: str) -> None:
     """Raise for what pause.lua answered instead of "ok"."""
     if status == "missing":
-        raise EntryNotFoundError(f"no entry named {name!r}")
+        raise EntryNotFoundError(f"no entry named {shown(name)}")
     if status != "ok":
         raise EntryError(
-            f"entry {name!r} is {status.replace(': ', ' (', 1)}); update or delete repairs it"
+            f"entry {shown(name)} is {status.replace(': ', ' (', 1)}); update or delete repairs it"
         )
 
 
 def _check_count(what: str, value: object, low: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise PeriodiqError(f"{what}={value!r} is invalid (allowed: a whole number >= {low})")
+        raise PeriodiqError(f"{what}={shown(value)} is invalid (allowed: a whole number >= {low})")
     return value
 
 
@@ -161,14 +162,14 @@ class Periodiq:
     def _stored(self, name: str) -> StoredEntry:
         found = self.store.load([_check_name(name)])
         if not found:
-            raise EntryNotFoundError(f"no entry named {name!r}")
+            raise EntryNotFoundError(f"no entry named {shown(name)}")
         return found[0]
 
     def _readable(self, name: str) -> Entry:
         stored = self._stored(name)
         if stored.entry is None:
             raise EntryError(
-                f"entry {name!r} is quarantined: {stored.invalid}; its definition cannot be "
+                f"entry {shown(name)} is quarantined: {stored.invalid}; its definition cannot be "
                 "read, so delete it (and add it again, or let the next deploy restore it)"
             )
         return stored.entry
@@ -177,7 +178,7 @@ class Periodiq:
         where = self._declared_in(name, entry)
         if where is not None and not force:
             raise DeclaredEntryError(
-                f"entry {name!r} is declared in {where}: the next deploy (a beat starting) "
+                f"entry {shown(name)} is declared in {where}: the next deploy (a beat starting) "
                 f"restores its declaration; to {verb} it anyway pass force=True (--force)"
             )
 
@@ -270,7 +271,7 @@ class Periodiq:
         with self._guard():
             (status,) = self.store.put("add", [entry])
             if status == "exists":
-                raise EntryExistsError(f"an entry named {name!r} already exists")
+                raise EntryExistsError(f"an entry named {shown(name)} already exists")
             stored = self._stored(name)
         self._check_task(entry.task)
         return stored
@@ -303,7 +304,7 @@ class Periodiq:
             entry = changed_entry(current, dict(changes))
             (status,) = self.store.put("update", [entry])
             if status == "missing":
-                raise EntryNotFoundError(f"no entry named {name!r}")
+                raise EntryNotFoundError(f"no entry named {shown(name)}")
             return self._stored(name)
 
     def delete(self, name: str, *, force: bool = False) -> None:
@@ -321,7 +322,7 @@ class Periodiq:
             found = self.store.load([_check_name(name)])
             self._may_change(name, found[0].entry if found else None, force, "delete")
             if not self.store.scripts.remove([name]):
-                raise EntryNotFoundError(f"no entry named {name!r}")
+                raise EntryNotFoundError(f"no entry named {shown(name)}")
 
     def delete_owner(self, owner: str) -> list[str]:
         """Delete every entry tagged with ``owner``; returns their names."""
@@ -332,7 +333,7 @@ class Periodiq:
     def pause(self, name: str, note: str | None = None) -> StoredEntry:
         """Stop an entry's ticks until :meth:`resume`; ``note`` says why."""
         if note is not None and not isinstance(note, str):
-            raise EntryError(f"note={note!r} is invalid (allowed: text)")
+            raise EntryError(f"note={shown(note)} is invalid (allowed: text)")
         with self._guard():
             _steered(name, self.store.scripts.pause(_check_name(name), note or ""))
             return self._stored(name)
@@ -543,8 +544,8 @@ class Periodiq:
         if unknown:
             return Check(
                 "tasks", "warn",
-                f"app {self.app.main!r} does not know the task of {_some(unknown)}: a typo, or a "
-                "task only the workers' code defines (runs of a task no worker knows fail)",
+                f"app {shown(self.app.main)} does not know the task of {_some(unknown)}: a typo, "
+                "or a task only the workers' code defines (runs of a task no worker knows fail)",
             )  # fmt: skip
         return Check("tasks", "ok", "every entry's task is registered in the app")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
@@ -12,7 +13,7 @@ from celery.local import PromiseProxy, Proxy
 
 from celery_periodiq.definitions import build_entry
 from celery_periodiq.entry import AUTO
-from celery_periodiq.errors import EntryError
+from celery_periodiq.errors import EntryError, shown
 from celery_periodiq.registry import Declaration, declare
 from celery_periodiq.task import PeriodicTask
 
@@ -87,11 +88,12 @@ def periodic(
         "expires": expires, "jitter": jitter, "start_at": start_at, "end_at": end_at,
         "enabled": enabled,
     }  # fmt: skip
-    # Validate now, not in the beat: the real task name is not known yet for proxies.
-    probe_name = "periodic-declaration" if name is None else name
-    build_entry(probe_name, "periodic.declaration", source="code", **options)
 
     def decorate(target: Any) -> Any:
+        # Validate now, at import, not in the beat; the error names the entry, which is
+        # the task's name unless name= is given (Jenkins H hashes it, so use the real one).
+        label = name if name is not None else _task_label(target, task_options)
+        build_entry(label, "periodic.declaration", source="code", **options)
         if _is_task(target):
             if task_options:
                 raise EntryError(
@@ -103,11 +105,41 @@ def periodic(
         elif callable(target):
             task = _create(target, name, overlap, app, dict(task_options))
         else:
-            raise EntryError(f"@periodic decorates a function or a Celery task, not {target!r}")
+            raise EntryError(
+                f"@periodic decorates a function or a Celery task, not {shown(target)}"
+            )
         declare(Declaration(name=name, task=task, options=options))
         return task
 
     return decorate
+
+
+def _task_label(target: Any, task_options: dict[str, Any]) -> str:
+    """The name the decorated task has or will have, found without evaluating a proxy
+    (``@app.task`` and ``@shared_task`` build their task later, when the app finalizes)."""
+    if isinstance(target, Task):
+        return str(target.name)
+    if isinstance(target, PromiseProxy) and not target.__evaluated__():
+        function, *_ = object.__getattribute__(target, "_Proxy__args") or (None,)
+        given = object.__getattribute__(target, "_Proxy__kwargs").get("name")
+        return str(given or _function_label(function))
+    if isinstance(target, Proxy):
+        try:  # a @shared_task proxy: its getter closes over the function and the name given
+            found = inspect.getclosurevars(object.__getattribute__(target, "_Proxy__local"))
+            given = found.nonlocals.get("name")
+            return str(given or _function_label(found.nonlocals.get("fun")))
+        except (AttributeError, TypeError, ValueError):
+            return "the decorated task"
+    if callable(target):
+        return str(task_options.get("task_name") or task_options.get("name") or "") or (
+            _function_label(target)
+        )
+    return "the decorated task"
+
+
+def _function_label(function: Any) -> str:
+    module, name = getattr(function, "__module__", None), getattr(function, "__name__", None)
+    return f"{module}.{name}" if module and name else "the decorated task"
 
 
 def _is_task(target: Any) -> bool:
@@ -130,7 +162,7 @@ def _create(
     )
     base = task_options.pop("base", PeriodicTask)
     if not (isinstance(base, type) and issubclass(base, PeriodicTask)):
-        raise EntryError(f"@periodic base={base!r} must be PeriodicTask or a subclass of it")
+        raise EntryError(f"@periodic base={shown(base)} must be PeriodicTask or a subclass of it")
     attributes = {"periodiq_entry": name or task_name, "periodiq_overlap": overlap}
     guarded = type("PeriodicTask", (base,), attributes)
     creator: Any = app.task if app is not None else shared_task

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from celery_periodiq.entry import AUTO, Entry, Form, Source
-from celery_periodiq.errors import EntryError, ScheduleError
+from celery_periodiq.errors import EntryError, ScheduleError, shown
 from celery_periodiq.policy import OUR_DEFAULTS, Defaults
 from celery_periodiq.schedules.interval import every_spec
 
@@ -45,7 +45,7 @@ def schedule_of(
     if len(given) != 1:
         got = ", ".join(f"{key}=" for key, _ in given) or "none"
         raise EntryError(
-            f"entry {name!r}: give exactly one of cron=, every=, calendar= (got {got})"
+            f"entry {shown(name)}: give exactly one of cron=, every=, calendar= (got {got})"
         )
     key, value = given[0]
     if key == "every":
@@ -55,9 +55,9 @@ def schedule_of(
         try:
             return every_spec(value), "every"
         except ScheduleError as error:
-            raise EntryError(f"entry {name!r}: {error}") from None
+            raise EntryError(f"entry {shown(name)}: {error}") from None
     if not isinstance(value, str):
-        raise EntryError(f"entry {name!r}: {key}={value!r} is not a string")
+        raise EntryError(f"entry {shown(name)}: {key}={shown(value)} is not a string")
     return value, key  # type: ignore[return-value]
 
 
@@ -65,7 +65,7 @@ def task_name(task: Any) -> str:
     """A task's name, from a name or a Celery task object."""
     name = getattr(task, "name", task)
     if not isinstance(name, str):
-        raise EntryError(f"task {task!r} is neither a task name nor a Celery task")
+        raise EntryError(f"task {shown(task)} is neither a task name nor a Celery task")
     return name
 
 
@@ -106,7 +106,7 @@ def build_entry(
     spec, form = schedule_of(name, cron, every, calendar)
     if not isinstance(args, list | tuple):
         raise EntryError(
-            f"entry {name!r}: args={args!r} is invalid (allowed: a list of JSON values)"
+            f"entry {shown(name)}: args={shown(args)} is invalid (allowed: a list of JSON values)"
         )
     return Entry(
         name=name,
@@ -142,7 +142,8 @@ def changed_entry(entry: Entry, changes: dict[str, Any]) -> Entry:
     unknown = set(changes) - UPDATABLE
     if unknown:
         raise EntryError(
-            f"entry {entry.name!r}: cannot update {sorted(unknown)} (allowed: {sorted(UPDATABLE)})"
+            f"entry {shown(entry.name)}: cannot update {sorted(unknown)} (allowed: "
+            f"{sorted(UPDATABLE)})"
         )
     current: dict[str, Any] = {
         "task": entry.task, "args": entry.args, "kwargs": entry.kwargs, "options": entry.options,

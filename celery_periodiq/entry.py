@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from celery_periodiq.errors import EntryError, ScheduleError
+from celery_periodiq.errors import EntryError, ScheduleError, shown
 from celery_periodiq.policy import (
     AUTO,
     CATCHUP_POLICIES,
@@ -46,7 +46,7 @@ Source = Literal["code", "config", "runtime"]
 
 
 def _fail(name: str, what: str, value: object, allowed: str) -> EntryError:
-    return EntryError(f"entry {name!r}: {what}={value!r} is invalid (allowed: {allowed})")
+    return EntryError(f"entry {shown(name)}: {what}={shown(value)} is invalid (allowed: {allowed})")
 
 
 def _number(name: str, what: str, value: object, *, low: float = 0.0) -> float:
@@ -109,11 +109,13 @@ class Entry:
         name = self.name
         if not isinstance(name, str) or not name.strip() or len(name) > _MAX_NAME:
             raise EntryError(
-                f"entry name {name!r} is invalid (allowed: 1-{_MAX_NAME} characters, not blank)"
+                f"entry name {shown(name)} is invalid (allowed: 1-{_MAX_NAME} characters, not "
+                "blank)"
             )
         if not name.isprintable() or name != name.strip():
             raise EntryError(
-                f"entry name {name!r} is invalid (allowed: printable, no leading/trailing space)"
+                f"entry name {shown(name)} is invalid (allowed: printable, no leading/trailing "
+                "space)"
             )
         if not isinstance(self.task, str) or not self.task.strip():
             raise _fail(name, "task", self.task, "a task name such as 'proj.tasks.report'")
@@ -137,7 +139,7 @@ class Entry:
             if kind is None or isinstance(value, bool) or not isinstance(value, kind):
                 raise _fail(
                     name,
-                    f"options[{key!r}]",
+                    f"options[{shown(key)}]",
                     value,
                     ", ".join(f"{k}: {t.__name__}" for k, t in OPTION_KEYS.items()),
                 )
@@ -172,7 +174,7 @@ class Entry:
         try:
             schedule = self.parsed_schedule()
         except ScheduleError as error:
-            raise EntryError(f"entry {name!r}: {error}") from None
+            raise EntryError(f"entry {shown(name)}: {error}") from None
         self._check_timebox(schedule)
 
     def _check_timebox(self, schedule: Schedule) -> None:
@@ -234,14 +236,14 @@ class Entry:
             EntryError: a field is missing, unknown or invalid.
         """
         if not isinstance(data, dict):
-            raise EntryError(f"entry data {data!r} is not a JSON object")
+            raise EntryError(f"entry data {shown(data)} is not a JSON object")
         known = {f.name for f in fields(cls)}
         unknown = set(data) - known
         if unknown:
-            raise EntryError(f"entry {data.get('name')!r}: unknown fields {sorted(unknown)}")
+            raise EntryError(f"entry {shown(data.get('name'))}: unknown fields {sorted(unknown)}")
         missing = {"name", "task", "schedule"} - set(data)
         if missing:
-            raise EntryError(f"entry {data.get('name')!r}: missing fields {sorted(missing)}")
+            raise EntryError(f"entry {shown(data.get('name'))}: missing fields {sorted(missing)}")
         values = dict(data)
         for key in ("start_at", "end_at"):
             raw = values.get(key)
@@ -258,7 +260,7 @@ class Entry:
         try:
             return cls(**values)
         except TypeError as error:
-            raise EntryError(f"entry {data.get('name')!r}: {error}") from None
+            raise EntryError(f"entry {shown(data.get('name'))}: {error}") from None
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Entry:

@@ -50,3 +50,17 @@ class StoreRefusedError(PeriodiqError):
 
 class BrokerUnavailableError(PeriodiqError):
     """The Celery broker could not be reached to publish a run."""
+
+
+_SHOWN = 60
+
+
+def shown(value: object, most: int = _SHOWN) -> str:
+    """``repr(value)`` for a message, cut to about ``most`` characters so that a huge
+    value cannot drown what the message says: ``'aaaa…' (5000 characters)``."""
+    if isinstance(value, str):
+        if len(value) <= most:
+            return repr(value)
+        return f"{(value[:most] + '…')!r} ({len(value)} characters)"
+    text = repr(value)
+    return text if len(text) <= most else f"{text[:most]}… ({len(text)} characters)"

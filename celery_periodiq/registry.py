@@ -18,7 +18,7 @@ from celery.schedules import solar as celery_solar
 from celery_periodiq.config import Settings
 from celery_periodiq.definitions import build_entry, task_name
 from celery_periodiq.entry import OPTION_KEYS, Entry
-from celery_periodiq.errors import EntryError
+from celery_periodiq.errors import ConfigurationError, EntryError, shown
 from celery_periodiq.policy import Defaults
 from celery_periodiq.schedules import Schedule
 
@@ -57,16 +57,22 @@ def declared(settings: Settings | None = None) -> list[Entry]:
     """Every entry declared with ``@periodic`` in imported modules.
 
     Raises:
-        EntryError: two declarations share an entry name.
+        ConfigurationError: two declarations of one entry name differ (two tasks, or
+            one task with two schedules).
     """
     entries: dict[str, Entry] = {}
     for declaration in _DECLARED:
         entry = declaration.entry(settings)
         previous = entries.get(entry.name)
         if previous is not None and previous != entry:
-            raise EntryError(
-                f"entry {entry.name!r} is declared twice, for tasks {previous.task!r} and "
-                f"{entry.task!r} (allowed: one declaration per name; pass name= to tell them apart)"
+            tasks = (
+                f"tasks {shown(previous.task)} and {shown(entry.task)}"
+                if previous.task != entry.task
+                else f"task {shown(entry.task)}, with two definitions"
+            )
+            raise ConfigurationError(
+                f"entry {shown(entry.name)} is declared twice with @periodic, by {tasks} "
+                "(allowed: one declaration per entry name; give one of them name=)"
             )
         entries[entry.name] = entry
     return list(entries.values())
@@ -102,7 +108,7 @@ def _schedule_options(value: Any, app: Celery) -> dict[str, Any]:
     if isinstance(value, timedelta | int | float) and not isinstance(value, bool):
         return {"every": value}
     raise EntryError(
-        f"schedule {value!r} is not supported (allowed: celery_periodiq schedules, "
+        f"schedule {shown(value)} is not supported (allowed: celery_periodiq schedules, "
         "crontab, solar, schedule/timedelta/seconds)"
     )
 

@@ -26,7 +26,7 @@ from celery_periodiq import registry
 from celery_periodiq.config import Settings, redacted
 from celery_periodiq.dispatch import Dispatcher
 from celery_periodiq.entry import Entry
-from celery_periodiq.errors import BrokerUnavailableError
+from celery_periodiq.errors import BrokerUnavailableError, ConfigurationError
 from celery_periodiq.heartbeat import ChangeListener, Heartbeat
 from celery_periodiq.store import Store, wrong_type
 
@@ -69,8 +69,14 @@ class Scheduler(celery_beat.Scheduler):
     def setup_schedule(self) -> None:
         """Read the settings and declarations, connect, start the helper threads; the first
         tick registers this beat and reconciles the declared entries."""
-        self.settings = Settings.from_app(self.app)
-        self._declared_entries = self._declared()
+        try:
+            self.settings = Settings.from_app(self.app)
+            self._declared_entries = self._declared()
+        except ConfigurationError as error:
+            # One clear line and a non-zero exit, before anything is written; not a
+            # traceback logged by Celery and printed again by its command line.
+            logger.critical("periodiq: %s; the beat cannot start", error)
+            raise SystemExit(1) from None
         self.store = Store(self.settings)
         self.beat_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._heartbeat = Heartbeat(

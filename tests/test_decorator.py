@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 from celery import Celery, shared_task
 
-from celery_periodiq import EntryError, PeriodicTask, periodic, registry
+from celery_periodiq import ConfigurationError, EntryError, PeriodicTask, periodic, registry
+from tests.processes import cluster
 
 
 @pytest.fixture(autouse=True)
@@ -57,10 +60,28 @@ def test_misuse_raises_at_decoration_time_with_a_clear_message(
 ) -> None:
     declared_before = len(registry._DECLARED)
     with pytest.raises(EntryError) as caught:
-        periodic(**options)
+        periodic(**options)(task_body)
     for word in words:
         assert word in str(caught.value)
     assert len(registry._DECLARED) == declared_before
+
+
+def test_an_error_names_the_task_it_decorates(app: Celery) -> None:
+    # It named a placeholder, 'periodic-declaration', instead.
+    with pytest.raises(EntryError) as plain:
+        periodic(cron="0 25 * * *")(task_body)
+    with pytest.raises(EntryError) as over_app_task:
+        periodic(cron="0 25 * * *")(app.task(name="proj.nightly")(task_body))
+    with pytest.raises(EntryError) as over_shared_task:
+        periodic(cron="0 25 * * *")(shared_task(name="proj.shared")(task_body))
+    with pytest.raises(EntryError) as named:
+        periodic(cron="0 25 * * *", task_name="proj.custom")(task_body)
+
+    assert str(plain.value).startswith(f"entry '{__name__}.task_body': cron '0 25 * * *'")
+    assert str(over_app_task.value).startswith("entry 'proj.nightly': cron '0 25 * * *'")
+    assert str(over_shared_task.value).startswith("entry 'proj.shared': cron '0 25 * * *'")
+    assert str(named.value).startswith("entry 'proj.custom': ")
+    assert "periodic-declaration" not in str(plain.value)
 
 
 def test_task_options_over_an_existing_task_are_refused(app: Celery) -> None:
@@ -120,7 +141,9 @@ def test_two_declarations_of_one_name_for_different_tasks_are_an_error(app: Cele
     periodic(every=60, name="twice")(app.task(name="one")(task_body))
     periodic(every=60, name="twice")(app.task(name="two")(task_body))
     app.finalize()
-    with pytest.raises(EntryError, match="declared twice"):
+    with pytest.raises(
+        ConfigurationError, match="declared twice with @periodic, by tasks 'one' and 'two'"
+    ):
         registry.declared()
 
 
@@ -135,3 +158,26 @@ def test_app_defaults_fill_policies_left_unset(app: Celery) -> None:
     entries = {e.name: e for e in registry.declared(Settings.from_app(app))}
     assert (entries["defaults"].overlap, entries["defaults"].catchup) == ("allow", "all")
     assert entries["explicit"].overlap == "skip"
+
+
+@pytest.mark.slow
+def test_a_beat_with_a_duplicate_declaration_stops_with_one_line_and_writes_nothing(
+    tmp_path: Path, redis_url: str, broker_url: str, redis_client: redis.Redis
+) -> None:
+    # It used to die inside reconciliation with about 850 lines of tracebacks.
+    with cluster(tmp_path, redis_url, broker_url, app="duplicate_app") as running:
+        beat = running.beat()
+        assert beat.process is not None
+        beat.process.wait(timeout=60)
+
+    output = beat.output()
+    assert beat.process.returncode != 0
+    assert "Traceback" not in output
+    assert len(output.splitlines()) < 30, output
+    (line,) = [line for line in output.splitlines() if "declared twice" in line]
+    assert line.endswith(
+        "periodiq: entry 'nightly-report' is declared twice with @periodic, by tasks "
+        "'duplicate_app.build_report' and 'duplicate_app.send_report' (allowed: one "
+        "declaration per entry name; give one of them name=); the beat cannot start"
+    )
+    assert redis_client.keys("*") == []

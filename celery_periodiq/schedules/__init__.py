@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Literal
 
-from celery_periodiq.errors import ScheduleError
+from celery_periodiq.errors import ScheduleError, shown
 from celery_periodiq.schedules.base import Schedule
 from celery_periodiq.schedules.calendar import SHORTHANDS, compile_calendar, looks_like_calendar
 from celery_periodiq.schedules.cron import MACROS, compile_cron
@@ -87,24 +87,26 @@ def parse_form(
         ScheduleError: as :func:`parse_schedule`, or when ``spec`` is not of ``form``.
     """
     if key is not None and not isinstance(key, str):
-        raise ScheduleError(f"key={key!r}: not a string (allowed: the entry name)")
+        raise ScheduleError(f"key={shown(key)}: not a string (allowed: the entry name)")
     if not isinstance(tz, str):
-        raise ScheduleError(f"tz={tz!r}: not a string (allowed: an IANA name such as 'UTC')")
+        raise ScheduleError(f"tz={shown(tz)}: not a string (allowed: an IANA name such as 'UTC')")
     timezone = tz
     if isinstance(spec, timedelta | int | float) and not isinstance(spec, bool):
         if form not in ("auto", "every"):
-            raise ScheduleError(f"{form}={spec!r}: a number of seconds is not a {form} expression")
+            raise ScheduleError(
+                f"{form}={shown(spec)}: a number of seconds is not a {form} expression"
+            )
         text = every_spec(spec)
         period = parse_duration(text[len("@every") :], text)
         return IntervalSchedule(
             text, period, timezone=tz, key=key, start_at=start_at, end_at=end_at
         )
     if not isinstance(spec, str):
-        raise ScheduleError(f"schedule {spec!r}: not a string (allowed: {_FORMS})")
+        raise ScheduleError(f"schedule {shown(spec)}: not a string (allowed: {_FORMS})")
     text = " ".join(spec.split())
     lowered = text.lower()
     if not text:
-        raise ScheduleError(f"schedule {spec!r}: empty (allowed: {_FORMS})")
+        raise ScheduleError(f"schedule {shown(spec)}: empty (allowed: {_FORMS})")
     if lowered.startswith("@every"):
         _expect(form, "every", spec)
         period = parse_duration(text[len("@every") :], spec)
@@ -113,7 +115,7 @@ def parse_form(
         )
     if form == "every":
         raise ScheduleError(
-            f"every={spec!r}: not an interval (allowed: seconds, a timedelta, '@every 30s')"
+            f"every={shown(spec)}: not an interval (allowed: seconds, a timedelta, '@every 30s')"
         )
     if lowered.startswith("@solar"):
         _expect(form, "cron", spec)
@@ -127,7 +129,7 @@ def parse_form(
         return CronSchedule(text, fields, timezone=tz, key=key, start_at=start_at, end_at=end_at)
     if text.startswith("@"):
         raise ScheduleError(
-            f"schedule {spec!r}: unknown macro {text.split()[0]!r} (allowed: "
+            f"schedule {shown(spec)}: unknown macro {shown(text.split()[0])} (allowed: "
             + ", ".join([*MACROS, "@every <duration>", "@solar EVENT LAT LON", *EVENTS])
             + ")"
         )
@@ -144,7 +146,7 @@ def parse_form(
 
 def _expect(form: Form, wanted: Form, spec: str) -> None:
     if form not in ("auto", wanted):
-        raise ScheduleError(f"{form}={spec!r}: this is not a {form} expression")
+        raise ScheduleError(f"{form}={shown(spec)}: this is not a {form} expression")
 
 
 # Re-exported for describe()/CLI use without reaching into submodules.

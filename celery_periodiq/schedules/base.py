@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 from celery.schedules import BaseSchedule, schedstate
 
-from celery_periodiq.errors import ScheduleError
+from celery_periodiq.errors import ScheduleError, shown
 from celery_periodiq.schedules.zones import zone
 
 __all__ = ["Schedule", "require_aware"]
@@ -25,7 +25,9 @@ def require_aware(value: datetime, what: str) -> datetime:
         ScheduleError: it is not a datetime, or it is naive.
     """
     if not isinstance(value, datetime):
-        raise ScheduleError(f"{what}: {value!r} is not a datetime (allowed: an aware datetime)")
+        raise ScheduleError(
+            f"{what}: {shown(value)} is not a datetime (allowed: an aware datetime)"
+        )
     if value.tzinfo is None or value.utcoffset() is None:
         raise ScheduleError(
             f"{what}: {value.isoformat()} has no time zone "
@@ -101,7 +103,7 @@ class Schedule(BaseSchedule, ABC):
     def upcoming(self, start: datetime, n: int) -> list[datetime]:
         """The next ``n`` fire instants after ``start`` (fewer if the schedule ends)."""
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-            raise ScheduleError(f"upcoming: n={n!r} is not a whole number >= 0")
+            raise ScheduleError(f"upcoming: n={shown(n)} is not a whole number >= 0")
         fires: list[datetime] = []
         current = start
         while len(fires) < n:

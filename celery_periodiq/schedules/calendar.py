@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from celery_periodiq.errors import ScheduleError
+from celery_periodiq.errors import ScheduleError, shown
 from celery_periodiq.schedules.fields import DayRule, Fields
 
 __all__ = ["SHORTHANDS", "compile_calendar", "looks_like_calendar"]
@@ -60,7 +60,7 @@ class _Parser:
         self.spec = spec
 
     def error(self, part: str, problem: str, allowed: str) -> ScheduleError:
-        return ScheduleError(f"calendar {self.spec!r}: {part}: {problem} (allowed: {allowed})")
+        return ScheduleError(f"calendar {shown(self.spec)}: {part}: {problem} (allowed: {allowed})")
 
     def component(self, text: str, part: str, low: int, high: int) -> list[int]:
         """``*``, numbers, ``A,B``, ``A..B``, ``A/S``, ``A..B/S``, ``*/S``."""
@@ -72,7 +72,7 @@ class _Parser:
             if slash:
                 if not _NUMBER.fullmatch(step_text) or int(step_text) < 1:
                     raise self.error(
-                        part, f"repetition {item!r} needs a step of 1 or more", allowed
+                        part, f"repetition {shown(item)} needs a step of 1 or more", allowed
                     )
                 step = int(step_text)
             if base == "*":
@@ -82,7 +82,7 @@ class _Parser:
                 start = self.number(start_text, part, low, high, allowed)
                 end = self.number(end_text, part, low, high, allowed)
                 if start > end:
-                    raise self.error(part, f"range {base!r} runs backwards", allowed)
+                    raise self.error(part, f"range {shown(base)} runs backwards", allowed)
             else:
                 start = self.number(base, part, low, high, allowed)
                 end = high if slash else start
@@ -92,8 +92,8 @@ class _Parser:
     def number(self, text: str, part: str, low: int, high: int, allowed: str) -> int:
         if not _NUMBER.fullmatch(text):
             if part == "second" and re.fullmatch(r"\d+\.\d+", text):
-                raise self.error(part, f"{text!r} has a fraction", "whole seconds 0-59")
-            raise self.error(part, f"{text!r} is not a number", allowed)
+                raise self.error(part, f"{shown(text)} has a fraction", "whole seconds 0-59")
+            raise self.error(part, f"{shown(text)} is not a number", allowed)
         value = int(text)
         if not low <= value <= high:
             raise self.error(part, f"{value} is out of range", allowed)
@@ -106,11 +106,11 @@ class _Parser:
             separator = ".." if ".." in item else "-"
             start_text, found, end_text = item.partition(separator)
             if start_text not in _WEEKDAYS or (found and end_text not in _WEEKDAYS):
-                raise self.error("weekday", f"{item!r} is not a weekday", allowed)
+                raise self.error("weekday", f"{shown(item)} is not a weekday", allowed)
             start = (_WEEKDAYS[start_text] - 1) % 7  # Monday = 0 for range arithmetic
             end = (_WEEKDAYS[end_text] - 1) % 7 if found else start
             if start > end:
-                raise self.error("weekday", f"range {item!r} runs backwards", allowed)
+                raise self.error("weekday", f"range {shown(item)} runs backwards", allowed)
             days.update((day + 1) % 7 for day in range(start, end + 1))
         return days
 
@@ -120,7 +120,9 @@ class _Parser:
         pieces = head.split("-") if head else []
         if len(pieces) not in (1, 2) or not day_text:
             raise self.error(
-                "date", f"{text!r} is not YYYY-MM-DD or MM-DD", "e.g. *-*-01, 2027-06-15, *-02~01"
+                "date",
+                f"{shown(text)} is not YYYY-MM-DD or MM-DD",
+                "e.g. *-*-01, 2027-06-15, *-02~01",
             )
         year_text = pieces[0] if len(pieces) == 2 else "*"
         years = None if year_text == "*" else tuple(self.component(year_text, "year", 1970, 2099))
@@ -147,7 +149,9 @@ class _Parser:
     def time(self, text: str) -> tuple[list[int], list[int], list[int]]:
         pieces = text.split(":")
         if len(pieces) not in (2, 3):
-            raise self.error("time", f"{text!r} is not HH:MM or HH:MM:SS", "e.g. 09:00, *:0/15")
+            raise self.error(
+                "time", f"{shown(text)} is not HH:MM or HH:MM:SS", "e.g. 09:00, *:0/15"
+            )
         hours = self.component(pieces[0], "hour", 0, 23)
         minutes = self.component(pieces[1], "minute", 0, 59)
         seconds = self.component(pieces[2], "second", 0, 59) if len(pieces) == 3 else [0]
@@ -175,7 +179,9 @@ def compile_calendar(spec: str) -> tuple[Fields, str | None]:
     if len(tokens) == 1 and tokens[0].lower() in SHORTHANDS:
         tokens = SHORTHANDS[tokens[0].lower()].split()
     if not tokens:
-        raise ScheduleError(f"calendar {spec!r}: empty (allowed: e.g. 'Mon..Fri 09:00', 'daily')")
+        raise ScheduleError(
+            f"calendar {shown(spec)}: empty (allowed: e.g. 'Mon..Fri 09:00', 'daily')"
+        )
     weekdays: set[int] | None = None
     if _WEEKDAY_TOKEN.fullmatch(tokens[0]) and tokens[0].lower() not in SHORTHANDS:
         weekdays = parser.weekdays(tokens.pop(0))
@@ -183,11 +189,13 @@ def compile_calendar(spec: str) -> tuple[Fields, str | None]:
     time_text = tokens.pop(0) if tokens else "00:00:00"
     if tokens:
         raise ScheduleError(
-            f"calendar {spec!r}: unexpected {' '.join(tokens)!r} "
+            f"calendar {shown(spec)}: unexpected {shown(' '.join(tokens))} "
             "(allowed: [WEEKDAYS] [DATE] [TIME] [TIMEZONE], e.g. 'Mon..Fri *-*-* 09:00:00')"
         )
     if ":" not in time_text:
-        raise parser.error("time", f"{time_text!r} is not HH:MM or HH:MM:SS", "e.g. 09:00, *:0/15")
+        raise parser.error(
+            "time", f"{shown(time_text)} is not HH:MM or HH:MM:SS", "e.g. 09:00, *:0/15"
+        )
     years, months, rule = parser.date(date_text)
     if weekdays is not None:
         rule = DayRule(
@@ -208,5 +216,7 @@ def compile_calendar(spec: str) -> tuple[Fields, str | None]:
         days=rule,
     )
     if not fields.can_fire():
-        raise ScheduleError(f"calendar {spec!r}: can never fire: no date matches {date_text!r}")
+        raise ScheduleError(
+            f"calendar {shown(spec)}: can never fire: no date matches {shown(date_text)}"
+        )
     return fields, timezone

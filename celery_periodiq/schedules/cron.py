@@ -6,7 +6,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from celery_periodiq.errors import ScheduleError
+from celery_periodiq.errors import ScheduleError, shown
 from celery_periodiq.schedules.fields import DayRule, Fields
 
 __all__ = ["MACROS", "compile_cron"]
@@ -70,7 +70,7 @@ class _Parser:
     def error(self, where: _Field, problem: str, allowed: str | None = None) -> ScheduleError:
         allowed = allowed or where.allowed
         return ScheduleError(
-            f"cron {self.spec!r}: {where.name} field: {problem} (allowed: {allowed})"
+            f"cron {shown(self.spec)}: {where.name} field: {problem} (allowed: {allowed})"
         )
 
     def number(self, token: str, where: _Field) -> int:
@@ -85,12 +85,12 @@ class _Parser:
         return value
 
     def _not_a_value(self, token: str, where: _Field) -> int:
-        raise self.error(where, f"{token!r} is not a value")
+        raise self.error(where, f"{shown(token)} is not a value")
 
     def step(self, token: str, where: _Field) -> int:
         span = where.high - where.low + 1
         if not _NUMBER.fullmatch(token) or not 1 <= int(token) <= span:
-            raise self.error(where, f"step {token!r} is not a whole number from 1 to {span}")
+            raise self.error(where, f"step {shown(token)} is not a whole number from 1 to {span}")
         return int(token)
 
     def hashed(self, match: re.Match[str], where: _Field) -> list[int]:
@@ -122,7 +122,7 @@ class _Parser:
             if where is _DOW and high == 0:
                 high = 7  # FRI-SUN
             if low > high:
-                raise self.error(where, f"range {base!r} runs backwards")
+                raise self.error(where, f"range {shown(base)} runs backwards")
         else:
             low = self.number(base, where)
             high = where.high if slash else low
@@ -134,7 +134,7 @@ class _Parser:
         values: set[int] = set()
         for item in text.split(","):
             if not item:
-                raise self.error(where, f"empty item in {text!r}")
+                raise self.error(where, f"empty item in {shown(text)}")
             values.update(self.values(item, where))
         return tuple(sorted(values))
 
@@ -156,25 +156,27 @@ class _Parser:
                 back = upper[2:]
                 if not _NUMBER.fullmatch(back) or int(back) > 30:
                     raise self.error(
-                        _DOM, f"{item!r} is not L-n with n from 0 to 30", "1-31, L, L-n, LW, nW"
+                        _DOM,
+                        f"{shown(item)} is not L-n with n from 0 to 30",
+                        "1-31, L, L-n, LW, nW",
                     )
                 from_end.add(int(back))
             elif upper.endswith("W") and _NUMBER.fullmatch(upper[:-1]):
                 nearest.add(self.number(upper[:-1], _DOM))
             elif not item:
-                raise self.error(_DOM, f"empty item in {dom!r}")
+                raise self.error(_DOM, f"empty item in {shown(dom)}")
             else:
                 days.update(self.values(item, _DOM))
         for item in dow.split(",") if dow != "?" else ["*"]:
             if "#" in item:
                 weekday_text, _, nth_text = item.partition("#")
                 if not nth_text.isdigit() or not 1 <= int(nth_text) <= 5:
-                    raise self.error(_DOW, f"{item!r}: the week number after # must be 1-5")
+                    raise self.error(_DOW, f"{shown(item)}: the week number after # must be 1-5")
                 nth.add((self.number(weekday_text, _DOW) % 7, int(nth_text)))
             elif len(item) > 1 and item.upper().endswith("L"):
                 last_weekdays.add(self.number(item[:-1], _DOW) % 7)
             elif not item:
-                raise self.error(_DOW, f"empty item in {dow!r}")
+                raise self.error(_DOW, f"empty item in {shown(dow)}")
             else:
                 weekdays.update(value % 7 for value in self.values(item, _DOW))
         return DayRule(
@@ -207,7 +209,7 @@ def compile_cron(spec: str, key: str | None = None) -> Fields:
     layout = _LAYOUTS.get(len(parts))
     if layout is None:
         raise ScheduleError(
-            f"cron {spec!r}: has {len(parts)} fields (allowed: 5 fields 'minute hour "
+            f"cron {shown(spec)}: has {len(parts)} fields (allowed: 5 fields 'minute hour "
             "day-of-month month day-of-week', 6 with seconds first, 7 with a year last)"
         )
     parser = _Parser(spec, key)
@@ -218,12 +220,13 @@ def compile_cron(spec: str, key: str | None = None) -> Fields:
     for name, part in fields.items():
         if "?" in part and name not in ("day-of-month", "day-of-week"):
             raise ScheduleError(
-                f"cron {spec!r}: {name} field: '?' is only allowed in day-of-month and day-of-week"
+                f"cron {shown(spec)}: {name} field: '?' is only allowed in day-of-month and "
+                "day-of-week"
             )
         if part == "?" and name in ("day-of-month", "day-of-week"):
             continue
         if "?" in part:
-            raise ScheduleError(f"cron {spec!r}: {name} field: '?' must stand alone")
+            raise ScheduleError(f"cron {shown(spec)}: {name} field: '?' must stand alone")
     compiled = Fields(
         seconds=parser.field(fields["second"], _SECOND) if "second" in fields else (0,),
         minutes=parser.field(fields["minute"], _MINUTE),
@@ -234,9 +237,11 @@ def compile_cron(spec: str, key: str | None = None) -> Fields:
     )
     if not compiled.can_fire():
         raise ScheduleError(
-            f"cron {spec!r}: can never fire: no date matches day-of-month "
-            f"{fields['day-of-month']!r} with day-of-week {fields['day-of-week']!r} in month "
-            f"{fields['month']!r}" + (f" of year {fields['year']!r}" if "year" in fields else "")
+            f"cron {shown(spec)}: can never fire: no date matches day-of-month "
+            f"{shown(fields['day-of-month'])} with day-of-week {shown(fields['day-of-week'])} in "
+            "month "
+            f"{shown(fields['month'])}"
+            + (f" of year {shown(fields['year'])}" if "year" in fields else "")
         )
     return compiled
 

@@ -7,7 +7,7 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import ClassVar
 
-from celery_periodiq.errors import ScheduleError
+from celery_periodiq.errors import ScheduleError, shown
 from celery_periodiq.schedules.base import Schedule
 from celery_periodiq.schedules.describe import describe_duration
 
@@ -33,20 +33,21 @@ def parse_duration(text: str, spec: str) -> timedelta:
         match = _PART.match(compact, position)
         if match is None:
             raise ScheduleError(
-                f"interval {spec!r}: {text.strip()!r} is not a duration (allowed: {_ALLOWED})"
+                f"interval {shown(spec)}: {shown(text.strip())} is not a duration (allowed: "
+                f"{_ALLOWED})"
             )
         unit = match.group(2)
         if unit in seen:
             raise ScheduleError(
-                f"interval {spec!r}: unit {unit!r} appears twice (allowed: {_ALLOWED})"
+                f"interval {shown(spec)}: unit {shown(unit)} appears twice (allowed: {_ALLOWED})"
             )
         seen.add(unit)
         micros += int(match.group(1)) * _UNITS[unit]
         position = match.end()
     if not compact:
-        raise ScheduleError(f"interval {spec!r}: no duration given (allowed: {_ALLOWED})")
+        raise ScheduleError(f"interval {shown(spec)}: no duration given (allowed: {_ALLOWED})")
     if micros <= 0:
-        raise ScheduleError(f"interval {spec!r}: the interval must be longer than zero")
+        raise ScheduleError(f"interval {shown(spec)}: the interval must be longer than zero")
     return timedelta(microseconds=micros)
 
 
@@ -61,11 +62,11 @@ def every_spec(every: float | timedelta) -> str:
     elif isinstance(every, int | float) and not isinstance(every, bool) and math.isfinite(every):
         micros = round(every * 1_000_000)
     else:
-        raise ScheduleError(f"every={every!r}: not a number of seconds or a timedelta")
+        raise ScheduleError(f"every={shown(every)}: not a number of seconds or a timedelta")
     if micros <= 0:
-        raise ScheduleError(f"every={every!r}: the interval must be longer than zero")
+        raise ScheduleError(f"every={shown(every)}: the interval must be longer than zero")
     if micros % 1000:
-        raise ScheduleError(f"every={every!r}: the smallest unit is a millisecond")
+        raise ScheduleError(f"every={shown(every)}: the smallest unit is a millisecond")
     parts = []
     for unit in ("d", "h", "m", "s", "ms"):
         count, micros = divmod(micros, _UNITS[unit])

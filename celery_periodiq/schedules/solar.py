@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 from celery.schedules import solar as celery_solar
 
-from celery_periodiq.errors import ScheduleError
+from celery_periodiq.errors import ScheduleError, shown
 from celery_periodiq.schedules.base import Schedule
 
 __all__ = ["SOLAR_EVENTS", "SolarSchedule", "parse_solar"]
@@ -34,23 +34,25 @@ def parse_solar(spec: str) -> tuple[str, float, float]:
     parts = spec.split()
     allowed = f"@solar EVENT LATITUDE LONGITUDE, EVENT one of {', '.join(SOLAR_EVENTS)}"
     if len(parts) != 4 or parts[0].lower() != "@solar":
-        raise ScheduleError(f"solar {spec!r}: not '@solar EVENT LAT LON' (allowed: {allowed})")
+        raise ScheduleError(f"solar {shown(spec)}: not '@solar EVENT LAT LON' (allowed: {allowed})")
     event = parts[1].lower()
     if event not in SOLAR_EVENTS:
-        raise ScheduleError(f"solar {spec!r}: event {parts[1]!r} is unknown (allowed: {allowed})")
+        raise ScheduleError(
+            f"solar {shown(spec)}: event {shown(parts[1])} is unknown (allowed: {allowed})"
+        )
     try:
         lat, lon = float(parts[2]), float(parts[3])
     except ValueError:
         raise ScheduleError(
-            f"solar {spec!r}: latitude and longitude must be numbers (allowed: {allowed})"
+            f"solar {shown(spec)}: latitude and longitude must be numbers (allowed: {allowed})"
         ) from None
     if not -90 <= lat <= 90:
         raise ScheduleError(
-            f"solar {spec!r}: latitude {lat:g} is off the globe (allowed: -90 to 90)"
+            f"solar {shown(spec)}: latitude {lat:g} is off the globe (allowed: -90 to 90)"
         )
     if not -180 <= lon <= 180:
         raise ScheduleError(
-            f"solar {spec!r}: longitude {lon:g} is off the globe (allowed: -180 to 180)"
+            f"solar {shown(spec)}: longitude {lon:g} is off the globe (allowed: -180 to 180)"
         )
     return event, lat, lon
 
@@ -75,7 +77,7 @@ class SolarSchedule(Schedule):
             import ephem
         except ImportError:
             raise ScheduleError(
-                f"solar {spec!r}: needs the ephem package "
+                f"solar {shown(spec)}: needs the ephem package "
                 "(allowed once installed: pip install 'celery-periodiq[solar]')"
             ) from None
         self._ephem: Any = ephem

@@ -9,7 +9,7 @@ import functools
 import zoneinfo
 from datetime import UTC, datetime, timedelta, tzinfo
 
-from celery_periodiq.errors import ScheduleError
+from celery_periodiq.errors import ScheduleError, shown
 
 __all__ = ["first_transition", "is_fixed", "resolve_wall", "zone"]
 
@@ -30,14 +30,14 @@ def zone(name: str) -> zoneinfo.ZoneInfo:
     """
     if not isinstance(name, str) or not name.strip():
         raise ScheduleError(
-            f"time zone: {name!r} is not a zone name "
+            f"time zone: {shown(name)} is not a zone name "
             "(allowed: an IANA name such as 'Europe/Berlin' or 'UTC')"
         )
     try:
         return zoneinfo.ZoneInfo(name.strip())
     except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
         raise ScheduleError(
-            f"time zone: {name!r} is not in the tz database "
+            f"time zone: {shown(name)} is not in the tz database "
             "(allowed: an IANA name such as 'Europe/Berlin', 'America/New_York' or 'UTC')"
         ) from None
 
