@@ -94,10 +94,10 @@ def _schedule_options(value: Any, app: Celery) -> dict[str, Any]:
             _cron_field(attributes[f"_orig_{part}"])
             for part in ("minute", "hour", "day_of_month", "month_of_year", "day_of_week")
         ]
-        if fields[2] != "*" and fields[4] != "*":
+        if not fields[2].startswith("*") and not fields[4].startswith("*"):
             logger.warning(
                 "crontab %s: Celery requires day-of-month AND day-of-week to match; "
-                "as a cron expression either one matching is enough",
+                "as a cron expression (crontab(5)) either one matching is enough",
                 " ".join(fields),
             )
         return {"cron": " ".join(fields), "tz": str(app.conf.timezone or "UTC")}

@@ -296,11 +296,15 @@ def _parse_cron(fields: list[str], key: str | None) -> ClockSchedule:
     dom_restricted, dom_ok = _parse_dom(dom_t, key)
     dow_restricted, dow_ok = _parse_dow(dow_t, key)
 
+    # Vixie cron (crontab(5)): a day field whose first character is "*" (our "?" too)
+    # makes the day match both fields; only two restricted fields match either way.
+    starred = dom_t.startswith(("*", "?")) or dow_t.startswith(("*", "?"))
+
     def day_ok(d: date) -> bool:
         if d.month not in months or (years is not None and d.year not in years):
             return False
         if dom_restricted and dow_restricted:
-            return dom_ok(d) or dow_ok(d)
+            return (dom_ok(d) and dow_ok(d)) if starred else (dom_ok(d) or dow_ok(d))
         if dom_restricted:
             return dom_ok(d)
         if dow_restricted:

@@ -206,8 +206,10 @@ DAY_CASES = [
     # only one restricted field counts
     ("0 0 13 * ?", "2026-01-10T00:00:00+00:00", ["2026-01-13", "2026-02-13"]),
     ("0 0 ? * 5", "2026-01-10T00:00:00+00:00", ["2026-01-16", "2026-01-23"]),
-    # a restricted field matching every day still takes part in the OR rule
-    ("0 0 */1 * 5", "2026-01-10T00:00:00+00:00", ["2026-01-11", "2026-01-12"]),
+    # crontab(5): a field starting with "*" makes the day match both, even when it is
+    # restricted; "*/1" matches every day, so only Fridays are left
+    ("0 0 */1 * 5", "2026-01-10T00:00:00+00:00", ["2026-01-16", "2026-01-23"]),
+    ("0 0 1-31 * 5", "2026-01-10T00:00:00+00:00", ["2026-01-11", "2026-01-12"]),
     # FRI-SUN = 5-7 (an end of SUN/0 means 7); Jan 10 2026 is a Saturday
     ("0 0 * * FRI-SUN", "2026-01-10T00:00:00+00:00", ["2026-01-11", "2026-01-16"]),
     ("0 0 * * 7", "2026-01-10T00:00:00+00:00", ["2026-01-11", "2026-01-18"]),

@@ -67,11 +67,34 @@ def utc(*parts: str) -> list[str]:
         ("0 0 * * 5L", utc("2026-01-30T00:00:00", "2026-02-27T00:00:00", "2026-03-27T00:00:00")),
         ("0 0 ? * MON", utc("2026-01-05T00:00:00", "2026-01-12T00:00:00", "2026-01-19T00:00:00")),
         ("0 0 13 * ?", utc("2026-01-13T00:00:00", "2026-02-13T00:00:00", "2026-03-13T00:00:00")),
-        # Vixie cron: both day fields restricted means either may match.
+        # crontab(5): both day fields restricted (neither starts with *): either may match.
         ("0 0 13 * 5", utc("2026-01-02T00:00:00", "2026-01-09T00:00:00", "2026-01-13T00:00:00")),
     ],
 )
 def test_five_field_cron_fires_at_the_listed_instants(spec: str, expected: list[str]) -> None:
+    assert fires(spec) == expected
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        # a day field starting with "*" makes the day match both fields, as Vixie cron does
+        # (DOM_STAR): Mondays that are odd days of the month, not every Monday and odd day
+        ("0 0 */2 * 1", utc("2026-01-05T00:00:00", "2026-01-19T00:00:00", "2026-02-09T00:00:00")),
+        # the same days written without a leading "*": both restricted, either may match
+        (
+            "0 0 1-31/2 * 1",
+            utc("2026-01-03T00:00:00", "2026-01-05T00:00:00", "2026-01-07T00:00:00"),
+        ),
+        ("0 0 */1 * 5", utc("2026-01-02T00:00:00", "2026-01-09T00:00:00", "2026-01-16T00:00:00")),
+        ("0 0 13 * */7", utc("2026-09-13T00:00:00", "2026-12-13T00:00:00", "2027-06-13T00:00:00")),
+        ("0 0 1-7 * 1", utc("2026-01-02T00:00:00", "2026-01-03T00:00:00", "2026-01-04T00:00:00")),
+        ("0 0 * * 1", utc("2026-01-05T00:00:00", "2026-01-12T00:00:00", "2026-01-19T00:00:00")),
+    ],
+)
+def test_day_fields_follow_crontab5_a_star_field_means_both_must_match(
+    spec: str, expected: list[str]
+) -> None:
     assert fires(spec) == expected
 
 

@@ -189,7 +189,9 @@ class _Parser:
             last_weekdays=frozenset(last_weekdays),
             dom_restricted=dom not in ("*", "?"),
             dow_restricted=dow not in ("*", "?"),
-            either=True,
+            # crontab(5): either day field may match only when both are restricted, that
+            # is, neither starts with "*" (nor "?"); "*/2" with a weekday means both.
+            either=not (dom.startswith(("*", "?")) or dow.startswith(("*", "?"))),
         )
 
 
