@@ -338,7 +338,7 @@ def _idle_pass_periodiq(current: Run, rounds: int) -> list[float]:
         done = dispatcher.dispatch()
         done.seconds_until_next()
         timings.append((time.perf_counter() - began) * 1e6)
-        assert not done.batch.claims
+        assert not done.claimed
     store.client.close()
     return timings
 
@@ -471,17 +471,27 @@ def _kill_periodiq_claimer(current: Run, at: float) -> tuple[str, int]:
     deadline = time.monotonic() + 3
     owner = None
     while owner is None and time.monotonic() < deadline:
-        found = client.hrandfield("{periodiq}:ticks", 1, withvalues=True)
+        found = _claims(client)
         if found:
-            owner = json.loads(found[1])["owner"]
+            owner = json.loads(next(iter(found.values())))["owner"]
     if owner is None:
         raise RuntimeError("no claim seen to kill its beat")
     victim = next(p for p in current.beats if pids.get(p.pid) == owner)
     time.sleep(0.1)  # some of its claimed ticks are published, the rest are not
     victim.kill()
-    claims = client.hvals("{periodiq}:ticks")
+    claims = _claims(client).values()
     orphans = sum(1 for raw in claims if json.loads(raw)["owner"] == owner)
     return owner, orphans
+
+
+def _claims(client: Any) -> dict[str, str]:
+    """Every claim in flight, over the schedule's partitions (tick id -> claim JSON)."""
+    from celery_periodiq.keys import Keys
+
+    found: dict[str, str] = {}
+    for part in Keys("periodiq", 16).all():
+        found.update(client.hgetall(part.ticks))
+    return found
 
 
 def failover(cfg: Config) -> list[Row]:
@@ -612,7 +622,7 @@ def slow(cfg: Config) -> list[Row]:
                     break  # all there, and no late duplicate for 3 s
                 if system == "periodiq":
                     now = time.monotonic()
-                    for tick_id, raw in client.hgetall("{periodiq}:ticks").items():
+                    for tick_id, raw in _claims(client).items():
                         held.setdefault(tick_id, [now, now])[1] = now
                         taken = max(taken, json.loads(raw).get("taken", 0))
                 time.sleep(0.05)

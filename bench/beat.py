@@ -19,44 +19,12 @@ table. See bench/README.md for the scenarios and recorded figures.
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_VENV = ROOT / ".venv-bench"
+from _venv import bootstrap
+
 NAMES = ("rest", "burst", "spread", "scale", "failover", "slow")
-
-
-def _have_packages() -> bool:
-    try:
-        import redbeat  # noqa: F401
-
-        import celery_periodiq  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def _bootstrap(argv: list[str]) -> None:
-    """Re-run in the bench venv (created on first use) unless redbeat is importable here."""
-    if _have_packages():
-        return
-    if os.environ.get("BENCH_REEXEC"):
-        raise SystemExit(f"{sys.executable} lacks celery_periodiq or celery-redbeat")
-    venv = Path(os.environ.get("BENCH_VENV", DEFAULT_VENV))
-    python = venv / "bin" / "python"
-    probe = [str(python), "-c", "import redbeat, celery_periodiq"]
-    if not python.exists() or subprocess.run(probe, capture_output=True).returncode != 0:
-        print(f"bench: creating {venv} with celery-redbeat (once)", file=sys.stderr, flush=True)
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        (venv / ".gitignore").write_text("*\n")  # keep it out of git status
-        pip = [str(python), "-m", "pip", "install", "--quiet"]
-        subprocess.run([*pip, "--upgrade", "pip"], check=True)
-        subprocess.run([*pip, "-e", f"{ROOT}[embedded]", "celery-redbeat"], check=True)
-    os.environ["BENCH_REEXEC"] = "1"
-    os.execv(str(python), [str(python), str(Path(__file__).resolve()), *argv])
 
 
 def main() -> None:
@@ -69,7 +37,7 @@ def main() -> None:
     parser.add_argument("--loglevel", default="WARNING", help="the beats' --loglevel")
     parser.add_argument("--keep", action="store_true", help="keep logs in the temporary dir")
     args = parser.parse_args()
-    _bootstrap(sys.argv[1:])
+    bootstrap(__file__, sys.argv[1:])
 
     from _report import run_all
 

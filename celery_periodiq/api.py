@@ -156,8 +156,12 @@ class Periodiq:
         self.store = store if store is not None else Store(self.settings)
         self._unknown_tasks_seen: set[str] = set()
 
-    def _guard(self) -> contextlib.AbstractContextManager[None]:
-        return _redis_errors(self.settings.redis_url)
+    @contextlib.contextmanager
+    def _guard(self) -> Iterator[None]:
+        """Redis errors as our errors; the schedule's layout checked on first use."""
+        with _redis_errors(self.settings.redis_url):
+            self.store.ensure_layout()
+            yield
 
     def _stored(self, name: str) -> StoredEntry:
         found = self.store.load([_check_name(name)])
@@ -321,14 +325,14 @@ class Periodiq:
         with self._guard():
             found = self.store.load([_check_name(name)])
             self._may_change(name, found[0].entry if found else None, force, "delete")
-            if not self.store.scripts.remove([name]):
+            if not self.store.remove([name]):
                 raise EntryNotFoundError(f"no entry named {shown(name)}")
 
     def delete_owner(self, owner: str) -> list[str]:
         """Delete every entry tagged with ``owner``; returns their names."""
         _check_owner(owner)
         with self._guard():
-            return self.store.scripts.remove(self.store.owned_by(owner))
+            return self.store.remove(self.store.owned_by(owner))
 
     def pause(self, name: str, note: str | None = None) -> StoredEntry:
         """Stop an entry's ticks until :meth:`resume`; ``note`` says why."""
@@ -375,10 +379,7 @@ class Periodiq:
         _check_count("limit", limit)
         with self._guard():
             self._stored(name)
-            if not failures_only:
-                return self.store.history(name, limit)
-            events = self.store.history(name, self.settings.history_length)
-            return [event for event in events if event.kind in FAILURE_KINDS][:limit]
+            return self.store.history(name, limit, failures=failures_only)
 
     def upcoming(self, name: str, n: int = 10, *, after: datetime | None = None) -> list[datetime]:
         """The next ``n`` fire instants of an entry (in its time zone).
@@ -427,10 +428,8 @@ class Periodiq:
             for stored in self.store.load():
                 if not any(stored.counters.get(kind) for kind in FAILURE_KINDS):
                     continue
-                events = self.store.history(stored.name, self.settings.history_length)
-                found.extend(
-                    (stored.name, event) for event in events if event.kind in FAILURE_KINDS
-                )
+                events = self.store.history(stored.name, limit, failures=True)
+                found.extend((stored.name, event) for event in events)
         found.sort(key=lambda pair: (pair[1].at, pair[0]), reverse=True)
         return found[:limit]
 

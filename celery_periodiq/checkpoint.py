@@ -21,7 +21,7 @@ class Checkpoint:
 
     def __init__(self, store: Store, entry: str) -> None:
         self._store = store
-        self._key = store.keys.checkpoint(entry)
+        self._key = store.keys.of(entry).checkpoint(entry)
         self.entry = entry
 
     def load(self, default: Any = None) -> Any:

@@ -1,9 +1,8 @@
-"""``periodiq_*`` settings with their defaults, and every Redis key name.
+"""``periodiq_*`` settings with their defaults (key names: :mod:`celery_periodiq.keys`).
 
 Each Celery app keeps its schedule under its own prefix, ``periodiq:<app main
 name>`` unless ``periodiq_key_prefix`` says otherwise, so apps sharing one Redis
-never see each other's entries. All keys of a prefix share one hash tag,
-``{prefix}``, so every Lua script touches keys of a single Redis Cluster slot.
+never see each other's entries.
 """
 
 from __future__ import annotations
@@ -15,6 +14,7 @@ from typing import Any
 from celery import Celery
 
 from celery_periodiq.errors import ConfigurationError
+from celery_periodiq.keys import Keys
 from celery_periodiq.policy import (
     CATCHUP_POLICIES,
     DEFAULT_CATCHUP,
@@ -34,7 +34,9 @@ DEFAULTS: dict[str, Any] = {
     "periodiq_key_prefix": None,  # None: "periodiq:<the app's main name>", one namespace per app
     "periodiq_claim_lease": 10.0,  # seconds before a dead beat's claimed ticks are taken over
     "periodiq_batch_size": 500,  # ticks claimed per Lua call
-    "periodiq_history_length": 100,  # events kept per entry
+    "periodiq_history_length": 40,  # events kept per entry (about 12 runs)
+    "periodiq_partitions": 16,  # entries spread over this many hash tags (Redis Cluster slots)
+    "periodiq_redis_cluster": False,  # True: periodiq_redis_url names a Redis Cluster node
     "periodiq_catchup_cap": 100,  # most ticks catchup="all" publishes at once
     "periodiq_default_catchup": DEFAULT_CATCHUP,
     "periodiq_default_overlap": DEFAULT_OVERLAP,
@@ -56,6 +58,8 @@ class Settings:
     default_catchup: str
     default_overlap: str
     default_grace: float
+    partitions: int = 16
+    redis_cluster: bool = False
     namespace: str = "default"
     """The app's main name: what the default prefix is derived from."""
     url_origin: str = "periodiq_redis_url"
@@ -101,6 +105,8 @@ class Settings:
             default_grace=float(
                 _typed("periodiq_default_grace", get("periodiq_default_grace"), float)
             ),
+            partitions=_typed("periodiq_partitions", get("periodiq_partitions"), int),
+            redis_cluster=_typed("periodiq_redis_cluster", get("periodiq_redis_cluster"), bool),
             namespace=namespace,
             url_origin=origin,
         )
@@ -132,20 +138,24 @@ class Settings:
             )
         if not 0 <= self.default_grace <= 86400:
             raise _bad("periodiq_default_grace", self.default_grace, "0 to 86400 seconds")
+        if not 1 <= self.partitions <= 1024:
+            raise _bad("periodiq_partitions", self.partitions, "1 to 1024")
 
     @property
     def keys(self) -> Keys:
-        """The Redis key names under this app's prefix."""
-        return Keys(self.key_prefix)
+        """The Redis key names under this app's prefix and partitions."""
+        return Keys(self.key_prefix, self.partitions)
 
 
-_KINDS = {str: "text", int: "a whole number", float: "a number", dict: "a dict"}
+_KINDS = {
+    str: "text", int: "a whole number", float: "a number", dict: "a dict", bool: "True or False"
+}  # fmt: skip
 
 
 def _typed(name: str, value: Any, kind: type) -> Any:
-    """``value`` if it is of ``kind`` (ints count as floats; bools never count)."""
+    """``value`` if it is of ``kind`` (ints count as floats; bools count only as bools)."""
     accepted = (int, float) if kind is float else (kind,)
-    if isinstance(value, bool) or not isinstance(value, accepted):
+    if (isinstance(value, bool) and kind is not bool) or not isinstance(value, accepted):
         raise _bad(name, value, _KINDS[kind])
     return value
 
@@ -173,73 +183,3 @@ def _redis_url_from_broker(broker: object) -> tuple[str, str]:
 def app_namespace(app: Celery) -> str:
     """The app's main name, made safe for a key prefix (``default`` when it has none)."""
     return re.sub(r"[^\w.:-]", "_", app.main or "") or "default"
-
-
-class Keys:
-    """Every Redis key celery_periodiq uses, built from one prefix with a hash tag."""
-
-    def __init__(self, prefix: str) -> None:
-        self.tag = "{" + prefix + "}"
-        tag = self.tag
-        self.entries = f"{tag}:entries"
-        """hash: entry name -> definition JSON."""
-        self.due = f"{tag}:due"
-        """zset: entry name -> when its next tick is due (ms, jitter applied)."""
-        self.inflight = f"{tag}:inflight"
-        """zset: tick id -> when to look at the claim again (ms)."""
-        self.ticks = f"{tag}:ticks"
-        """hash: tick id -> JSON of the claim (entry, nominal instant, owner, ...)."""
-        self.beats = f"{tag}:beats"
-        """zset: beat id -> heartbeat expiry (ms)."""
-        self.declared = f"{tag}:declared"
-        """set: names of the entries declared in code or in beat_schedule."""
-        self.events = f"{tag}:events"
-        """hash: names of @reboot/@shutdown entries -> "reboot" or "shutdown"."""
-        self.changes = f"{tag}:changes"
-        """pub/sub channel: an entry was created, changed, paused or deleted."""
-        self.quarantine = f"{tag}:quarantine"
-        """hash: entry name -> why it is quarantined (keys of the wrong type, an unusable
-        definition, a definition gone missing); writing the entry again lifts it."""
-
-    def state(self, name: str) -> str:
-        """hash: an entry's run state and counters."""
-        return f"{self.tag}:state:{name}"
-
-    def running(self, name: str) -> str:
-        """string with TTL: the task id of the entry's unfinished run."""
-        return f"{self.tag}:running:{name}"
-
-    def queued(self, name: str) -> str:
-        """string with TTL: the task id of a published run that has not started."""
-        return f"{self.tag}:queued:{name}"
-
-    def started(self, name: str) -> str:
-        """zset: nominal instants (ms) of the entry's ticks whose runs began."""
-        return f"{self.tag}:started:{name}"
-
-    def history(self, name: str) -> str:
-        """stream: the entry's capped event history."""
-        return f"{self.tag}:history:{name}"
-
-    def checkpoint(self, name: str) -> str:
-        """string: the entry's checkpoint JSON."""
-        return f"{self.tag}:checkpoint:{name}"
-
-    def owner(self, owner: str) -> str:
-        """set: names of the entries with this owner tag."""
-        return f"{self.tag}:owner:{owner}"
-
-    def beat(self, beat_id: str) -> str:
-        """hash with TTL: one beat instance's heartbeat."""
-        return f"{self.tag}:beat:{beat_id}"
-
-    def entry_keys(self, name: str) -> list[tuple[str, str]]:
-        """Every per-entry key with the Redis type periodiq keeps in it (as lua/_common.lua)."""
-        return [
-            (self.state(name), "hash"),
-            (self.running(name), "string"),
-            (self.queued(name), "string"),
-            (self.started(name), "zset"),
-            (self.history(name), "stream"),
-            (self.checkpoint(name), "string"),
-        ]

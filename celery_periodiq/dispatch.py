@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -25,6 +26,7 @@ from kombu.exceptions import KombuError, OperationalError
 from celery_periodiq.config import Settings
 from celery_periodiq.entry import Entry
 from celery_periodiq.errors import BrokerUnavailableError, EntryError
+from celery_periodiq.keys import Partition
 from celery_periodiq.plan import (
     Plan,
     Tick,
@@ -97,27 +99,28 @@ def _entry(definition: str) -> Entry:
 
 @dataclass(frozen=True, slots=True)
 class Pass:
-    """What one dispatch pass saw."""
+    """What one dispatch pass saw, over the partitions it claimed."""
 
-    batch: ClaimBatch
-    claimed_at: float
-    """``time.monotonic()`` when the claim returned, to age the Redis clock reading."""
+    claimed: int
+    """Ticks claimed in this pass."""
+    full: bool
+    """Some partition gave a whole batch: more may be due at once."""
     complete: bool
     """False when publishing stopped early (broker down, lease running out)."""
-    rescheduled_ms: int | None = None
-    """The earliest next tick this pass scheduled (claim.lua could not see those)."""
+    wake_ms: float | None
+    """The Redis clock (ms) of the next due tick or claim recheck of any partition."""
+    clock_ms: float
+    """The Redis clock (ms, with its microseconds) at ``measured``."""
+    measured: float
+    """``time.monotonic()`` at ``clock_ms``."""
 
     def seconds_until_next(self) -> float | None:
         """Seconds until the next due tick or claim recheck, from now."""
-        batch = self.batch
-        candidates = (batch.next_due_ms, batch.next_recheck_ms, self.rescheduled_ms)
-        moments = [m for m in candidates if m is not None]
-        if not moments:
+        if self.wake_ms is None:
             return None
-        elapsed = time.monotonic() - self.claimed_at
+        elapsed = time.monotonic() - self.measured
         # wake a horizon early: the claim then takes those ticks ahead of time
-        clock = batch.now_ms + batch.now_us / 1000
-        return max((min(moments) - clock - _HORIZON_MS) / 1000 - elapsed, 0.0)
+        return max((self.wake_ms - self.clock_ms - _HORIZON_MS) / 1000 - elapsed, 0.0)
 
 
 class Dispatcher:
@@ -140,11 +143,40 @@ class Dispatcher:
         self.ticks_claimed = 0
         self.last_tick_ms: int | None = None
         self._broker_down = False
-        self._unsettled: list[dict[str, Any]] = []
-        """Settlements of published ticks whose ack failed: written first in the next pass."""
+        self._unsettled: dict[int, list[dict[str, Any]]] = {}
+        """Settlements of published ticks whose ack failed, by partition: written first in
+        the next pass."""
+        self._wake: dict[int, float] = {}
+        """Per partition, the Redis clock (ms) when it next has something due; a partition
+        not in it (never claimed, or changed since) is claimed in the next pass."""
+        self._lock = threading.Lock()
+        self._clock = (0.0, 0.0)
+        """The last Redis clock reading (ms) and ``time.monotonic()`` when it was taken."""
+
+    def touch(self, name: str | None = None) -> None:
+        """Something changed: claim ``name``'s partition (every partition when None) in the
+        next pass, whatever it was known to have due."""
+        with self._lock:
+            if name is None:
+                self._wake.clear()
+            else:
+                self._wake.pop(self.store.keys.partition_of(name), None)
+
+    def _due_partitions(self, now_ms: int | None) -> list[Partition]:
+        """The partitions that may have something due now (or within the horizon)."""
+        clock, measured = self._clock
+        estimate = (
+            float(now_ms) if now_ms is not None
+            else clock + (time.monotonic() - measured) * 1000 if measured else math.inf
+        )  # fmt: skip
+        with self._lock:
+            return [
+                part for part in self.store.keys.all()
+                if self._wake.get(part.index, -math.inf) <= estimate + _HORIZON_MS
+            ]  # fmt: skip
 
     def dispatch(self, now_ms: int | None = None) -> Pass:
-        """Claim one batch, publish it, settle it.
+        """Claim the due ticks of every partition that has some, publish them, settle them.
 
         ``now_ms`` replaces the Redis clock (tests drive timelines with it).
 
@@ -155,55 +187,88 @@ class Dispatcher:
         settings = self.settings
         self._settle_pending()
         lease_ms = int(settings.claim_lease * 1000)
-        # Aging the Redis clock reading from before the call wakes us early, never late.
-        claimed_at = time.monotonic()
         horizon = 0 if now_ms is not None else _HORIZON_MS
-        batch = self.store.scripts.claim(
-            self.beat_id, settings.batch_size, lease_ms, now_ms, horizon
+        batches: list[tuple[ClaimBatch, float]] = []
+        for part in self._due_partitions(now_ms):
+            # Aging the Redis clock reading from before the call wakes us early, never late.
+            claimed_at = time.monotonic()
+            batch = self.store.scripts.claim(
+                part, self.beat_id, settings.batch_size, lease_ms, now_ms, horizon
+            )
+            self._clock = (batch.now_ms + batch.now_us / 1000, claimed_at)
+            moments = [m for m in (batch.next_due_ms, batch.next_recheck_ms) if m is not None]
+            with self._lock:
+                self._wake[part.index] = min(moments, default=math.inf)
+            self._report(batch)
+            batches.append((batch, claimed_at))
+        claimed = sum(len(batch.claims) for batch, _ in batches)
+        complete = True
+        if claimed:
+            complete = self._publish_batches(batches)
+        with self._lock:
+            wake = min(self._wake.values(), default=math.inf)
+        clock, measured = self._clock
+        return Pass(
+            claimed=claimed,
+            full=any(len(batch.claims) >= settings.batch_size for batch, _ in batches),
+            complete=complete,
+            wake_ms=None if math.isinf(wake) else wake,
+            clock_ms=clock,
+            measured=measured,
         )
-        self._report(batch)
-        if not batch.claims:
-            return Pass(batch, claimed_at, complete=True)
-        self.ticks_claimed += len(batch.claims)
-        self.last_tick_ms = batch.now_ms
-        settlements: list[dict[str, Any]] = []
+
+    def _publish_batches(self, batches: list[tuple[ClaimBatch, float]]) -> bool:
+        """Publish every claimed tick, then settle each partition's claims."""
+        self.ticks_claimed += sum(len(batch.claims) for batch, _ in batches)
+        self.last_tick_ms = max(batch.now_ms for batch, _ in batches)
+        settlements: dict[int, list[dict[str, Any]]] = {}
         sent: list[tuple[str, Tick]] = []
         complete = False
         try:
             with self.app.producer_or_acquire() as producer:
-                complete = self._publish_all(batch, producer, claimed_at, settlements, sent)
+                complete = all(
+                    self._publish_all(batch, producer, claimed_at,
+                                      settlements.setdefault(batch.partition, []), sent)
+                    for batch, claimed_at in batches
+                )  # fmt: skip
             if self._broker_down:
                 logger.info("periodiq: broker reachable again")
                 self._broker_down = False
         except BROKER_ERRORS as error:
             if not self._broker_down:
+                left = sum(len(b.claims) for b, _ in batches) - sum(map(len, settlements.values()))
                 logger.error(
                     "periodiq: broker unreachable (%s); %d claimed ticks stay in flight",
-                    error, len(batch.claims) - len(settlements),
+                    error, left,
                 )  # fmt: skip
             self._broker_down = True
         finally:
             self._log_sent(sent)
-            self._unsettled.extend(settlements)
+            for index, items in settlements.items():
+                self._unsettled.setdefault(index, []).extend(items)
             self._settle_pending()
-        dues = [item["due"] for item in settlements if item.get("due") is not None]
-        return Pass(batch, claimed_at, complete=complete, rescheduled_ms=min(dues, default=None))
+            with self._lock:
+                for items in settlements.values():
+                    for item in items:
+                        if item.get("due") is not None:
+                            index = self.store.keys.partition_of(item["name"])
+                            self._wake[index] = min(self._wake.get(index, math.inf), item["due"])
+        return complete
 
     def _settle_pending(self) -> None:
         """Write the settlements not yet written, a batch at a time (ack.lua)."""
         size = self.settings.batch_size
-        while self._unsettled:
-            chunk = self._unsettled[:size]
-            self.store.scripts.ack(self.beat_id, self.settings.history_length, chunk)
-            del self._unsettled[:size]
+        for index in list(self._unsettled):
+            items = self._unsettled[index]
+            part = self.store.keys.part(index)
+            while items:
+                self.store.scripts.ack(
+                    part, self.beat_id, self.settings.history_length, items[:size]
+                )
+                del items[:size]
+            del self._unsettled[index]
 
     def _report(self, batch: ClaimBatch) -> None:
-        for name, reason in batch.quarantined.items():
-            logger.error(
-                "periodiq: entry %r quarantined: %s; the others go on "
-                "(`celery periodiq update` or `delete --force` repairs it)",
-                name, reason,
-            )  # fmt: skip
         if batch.vanished:
             logger.warning(
                 "periodiq: entries %s were due but their definitions are gone (deleted outside "
@@ -312,7 +377,7 @@ class Dispatcher:
         settlement.update(self._accounting(plan, claim, sent_at_ms))
         if claim.rebuilt:
             note = "its state was missing; rebuilt from the definition"
-            settlement["events"].append(["rebuilt", claim.nominal_ms, "", "", note])
+            settlement["events"].append(["rebuilt", claim.nominal_ms, "-", "", note])
         return settlement
 
     def _rebuilt(self, entry: Entry, claim: Claim) -> dict[str, Any]:
@@ -325,7 +390,7 @@ class Dispatcher:
             entry.name, following,
         )  # fmt: skip
         note = "its state was missing; rebuilt from the definition"
-        rebuilt: dict[str, Any] = {"events": [["rebuilt", "", "", "", note]], "counts": {}}
+        rebuilt: dict[str, Any] = {"events": [["rebuilt", "", "-", "", note]], "counts": {}}
         if upcoming is not None:
             rebuilt["next"], rebuilt["due"] = to_ms(upcoming[0]), to_ms(upcoming[1])
         return rebuilt
@@ -333,8 +398,8 @@ class Dispatcher:
     def _accounting(self, plan: Plan, claim: Claim, sent_at_ms: int) -> dict[str, Any]:
         counts: dict[str, int] = {}
         events: list[list[Any]] = []
-        for tick in plan.publish:
-            events.append(["enqueued", to_ms(tick.nominal), tick.task_id, tick.missed, ""])
+        for tick in plan.publish:  # "" task id: the one the tick derives
+            events.append(["enqueued", to_ms(tick.nominal), "", _missed(tick), ""])
         if plan.publish:
             counts["enqueued"] = len(plan.publish)
         for reason, instants, total in (
@@ -344,8 +409,8 @@ class Dispatcher:
             if not total:
                 continue
             counts[reason] = total
-            for instant in instants[-_MISSED_EVENTS:]:
-                events.append([reason, to_ms(instant), "", "", ""])
+            for instant in instants[-_MISSED_EVENTS:]:  # "-": no task was sent for these
+                events.append([reason, to_ms(instant), "-", "", ""])
             listed = min(len(instants), _MISSED_EVENTS)
             if total > listed:
                 events[-1][4] = f"{total - listed} earlier not listed"
@@ -432,6 +497,11 @@ class Dispatcher:
             )  # fmt: skip
             fired.append(entry.name)
         return fired
+
+
+def _missed(tick: Tick) -> int | str:
+    """How many ticks a run stands for, as the history keeps it ("" for just itself)."""
+    return "" if tick.missed == 1 else tick.missed
 
 
 def _recovered_tick(entry: Entry, claim: Claim) -> int | None:

@@ -9,8 +9,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import redis
-
 from celery_periodiq.store import Store
 
 __all__ = ["ChangeListener", "Heartbeat"]
@@ -41,7 +39,9 @@ class Heartbeat(threading.Thread):
     def beat_once(self) -> None:
         """Refresh the heartbeat now."""
         sent = time.monotonic()  # the heartbeat's TTL counts from about here
-        self.store.scripts.beat(self.beat_id, "alive", int(self.lease * 1000), self.info())
+        ttl = int(self.lease * 1000)
+        now, _ = self.store.scripts.beat(self.beat_id, "alive", ttl, self.info())
+        self.store.alive(self.beat_id, now + ttl, now)
         self.last_ok = sent
 
     def run(self) -> None:
@@ -63,32 +63,36 @@ class Heartbeat(threading.Thread):
 
 
 class ChangeListener(threading.Thread):
-    """Set ``wake`` whenever an entry is created, changed, paused or deleted.
+    """Call ``on_change`` whenever an entry is created, changed, paused or deleted.
 
-    Blocks on a pub/sub subscription; after a lost connection it subscribes
-    again and wakes the beat once, since changes may have been missed.
+    Blocks on a pub/sub subscription; each message is the entry's name, or
+    ``"<n> entries"`` for a bulk change (``on_change(None)``). After a lost
+    connection it subscribes again and calls ``on_change(None)`` once, since
+    changes may have been missed.
     """
 
-    def __init__(self, client: redis.Redis, channel: str, wake: threading.Event) -> None:
+    def __init__(self, client: Any, channel: str, on_change: Callable[[str | None], None]) -> None:
         super().__init__(name="periodiq-changes", daemon=True)
         self.client = client
         self.channel = channel
-        self.wake = wake
+        self.on_change = on_change
         self._stopped = threading.Event()
         self.subscribed = threading.Event()
 
     def run(self) -> None:
         backoff = 0.5
         while not self._stopped.is_set():
-            pubsub = self.client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
+            pubsub = self.client.pubsub(ignore_subscribe_messages=True)
             try:
                 pubsub.subscribe(self.channel)
                 self.subscribed.set()
-                self.wake.set()
+                self.on_change(None)
                 backoff = 0.5
                 while not self._stopped.is_set():
-                    if pubsub.get_message(timeout=1.0) is not None:
-                        self.wake.set()
+                    message = pubsub.get_message(timeout=1.0)
+                    if message is not None:
+                        data = str(message.get("data") or "")
+                        self.on_change(None if data.endswith(" entries") else data)
             except Exception as error:  # lost connection, or anything else: subscribe again
                 if self.subscribed.is_set():
                     logger.warning("periodiq: change listener lost Redis (%s); retrying", error)
@@ -96,7 +100,7 @@ class ChangeListener(threading.Thread):
                 self._stopped.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
             finally:
-                with contextlib.suppress(redis.RedisError, OSError):
+                with contextlib.suppress(Exception):
                     pubsub.close()
 
     def stop(self) -> None:

@@ -89,7 +89,7 @@ class Scheduler(celery_beat.Scheduler):
             lambda: self._heartbeat.last_ok,
             on_vanished=self._restore_declared,
         )
-        self._listener = ChangeListener(self.store.client, self.store.keys.changes, self._wake)
+        self._listener = ChangeListener(self.store.client, self.store.keys.changes, self._changed)
         self._listener.start()
         self._log_settings()
         self._heartbeat.start()
@@ -117,10 +117,11 @@ class Scheduler(celery_beat.Scheduler):
             self._heartbeat.stop()
             try:
                 _, last = self.store.scripts.beat(self.beat_id, "stop", 0, {})
+                self.store.gone(self.beat_id)
                 if last:
                     fired = self._dispatcher.fire_events("shutdown")
                     logger.info("periodiq: last beat stopping; @shutdown entries sent: %s", fired)
-            except (BrokerUnavailableError, redis.RedisError) as error:
+            except (BrokerUnavailableError, ConfigurationError, redis.RedisError) as error:
                 logger.warning("periodiq: beat %s could not stop cleanly: %s", self.beat_id, error)
             self._dispatcher = None
         super().close()
@@ -151,7 +152,7 @@ class Scheduler(celery_beat.Scheduler):
             self._fire_pending_events(dispatcher)
         while True:
             done = dispatcher.dispatch()
-            if len(done.batch.claims) < self.settings.batch_size or not done.complete:
+            if not done.full or not done.complete:
                 break
         if self._failing:
             logger.info("periodiq: usable again; missed ticks follow their catch-up policy")
@@ -170,6 +171,9 @@ class Scheduler(celery_beat.Scheduler):
         """Run ``step``; a failure is logged (once until a pass succeeds) and gives None."""
         try:
             return step()
+        except ConfigurationError as error:  # Redis holds another layout: nothing to retry
+            logger.critical("periodiq: %s; the beat stops", error)
+            raise SystemExit(1) from None
         except Exception as error:  # the beat must outlive anything one pass meets
             if isinstance(error, redis.RedisError):
                 self._needs_reconcile = True  # a Redis that restarted may have lost entries
@@ -180,15 +184,22 @@ class Scheduler(celery_beat.Scheduler):
                 logger.debug("periodiq: still failing: %s", error)
         return None
 
+    def _changed(self, name: str | None) -> None:
+        """An entry changed (None: some, or maybe some): look at it now."""
+        if self._dispatcher is not None:
+            self._dispatcher.touch(name)
+        self._wake.set()
+
     def _backoff_seconds(self) -> float:
         backoff = min(self._backoff, _MAX_BACKOFF, self._limit)
         self._backoff = min(self._backoff * 2, _MAX_BACKOFF)
         return backoff
 
     def _start(self) -> None:
-        _, first = self.store.scripts.beat(
-            self.beat_id, "start", int(self.settings.claim_lease * 1000), self._beat_info()
-        )
+        self.store.ensure_layout(record=True)
+        ttl = int(self.settings.claim_lease * 1000)
+        now, first = self.store.scripts.beat(self.beat_id, "start", ttl, self._beat_info())
+        self.store.alive(self.beat_id, now + ttl, now)
         self._started = True
         if first:
             logger.info("periodiq: first beat of the cluster: @reboot entries fire")
@@ -209,7 +220,7 @@ class Scheduler(celery_beat.Scheduler):
         self._reconcile_failing = False
         logger.info(
             "periodiq: beat %s ready; %d entries under prefix %r",
-            self.beat_id, self.store.client.hlen(self.store.keys.entries),
+            self.beat_id, self.store.count(),
             self.settings.key_prefix,
         )  # fmt: skip
 
@@ -286,7 +297,7 @@ class Scheduler(celery_beat.Scheduler):
                     )
         names = {entry.name for entry in declared}
         vanished = sorted(self.store.declared_names() - names)
-        removed = self.store.scripts.remove(vanished, "code,config") if vanished else []
+        removed = self.store.remove(vanished, "code,config") if vanished else []
         logger.info("periodiq: reconciled %d declared entries %s", len(declared), statuses)
         if removed:
             logger.warning(

@@ -13,14 +13,13 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-import redis
-
-from celery_periodiq.config import Keys
+from celery_periodiq.keys import Keys, Partition
+from celery_periodiq.plan import task_id_for
 
 __all__ = ["SCRIPT_NAMES", "Claim", "ClaimBatch", "Scripts", "script_source"]
 
 
-SCRIPT_NAMES = ("claim", "ack", "put", "remove", "pause", "beat", "begin", "finish")
+SCRIPT_NAMES = ("claim", "ack", "put", "remove", "pause", "beat", "begin", "finish", "record")
 
 
 @functools.cache
@@ -55,21 +54,20 @@ class Claim:
 
 @dataclass(frozen=True, slots=True)
 class ClaimBatch:
-    """What one claim.lua call returned."""
+    """What one claim.lua call returned, for one partition."""
 
+    partition: int
     now_ms: int
     now_us: int
     """Microseconds of the Redis clock past ``now_ms``."""
     next_due_ms: int | None
     next_recheck_ms: int | None
     claims: list[Claim]
-    quarantined: dict[str, str] = field(default_factory=dict)
-    """Entries this claim quarantined because their keys hold the wrong type, with why."""
     vanished: list[str] = field(default_factory=list)
     """Due entries whose definition was gone (deleted outside periodiq)."""
 
 
-def _decode_claims(raw: list[Any]) -> ClaimBatch:
+def _decode_claims(partition: int, raw: list[Any]) -> ClaimBatch:
     now, next_due, recheck, micros = (int(value) for value in raw[:4])
     notices = json.loads(raw[4]) if raw[4] else {}
     claims = []
@@ -92,12 +90,12 @@ def _decode_claims(raw: list[Any]) -> ClaimBatch:
             )
         )
     return ClaimBatch(
+        partition=partition,
         now_ms=now,
         now_us=micros,
         next_due_ms=None if next_due < 0 else next_due,
         next_recheck_ms=None if recheck < 0 else recheck,
         claims=claims,
-        quarantined=dict(notices.get("quarantined") or {}),
         vanished=list(notices.get("vanished") or []),
     )
 
@@ -167,105 +165,132 @@ class RunEnd:
 class Scripts:
     """Every Lua script, registered on one client (``decode_responses=True``)."""
 
-    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+    def __init__(self, client: Any, keys: Keys) -> None:
         self.keys = keys
-        self._claim = client.register_script(script_source("claim"))
-        self._ack = client.register_script(script_source("ack"))
-        self._put = client.register_script(script_source("put"))
-        self._remove = client.register_script(script_source("remove"))
-        self._pause = client.register_script(script_source("pause"))
-        self._beat = client.register_script(script_source("beat"))
-        self._begin = client.register_script(script_source("begin"))
-        self._finish = client.register_script(script_source("finish"))
+        self._scripts = {name: client.register_script(script_source(name)) for name in SCRIPT_NAMES}
+
+    def _run(self, name: str, keys: list[str], args: list[Any], client: Any = None) -> Any:
+        return self._scripts[name](keys=keys, args=args, client=client)
+
+    def _recorded_id(self, name: str, task_id: str, tick_ms: int | None) -> str:
+        """The task id as the history keeps it: "" when the tick derives it."""
+        if tick_ms is not None and task_id == task_id_for(self.keys.prefix, name, tick_ms):
+            return ""
+        return task_id
 
     def claim(
         self,
+        part: Partition,
         beat_id: str,
         batch: int,
         lease_ms: int,
         now_ms: int | None = None,
         horizon_ms: int = 0,
     ) -> ClaimBatch:
-        """Claim up to ``batch`` due (or due within ``horizon_ms``) or orphaned ticks.
+        """Claim up to ``batch`` of the partition's ticks due (or due within ``horizon_ms``)
+        or orphaned. ``now_ms`` replaces the Redis clock (tests only)."""
+        raw = self._run(
+            "claim",
+            [part.due, part.inflight, part.ticks, part.entries, part.state, part.quarantine,
+             part.alive],
+            [beat_id, batch, lease_ms, "" if now_ms is None else now_ms, horizon_ms],
+        )  # fmt: skip
+        return _decode_claims(part.index, raw)
 
-        ``now_ms`` replaces the Redis clock (tests only).
-        """
-        k = self.keys
-        raw = self._claim(
-            keys=[k.due, k.inflight, k.ticks, k.entries, k.beats, k.quarantine],
-            args=[k.tag, beat_id, batch, lease_ms, "" if now_ms is None else now_ms, horizon_ms],
-        )
-        return _decode_claims(raw)
-
-    def ack(self, beat_id: str, history_length: int, settlements: list[dict[str, Any]]) -> int:
-        """Settle claimed ticks (see ack.lua for the fields); returns how many were ours."""
+    def ack(
+        self, part: Partition, beat_id: str, history_length: int, settlements: list[dict[str, Any]]
+    ) -> int:
+        """Settle claimed ticks of one partition (see ack.lua); returns how many were ours."""
         if not settlements:
             return 0
-        k = self.keys
-        args: list[Any] = [k.tag, beat_id, history_length]
+        keys = [part.due, part.inflight, part.ticks, part.entries, part.state, part.quarantine]
+        for item in settlements:
+            keys += [part.history(item["name"]), part.failures(item["name"])]
+        args: list[Any] = [beat_id, history_length]
         args.extend(json.dumps(item, separators=(",", ":")) for item in settlements)
-        return int(self._ack(keys=[k.due, k.inflight, k.ticks, k.entries, k.quarantine], args=args))
+        return int(self._run("ack", keys, args))
 
-    def put(self, mode: str, items: list[dict[str, Any]]) -> list[str]:
-        """Create or replace entries; one status per item (see put.lua)."""
+    def put(self, part: Partition, mode: str, items: list[dict[str, Any]]) -> list[str]:
+        """Create or replace entries of one partition; one status per item (see put.lua).
+
+        Each item names the owner it had when the caller read it (``was_owner``).
+        """
         if not items:
             return []
-        k = self.keys
-        args: list[Any] = [k.tag, k.changes, mode]
+        keys = [part.entries, part.due, part.declared, part.events, part.quarantine, part.state]
+        for item in items:
+            keys += [
+                part.owner(item.get("was_owner") or ""),
+                part.owner(item.get("owner") or ""),
+                part.history(item["name"]),
+                part.failures(item["name"]),
+            ]
+        args: list[Any] = [self.keys.changes, mode]
         args.extend(json.dumps(item, separators=(",", ":")) for item in items)
-        keys = [k.entries, k.due, k.declared, k.events, k.quarantine]
-        return list(self._put(keys=keys, args=args))
+        return list(self._run("put", keys, args))
 
-    def remove(self, names: list[str], sources: str = "*") -> list[str]:
-        """Delete entries whose source is in ``sources``; returns the names removed."""
-        if not names:
+    def remove(
+        self, part: Partition, owners: dict[str, str | None], sources: str = "*"
+    ) -> list[str]:
+        """Delete entries of one partition whose source is in ``sources``, given the owner
+        each had when read; returns the names removed, and ``retry:NAME`` for those whose
+        owner changed meanwhile."""
+        if not owners:
             return []
-        k = self.keys
-        args = [k.tag, k.changes, sources, *names]
-        keys = [k.entries, k.due, k.declared, k.events, k.quarantine]
-        return list(self._remove(keys=keys, args=args))
+        keys = [part.entries, part.due, part.declared, part.events, part.quarantine, part.state]
+        args: list[Any] = [self.keys.changes, sources]
+        for name, owner in owners.items():
+            keys += [part.owner(owner or ""), part.history(name), part.failures(name),
+                     part.checkpoint(name)]  # fmt: skip
+            args += [name, owner or ""]
+        return list(self._run("remove", keys, args))
 
     def pause(self, name: str, note: str) -> str:
         """Pause an entry: ``"ok"``, ``"missing"`` or ``"damaged: <why>"``."""
-        k = self.keys
-        args = [k.tag, k.changes, name, "pause", note, ""]
-        return str(self._pause(keys=[k.entries, k.due, k.quarantine], args=args))
+        part = self.keys.of(name)
+        keys = [part.entries, part.due, part.state, part.quarantine]
+        return str(self._run("pause", keys, [self.keys.changes, name, "pause", note, ""]))
 
     def resume(self, name: str, next_ms: int | None, due_ms: int | None) -> str:
         """Resume an entry with its next tick: ``"ok"``, ``"missing"`` or ``"damaged: <why>"``."""
-        k = self.keys
+        part = self.keys.of(name)
+        keys = [part.entries, part.due, part.state, part.quarantine]
         nominal = "" if next_ms is None else str(next_ms)
         due = "" if due_ms is None else str(due_ms)
-        args = [k.tag, k.changes, name, "resume", nominal, due]
-        return str(self._pause(keys=[k.entries, k.due, k.quarantine], args=args))
+        return str(self._run("pause", keys, [self.keys.changes, name, "resume", nominal, due]))
 
     def beat(
         self, beat_id: str, action: str, ttl_ms: int, info: dict[str, Any]
     ) -> tuple[int, bool]:
         """Heartbeat ``start``/``alive``/``stop``; returns (server now in ms, cluster flag)."""
-        k = self.keys
-        args: list[Any] = [k.tag, beat_id, action, ttl_ms]
+        args: list[Any] = [beat_id, action, ttl_ms]
         for key, value in info.items():
             args.extend([key, value])
-        now, flag = self._beat(keys=[k.beats], args=args)
+        now, flag = self._run("beat", [self.keys.beats, self.keys.beat(beat_id)], args)
         return int(now), bool(flag)
+
+    def record(self, name: str, kind: str, task_id: str, tick_ms: int | None, note: str,
+               history_length: int) -> bool:  # fmt: skip
+        """Note a run published outside the beat's claims (record.lua)."""
+        part = self.keys.of(name)
+        args = [name, history_length, kind, "" if tick_ms is None else tick_ms,
+                self._recorded_id(name, task_id, tick_ms), note]  # fmt: skip
+        return bool(self._run("record", [part.entries, part.state, part.history(name)], args))
 
     def begin(self, name: str, run: RunStart, now_ms: int | None = None) -> Admission:
         """The worker's guards before a run (begin.lua): one round trip."""
-        k = self.keys
-        outcome, now, last, note = self._begin(
-            keys=[
-                k.state(name),
-                k.running(name),
-                k.queued(name),
-                k.started(name),
-                k.history(name),
-                k.entries,
-                k.quarantine,
-                k.due,
-                k.checkpoint(name),
+        part = self.keys.of(name)
+        outcome, now, last, note = self._run(
+            "begin",
+            [
+                part.entries,
+                part.state,
+                part.quarantine,
+                part.due,
+                part.history(name),
+                part.failures(name),
             ],
-            args=[
+            [
                 run.task_id,
                 "" if run.tick_ms is None else run.tick_ms,
                 run.min_gap_ms,
@@ -278,6 +303,7 @@ class Scripts:
                 name,
                 "1" if run.published else "0",
                 "" if run.expires_ms is None else run.expires_ms,
+                self._recorded_id(name, run.task_id, run.tick_ms),
             ],
         )
         return Admission(
@@ -289,17 +315,12 @@ class Scripts:
 
     def finish(self, name: str, end: RunEnd, now_ms: int | None = None) -> bool:
         """Record how a run ended (finish.lua); True if its running marker was cleared."""
-        k = self.keys
-        cleared = self._finish(
-            keys=[
-                k.state(name),
-                k.running(name),
-                k.history(name),
-                k.entries,
-                k.quarantine,
-                k.due,
-            ],
-            args=[
+        part = self.keys.of(name)
+        cleared = self._run(
+            "finish",
+            [part.entries, part.state, part.quarantine, part.due, part.history(name),
+             part.failures(name)],
+            [
                 end.task_id,
                 "" if end.tick_ms is None else end.tick_ms,
                 end.outcome,
@@ -311,6 +332,7 @@ class Scripts:
                 end.retry_ttl_ms,
                 "" if now_ms is None else now_ms,
                 name,
+                self._recorded_id(name, end.task_id, end.tick_ms),
             ],
-        )
+        )  # fmt: skip
         return bool(cleared)

@@ -1,22 +1,29 @@
 """Entries and their state in Redis: the only module that talks to Redis directly.
 
-Reads are per entry: a key of one entry that holds the wrong type (written by
-something else) makes that entry quarantined in what is read, never the whole read
-fail.
+The schedule is spread over partitions (:mod:`celery_periodiq.keys`); each read or
+write goes to the partitions of the entries it is about, a pipeline or script call
+per partition. Reads are per entry: one entry's damaged data (a state that is not
+JSON, a key of another type) makes that entry quarantined in what is read, never the
+whole read fail.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
 
 import redis
+import redis.cluster
 
 from celery_periodiq.config import Settings
 from celery_periodiq.entry import Entry
-from celery_periodiq.plan import from_ms, next_tick, to_ms
+from celery_periodiq.errors import ConfigurationError, EntryError
+from celery_periodiq.keys import LAYOUT, Partition
+from celery_periodiq.plan import from_ms, next_tick, task_id_for, to_ms
 from celery_periodiq.schedules import EventSchedule
 from celery_periodiq.scripts import SCRIPT_NAMES, Scripts, script_source
 
@@ -24,37 +31,58 @@ __all__ = ["BeatInfo", "Event", "Store", "StoredEntry", "connect", "wrong_type"]
 
 logger = logging.getLogger(__name__)
 
+# Calls whose owner index changed under them are made again, at most this often.
+_RETRIES = 5
+# State fields the flat view of :attr:`StoredEntry.state` leaves out (kept structured).
+_STRUCTURED = ("n", "running", "queued", "seen", "top")
+EVENT_FIELDS = ("kind", "at", "tick", "task_id", "host", "note", "duration", "missed", "error")
+"""The positions of an event's values in its stored JSON array (see lua/_common.lua)."""
 
-def connect(settings: Settings) -> redis.Redis:
-    """A client for the configured Redis URL (TLS and ACL users come from the URL)."""
+
+def connect(settings: Settings) -> Any:
+    """A client for the configured Redis URL (TLS and ACL users come from the URL): a
+    ``redis.Redis``, or a ``redis.cluster.RedisCluster`` with ``periodiq_redis_cluster``."""
     options: dict[str, Any] = {
         "decode_responses": True,
         "socket_timeout": 5.0,
         "socket_connect_timeout": 5.0,
-        "health_check_interval": 15,
     }
+    if settings.redis_cluster:
+        options.update(settings.redis_options)
+        return redis.cluster.RedisCluster.from_url(settings.redis_url, **options)
+    options["health_check_interval"] = 15
     options.update(settings.redis_options)
     return redis.Redis.from_url(settings.redis_url, **options)
 
 
 def wrong_type(error: BaseException) -> bool:
     """Whether Redis refused a command because a key holds another type (WRONGTYPE)."""
-    return isinstance(error, redis.ResponseError) and str(error).startswith("WRONGTYPE")
+    return isinstance(error, redis.ResponseError) and "WRONGTYPE" in str(error)
 
 
-def _ms(value: str | None) -> datetime | None:
+def _ms(value: object) -> datetime | None:
     """An instant from a stored millisecond count; None when absent or unreadable."""
     try:
-        return from_ms(int(value)) if value else None
+        return from_ms(int(str(value))) if value not in (None, "") else None
     except (TypeError, ValueError, OverflowError, OSError):
         return None
 
 
-def _int(value: str | None) -> int:
+def _int(value: object) -> int:
     try:
-        return int(value or 0)
+        return int(str(value or 0))
     except (TypeError, ValueError):
         return 0
+
+
+def _flat(state: dict[str, Any]) -> dict[str, str]:
+    """The state as text fields, counters as ``n:<reason>``: what the CLI and API read."""
+    flat = {key: str(value) for key, value in state.items() if key not in _STRUCTURED
+            and value is not None and not isinstance(value, dict | list)}  # fmt: skip
+    counters = state.get("n")
+    if isinstance(counters, dict):
+        flat.update({f"n:{reason}": str(count) for reason, count in counters.items()})
+    return flat
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,10 +92,11 @@ class StoredEntry:
     name: str
     definition: str
     entry: Entry | None
-    """None when the stored definition is unreadable or invalid."""
+    """None when the stored definition is unreadable, invalid or gone."""
     invalid: str | None
-    """Why the definition could not be read, or the beat's quarantine reason."""
+    """Why the entry cannot run: its definition's problem, or its quarantine reason."""
     state: dict[str, str]
+    """The run state as text: next, last_run, last_status, ..., counters as ``n:<reason>``."""
     running: str | None
     """Task id of the unfinished run, if any."""
     due: datetime | None = None
@@ -78,8 +107,8 @@ class StoredEntry:
         """The nominal instant of the next tick, None when none is scheduled."""
         if self.paused or self.invalid:
             return None
-        if not self.state:  # the beat rebuilds a missing state at its due instant
-            return self.due
+        if not self.state.get("next") and self.due is not None:
+            return self.due  # the beat rebuilds a missing state at its due instant
         return _ms(self.state.get("next"))
 
     @property
@@ -119,7 +148,7 @@ class StoredEntry:
             self.entry.parsed_schedule(), EventSchedule
         )
         # A missing state is not an end: the beat rebuilds it from the definition.
-        if clock_driven and self.state and not self.state.get("next"):
+        if clock_driven and "next" in self.state and not self.state["next"] and not self.due:
             return "ended"
         return "active"
 
@@ -154,11 +183,12 @@ class BeatInfo:
 class Store:
     """Entries, state, history and beats of one key prefix."""
 
-    def __init__(self, settings: Settings, client: redis.Redis | None = None) -> None:
+    def __init__(self, settings: Settings, client: Any = None) -> None:
         self.settings = settings
         self.keys = settings.keys
-        self.client = client if client is not None else connect(settings)
+        self.client: Any = client if client is not None else connect(settings)
         self.scripts = Scripts(self.client, self.keys)
+        self._layout_checked = False
 
     def now_ms(self) -> int:
         """The Redis server clock, in milliseconds since the epoch."""
@@ -167,7 +197,10 @@ class Store:
 
     def server_version(self) -> str:
         """The Redis server's version, e.g. ``"7.2.4"`` (``INFO server``)."""
-        return str(self.client.info("server")["redis_version"])
+        info = self.client.info("server")
+        if "redis_version" not in info:  # a cluster client answers per node
+            info = next(iter(info.values()))
+        return str(info["redis_version"])
 
     def load_scripts(self) -> list[str]:
         """Load every Lua script of the package into Redis (``SCRIPT LOAD``).
@@ -182,6 +215,39 @@ class Store:
             self.client.script_load(script_source(name))
         return list(SCRIPT_NAMES)
 
+    def ensure_layout(self, *, record: bool = False) -> None:
+        """Check that Redis keeps this prefix's schedule as this version does (the key
+        layout and the number of partitions); with ``record``, note it when nothing is
+        stored yet (writers do). Once it is found right, it is not read again.
+
+        Raises:
+            ConfigurationError: the schedule under this prefix has another number of
+                partitions, or another layout; changing either on a live schedule is
+                not supported.
+        """
+        if self._layout_checked:
+            return
+        keys, settings = self.keys, self.settings
+        if record:
+            self.client.hsetnx(keys.meta, "layout", LAYOUT)
+            self.client.hsetnx(keys.meta, "partitions", settings.partitions)
+        stored = cast("dict[str, str]", self.client.hgetall(keys.meta))
+        if not stored:
+            return  # nothing stored under this prefix yet
+        if stored.get("layout") != LAYOUT:
+            raise ConfigurationError(
+                f"the schedule under prefix {settings.key_prefix!r} has key layout "
+                f"{stored.get('layout')!r}; this version reads layout {LAYOUT!r}"
+            )
+        if _int(stored.get("partitions")) != settings.partitions:
+            raise ConfigurationError(
+                f"setting periodiq_partitions={settings.partitions}, but the schedule under "
+                f"prefix {settings.key_prefix!r} is stored in {stored.get('partitions')} "
+                "partitions; changing the number of a live schedule is not supported (set it "
+                "back, or delete the entries, clear the prefix and add them again)"
+            )
+        self._layout_checked = True
+
     # writing
 
     def put_item(self, entry: Entry, now_ms: int) -> dict[str, Any]:
@@ -190,7 +256,7 @@ class Store:
         upcoming = next_tick(entry, schedule, from_ms(now_ms))
         if not entry.enabled:
             upcoming = None
-        item: dict[str, Any] = {
+        return {
             "name": entry.name,
             "definition": entry.to_json(),
             "digest": entry.digest,
@@ -201,144 +267,207 @@ class Store:
             "schedule": upcoming is not None,
             "event": schedule.event if isinstance(schedule, EventSchedule) else None,
         }
-        return item
 
     def put(self, mode: str, entries: list[Entry], now_ms: int | None = None) -> list[str]:
-        """Create or replace entries (put.lua modes: add, update, reconcile).
-
-        ``now_ms`` replaces the Redis clock for computing first ticks (tests).
-        """
+        """Create or replace entries (put.lua modes: add, update, reconcile); a status
+        per entry, in order. ``now_ms`` replaces the Redis clock for first ticks (tests)."""
+        self.ensure_layout(record=True)
         now = self.now_ms() if now_ms is None else now_ms
-        return self.scripts.put(mode, [self.put_item(entry, now) for entry in entries])
+        statuses: dict[str, str] = {}
+        for part, group in self._by_partition(entries, lambda entry: entry.name):
+            items = {entry.name: self.put_item(entry, now) for entry in group}
+            for _ in range(_RETRIES):
+                owners = self._owners(part, list(items))
+                batch = [items[name] | {"was_owner": owners[name]} for name in items]
+                done = self.scripts.put(part, mode, batch)
+                statuses.update(zip(items, done, strict=True))
+                items = {name: items[name] for name, status in zip(items, done, strict=True)
+                         if status == "retry"}  # fmt: skip
+                if not items:
+                    break
+        return [statuses[entry.name] for entry in entries]
+
+    def remove(self, names: list[str], sources: str = "*") -> list[str]:
+        """Delete entries whose source is in ``sources``, and all their keys; returns the
+        names removed (damaged ones and leftovers of vanished definitions included)."""
+        self.ensure_layout()
+        removed: list[str] = []
+        for part, group in self._by_partition(names, lambda name: name):
+            pending = list(dict.fromkeys(group))
+            for _ in range(_RETRIES):
+                done = self.scripts.remove(part, self._owners(part, pending), sources)
+                removed += [name for name in done if not name.startswith("retry:")]
+                pending = [name[len("retry:") :] for name in done if name.startswith("retry:")]
+                if not pending:
+                    break
+        return removed
+
+    def published(self, name: str, kind: str, task_id: str, tick_ms: int | None = None,
+                  note: str = "") -> None:  # fmt: skip
+        """Record a run published outside the beat's claims (``trigger()``, ``@reboot``):
+        an event in its history, one more ``enqueued`` and, unless set, when its message
+        started waiting. A failure to record is logged, never raised: the run is sent."""
+        try:
+            self.scripts.record(name, kind, task_id, tick_ms, note, self.settings.history_length)
+        except redis.RedisError as error:
+            logger.warning(
+                "periodiq: entry %r run %s was sent but not recorded: %s", name, task_id, error
+            )
 
     # reading
 
+    def _by_partition(
+        self, items: Iterable[Any], name_of: Any
+    ) -> list[tuple[Partition, list[Any]]]:
+        groups: dict[int, list[Any]] = {}
+        for item in items:
+            groups.setdefault(self.keys.partition_of(name_of(item)), []).append(item)
+        return [(self.keys.part(index), group) for index, group in sorted(groups.items())]
+
+    def _owners(self, part: Partition, names: list[str]) -> dict[str, str | None]:
+        """The owner each entry has now (None: none, or no entry)."""
+        values = cast("list[str | None]", self.client.hmget(part.entries, names))
+        owners: dict[str, str | None] = {}
+        for name, definition in zip(names, values, strict=True):
+            owner = _decoded(definition).get("owner") if definition else None
+            owners[name] = owner if isinstance(owner, str) else None
+        return owners
+
+    def _each(self, command: str, key_of: Any) -> list[Any]:
+        """One read command on every partition (a pipeline), in partition order."""
+        pipe = self.client.pipeline(transaction=False)
+        for part in self.keys.all():
+            getattr(pipe, command)(key_of(part))
+        return cast("list[Any]", pipe.execute())
+
     def definitions(self) -> dict[str, str]:
         """Every entry's stored JSON, by name."""
-        return cast("dict[str, str]", self.client.hgetall(self.keys.entries))
+        found: dict[str, str] = {}
+        for definitions in self._each("hgetall", lambda part: part.entries):
+            found.update(definitions)
+        return found
 
     def quarantined(self) -> dict[str, str]:
         """Why each quarantined entry is quarantined, by name."""
-        return cast("dict[str, str]", self.client.hgetall(self.keys.quarantine))
+        found: dict[str, str] = {}
+        for reasons in self._each("hgetall", lambda part: part.quarantine):
+            found.update(reasons)
+        return found
 
     def load(self, names: list[str] | None = None) -> list[StoredEntry]:
         """Stored entries with their state, all or by name (unknown names are left out).
 
-        An entry whose definition is gone but that is quarantined (its leftovers
-        were noticed by a beat) is included, with no definition.
+        An entry whose definition is gone but that is quarantined (its leftovers were
+        noticed by a beat) is included, with no definition.
         """
-        keys = self.keys
         if names is None:
-            definitions = self.definitions()
-            flagged = self.quarantined()
-            names = sorted(set(definitions) | set(flagged))
-        elif names:
-            pipe = self.client.pipeline(transaction=False)
-            pipe.hmget(keys.entries, names)
-            pipe.hmget(keys.quarantine, names)
-            values, reasons = pipe.execute()
-            definitions = {n: v for n, v in zip(names, values, strict=True) if v is not None}
-            flagged = {n: r for n, r in zip(names, reasons, strict=True) if r is not None}
-            names = [name for name in names if name in definitions or name in flagged]
-        if not names:
-            return []
+            names = sorted(set(self.definitions()) | set(self.quarantined()))
+        stored: dict[str, StoredEntry] = {}
+        now = self.now_ms() if names else 0
+        for part, group in self._by_partition(names, lambda name: name):
+            stored.update(self._load_partition(part, list(dict.fromkeys(group)), now))
+        return [stored[name] for name in names if name in stored]
+
+    def _load_partition(
+        self, part: Partition, names: list[str], now: int
+    ) -> dict[str, StoredEntry]:
         pipe = self.client.pipeline(transaction=False)
+        pipe.hmget(part.entries, names)
+        pipe.hmget(part.quarantine, names)
+        pipe.hmget(part.state, names)
+        pipe.zmscore(part.due, names)
         for name in names:
-            for key, _ in keys.entry_keys(name):
+            for key, _ in part.entry_keys(name):
                 pipe.type(key)
-            pipe.hgetall(keys.state(name))
-            pipe.get(keys.running(name))
-            pipe.zscore(keys.due, name)
         replies = pipe.execute(raise_on_error=False)
-        width = len(keys.entry_keys("")) + 3
-        stored = []
+        definitions, reasons, states, dues = replies[:4]
+        types = replies[4:]
+        width = len(part.entry_keys(""))
+        loaded = {}
         for index, name in enumerate(names):
-            row = replies[index * width : (index + 1) * width]
-            state, running, due = row[-3:]
-            definition = definitions.get(name, "")
+            definition, reason = definitions[index], reasons[index]
+            if definition is None and reason is None:
+                continue
             entry, invalid = _read(definition) if definition else (None, None)
-            stored.append(
-                StoredEntry(
-                    name=name,
-                    definition=definition,
-                    entry=entry,
-                    invalid=invalid
-                    or flagged.get(name)
-                    or _damage(keys.entry_keys(name), row[:-3]),
-                    state=state if isinstance(state, dict) else {},
-                    running=running if isinstance(running, str) else None,
-                    due=from_ms(int(due)) if isinstance(due, float) else None,
-                )
+            state = _state(states[index])
+            damage = _damage(part.entry_keys(name), types[index * width : (index + 1) * width])
+            running = state.get("running")
+            holds = isinstance(running, list) and len(running) == 2 and _int(running[1]) > now
+            due = dues[index]
+            loaded[name] = StoredEntry(
+                name=name,
+                definition=definition or "",
+                entry=entry,
+                invalid=invalid or reason or damage,
+                state=_flat(state),
+                running=str(running[0]) if holds and isinstance(running, list) else None,
+                due=from_ms(int(due)) if isinstance(due, float) else None,
             )
-        return stored
+        return loaded
 
     def event_entries(self, event: str) -> list[str]:
         """Names of the entries that fire on a cluster event (``reboot``/``shutdown``)."""
-        kinds = cast("dict[str, str]", self.client.hgetall(self.keys.events))
-        return sorted(name for name, kind in kinds.items() if kind == event)
+        names = []
+        for kinds in self._each("hgetall", lambda part: part.events):
+            names += [name for name, kind in kinds.items() if kind == event]
+        return sorted(names)
 
     def declared_names(self) -> set[str]:
         """Names of the stored entries that were declared in code or in beat_schedule."""
-        return cast("set[str]", self.client.smembers(self.keys.declared))
+        found: set[str] = set()
+        for names in self._each("smembers", lambda part: part.declared):
+            found |= set(names)
+        return found
+
+    def count(self) -> int:
+        """How many entries are stored."""
+        return sum(self._each("hlen", lambda part: part.entries))
+
+    def is_declared(self, name: str) -> bool:
+        """Whether ``name`` was declared in code or in beat_schedule."""
+        return bool(self.client.sismember(self.keys.of(name).declared, name))
 
     def owned_by(self, owner: str) -> list[str]:
         """Names of the entries tagged with ``owner``."""
-        return sorted(cast("set[str]", self.client.smembers(self.keys.owner(owner))))
+        found: set[str] = set()
+        for names in self._each("smembers", lambda part: part.owner(owner)):
+            found |= set(names)
+        return sorted(found)
 
-    def history(self, name: str, limit: int) -> list[Event]:
-        """The newest ``limit`` events of an entry, newest first (none when its history
-        key holds the wrong type: the entry is reported as quarantined instead)."""
-        events = []
+    def history(self, name: str, limit: int, *, failures: bool = False) -> list[Event]:
+        """The newest ``limit`` events of an entry, newest first (``failures``: its newest
+        failed or timeboxed runs, kept apart). None when the key holds another type: the
+        entry is reported as quarantined instead."""
+        part = self.keys.of(name)
+        key = part.failures(name) if failures else part.history(name)
         try:
-            rows = cast(
-                "list[tuple[str, dict[str, str]]]",
-                self.client.xrevrange(self.keys.history(name), count=limit),
-            )
+            rows = cast("list[str]", self.client.lrange(key, 0, limit - 1))
         except redis.ResponseError as error:
             if not wrong_type(error):
                 raise
             return []
-        for event_id, raw in rows:
-            values = dict(raw)
-            kind = values.pop("kind", "?")
-            at = _ms(values.pop("at", None)) or from_ms(int(event_id.split("-")[0]))
-            tick = _ms(values.pop("tick", None) or None)
-            task_id = values.pop("task_id", None) or None
-            extra = {key: value for key, value in values.items() if value not in ("", None)}
-            events.append(Event(event_id, kind, at, tick, task_id, extra))
+        return self._events(name, rows)
+
+    def _events(self, name: str, rows: list[str]) -> list[Event]:
+        events: list[Event] = []
+        seen: dict[int, int] = {}
+        for raw in reversed(rows):  # oldest first, so that ids count up within a millisecond
+            values = _decoded_list(raw)
+            fields = dict(zip(EVENT_FIELDS, values, strict=False))
+            at_ms = _int(fields.pop("at", 0))
+            sequence = seen.get(at_ms, 0)
+            seen[at_ms] = sequence + 1
+            tick = _ms(fields.pop("tick", None))
+            task_id = str(fields.pop("task_id", "") or "")
+            if not task_id and tick is not None:  # "" is the id the tick derives; "-" none
+                task_id = task_id_for(self.keys.prefix, name, to_ms(tick))
+            task_id = "" if task_id == "-" else task_id
+            kind = str(fields.pop("kind", "?"))
+            extra = {key: str(value) for key, value in fields.items() if value not in ("", None)}
+            events.append(Event(f"{at_ms}-{sequence}", kind, from_ms(at_ms), tick,
+                                task_id or None, extra))  # fmt: skip
+        events.reverse()
         return events
-
-    def published(
-        self, name: str, kind: str, task_id: str, tick_ms: int | None = None, note: str = ""
-    ) -> None:
-        """Record a run published outside the beat's claims (``trigger()``, ``@reboot``):
-        an event in its history, one more ``enqueued`` and, unless set, when its message
-        started waiting. A failure to record is logged, never raised: the run is sent."""
-        keys = self.keys
-        failed: list[Any]
-        try:
-            now = self.now_ms()
-            pipe = self.client.pipeline(transaction=True)
-            pipe.xadd(
-                keys.history(name),
-                {"kind": kind, "at": now, "tick": "" if tick_ms is None else tick_ms,
-                 "task_id": task_id, "note": note},
-                maxlen=self.settings.history_length,
-                approximate=False,
-            )  # fmt: skip
-            pipe.hincrby(keys.state(name), "n:enqueued", 1)
-            pipe.hsetnx(keys.state(name), "waiting_since", now)
-            failed = [reply for reply in pipe.execute(raise_on_error=False) if _failed(reply)]
-        except redis.RedisError as error:
-            failed = [error]
-        if failed:
-            logger.warning(
-                "periodiq: entry %r run %s was sent but not recorded: %s", name, task_id, failed[0]
-            )
-
-    def is_declared(self, name: str) -> bool:
-        """Whether ``name`` was declared in code or in beat_schedule (the declared set)."""
-        return bool(self.client.sismember(self.keys.declared, name))
 
     def beats(self) -> list[BeatInfo]:
         """Beats whose heartbeat has not expired."""
@@ -348,7 +477,7 @@ class Store:
         for beat_id in ids:
             pipe.hgetall(self.keys.beat(beat_id))
         beats = []
-        for beat_id, info in zip(ids, pipe.execute(), strict=True):
+        for beat_id, info in zip(ids, pipe.execute() if ids else [], strict=True):
             if not info:
                 continue
             beats.append(
@@ -365,13 +494,49 @@ class Store:
             )
         return beats
 
+    def alive(self, beat_id: str, until_ms: int, now_ms: int) -> None:
+        """Tell every partition that ``beat_id`` is alive until ``until_ms`` (its claims are
+        not taken over before then), and forget beats whose heartbeat ran out."""
+        pipe = self.client.pipeline(transaction=False)
+        for part in self.keys.all():
+            pipe.zadd(part.alive, {beat_id: until_ms})
+            pipe.zremrangebyscore(part.alive, "-inf", now_ms)
+        pipe.execute()
 
-def _failed(reply: object) -> bool:
-    return isinstance(reply, Exception)
+    def gone(self, beat_id: str) -> None:
+        """Tell every partition that ``beat_id`` stopped."""
+        pipe = self.client.pipeline(transaction=False)
+        for part in self.keys.all():
+            pipe.zrem(part.alive, beat_id)
+        pipe.execute()
+
+
+def _decoded(text: str | None) -> dict[str, Any]:
+    try:
+        value = json.loads(text or "")
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _decoded_list(text: str) -> list[Any]:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return ["?", 0]
+    return value if isinstance(value, list) else ["?", 0]
+
+
+def _state(raw: object) -> dict[str, Any]:
+    """A stored state; an empty one when there is none or it is not JSON (the beat
+    rebuilds such a state from the definition at the entry's next tick)."""
+    if raw is None or isinstance(raw, Exception):
+        return {}
+    return _decoded(str(raw))
 
 
 def _damage(expected: list[tuple[str, str]], found: list[Any]) -> str | None:
-    """Why an entry's keys cannot be used (as lua/_common.lua's damaged()), or None."""
+    """Why an entry's keys cannot be used (as lua/_common.lua's wrong_type()), or None."""
     for (key, kind), actual in zip(expected, found, strict=True):
         if isinstance(actual, str) and actual not in ("none", kind):
             return f"key {key} holds a {actual}, not a {kind}"
@@ -379,8 +544,6 @@ def _damage(expected: list[tuple[str, str]], found: list[Any]) -> str | None:
 
 
 def _read(definition: str) -> tuple[Entry | None, str | None]:
-    from celery_periodiq.errors import EntryError
-
     try:
         return Entry.from_json(definition), None
     except EntryError as error:

@@ -26,7 +26,7 @@ from celery.signals import task_revoked
 
 from celery_periodiq import policy
 from celery_periodiq.checkpoint import Checkpoint
-from celery_periodiq.errors import PeriodiqError
+from celery_periodiq.errors import ConfigurationError, PeriodiqError
 from celery_periodiq.plan import from_ms, tick_text
 from celery_periodiq.publish import (
     HEADER_ENTRY,
@@ -179,7 +179,11 @@ class PeriodicTask(Task):  # type: ignore[type-arg]
             return super().__call__(*args, **kwargs)
         entry, start, context = prepared
         try:
+            store.ensure_layout()
             admission = store.scripts.begin(entry, start, self._periodiq_now())
+        except ConfigurationError as error:
+            logger.error("periodiq: entry %r run %s not started: %s", entry, start.task_id, error)
+            raise Ignore() from error
         except redis.RedisError as error:
             logger.error(
                 "periodiq: entry %r run %s not started, Redis failed: %s",

@@ -27,13 +27,27 @@ from celery_periodiq import (
     periodiq,
 )
 from celery_periodiq.definitions import build_entry
+from celery_periodiq.keys import Keys
 from celery_periodiq.localredis import LocalRedis
 from celery_periodiq.plan import to_ms
+from celery_periodiq.scripts import RunEnd
 
 TASK = "proj.tasks.report"
 START = datetime(2090, 1, 1, tzinfo=UTC)
-ENTRIES = "{periodiq:t}:entries"
-DUE = "{periodiq:t}:due"
+KEYS = Keys("periodiq:t", 16)  # the app "t" below, with the default partitions
+
+
+def due_key(name: str) -> str:
+    return KEYS.of(name).due
+
+
+def change_state(client: redis.Redis, name: str, **changes: Any) -> None:
+    """Change fields of an entry's stored state, as the scripts do."""
+    part = KEYS.of(name)
+    state = json.loads(client.hget(part.state, name) or "{}")
+    state.update(changes)
+    client.hset(part.state, name, json.dumps(state))
+
 
 Snapshot = dict[Any, tuple[Any, Any, bool]]
 
@@ -145,7 +159,7 @@ def test_add_puts_the_entry_in_the_due_set_at_its_first_tick(
 ) -> None:
     api.add("report", TASK, every=60, start_at=START)
 
-    assert redis_client.zscore(DUE, "report") == to_ms(START)
+    assert redis_client.zscore(due_key("report"), "report") == to_ms(START)
 
 
 def test_add_takes_default_policies_from_the_settings(make_app: AppFactory, redis_url: str) -> None:
@@ -161,7 +175,7 @@ def test_add_announces_the_entry_on_the_changes_channel(
     api: Periodiq, redis_client: redis.Redis
 ) -> None:
     listener = redis_client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
-    listener.subscribe("{periodiq:t}:changes")
+    listener.subscribe(KEYS.changes)
     listener.get_message(timeout=5)  # the subscribe confirmation
 
     api.add("report", TASK, every=60, start_at=START)
@@ -247,12 +261,12 @@ def test_update_moves_the_entry_in_the_due_set(api: Periodiq, redis_client: redi
 
     api.update("report", start_at=minutes(5))
 
-    assert redis_client.zscore(DUE, "report") == to_ms(minutes(5))
+    assert redis_client.zscore(due_key("report"), "report") == to_ms(minutes(5))
 
 
 def test_update_keeps_counters_and_history(api: Periodiq, redis_client: redis.Redis) -> None:
     api.add("report", TASK, every=60, start_at=START)
-    redis_client.hincrby("{periodiq:t}:state:report", "n:enqueued", 3)  # as the beat's ack does
+    change_state(redis_client, "report", n={"enqueued": 3})  # as the beat's ack does
     task_id = api.trigger("report")
 
     stored = api.update("report", kwargs={"region": "us"})
@@ -285,7 +299,7 @@ def test_pause_stops_the_ticks_and_keeps_the_note(api: Periodiq, redis_client: r
 
     assert (stored.status, stored.paused, stored.next_run) == ("paused", True, None)
     assert stored.note == "maintenance until Monday"
-    assert redis_client.zscore(DUE, "report") is None
+    assert redis_client.zscore(due_key("report"), "report") is None
 
 
 def test_resume_schedules_the_next_tick_and_clears_the_note(
@@ -298,7 +312,7 @@ def test_resume_schedules_the_next_tick_and_clears_the_note(
 
     assert (stored.status, stored.paused, stored.note) == ("active", False, None)
     assert stored.next_run == START
-    assert redis_client.zscore(DUE, "report") == to_ms(START)
+    assert redis_client.zscore(due_key("report"), "report") == to_ms(START)
 
 
 # delete
@@ -312,8 +326,8 @@ def test_delete_removes_the_entry_and_everything_stored_about_it(
     with pytest.raises(EntryNotFoundError):
         populated.get("report")
     assert not [key for key in redis_client.scan_iter() if key.endswith(":report")]
-    assert redis_client.smembers("{periodiq:t}:owner:team") == {"sync"}
-    assert redis_client.zscore(DUE, "report") is None
+    assert redis_client.smembers(KEYS.of("sync").owner("team")) == {"sync"}
+    assert redis_client.zscore(due_key("report"), "report") is None
 
 
 def test_delete_leaves_the_other_entries_alone(populated: Periodiq) -> None:
@@ -375,11 +389,10 @@ def test_history_is_newest_first_and_limited(api: Periodiq) -> None:
 
 def test_history_with_failures_only_shows_failed_and_timeboxed_runs(api: Periodiq) -> None:
     api.add("report", TASK, every=60, start_at=START)
-    for kind in ("started", "failed", "succeeded", "timeboxed", "dropped"):
-        # as begin.lua and finish.lua write them
-        api.store.client.xadd(
-            api.store.keys.history("report"), {"kind": kind, "task_id": f"run-{kind}"}
-        )
+    for kind in ("failed", "succeeded", "timeboxed", "revoked", "succeeded"):
+        end = RunEnd(task_id=f"run-{kind}", tick_ms=None, outcome=kind, error="", duration_ms=1,
+                     host="h", history_length=40)  # fmt: skip
+        api.store.scripts.finish("report", end)  # as the worker's guard records a run's end
 
     events = api.history("report", failures_only=True)
 
@@ -387,6 +400,7 @@ def test_history_with_failures_only_shows_failed_and_timeboxed_runs(api: Periodi
         ("timeboxed", "run-timeboxed"),
         ("failed", "run-failed"),
     ]
+    assert len(api.history("report")) == 5
 
 
 def test_beats_is_empty_without_a_beat(api: Periodiq) -> None:
@@ -643,7 +657,7 @@ def test_an_unreachable_redis_hides_a_password_given_as_a_query_parameter(
 def test_an_unreadable_entry_is_listed_as_quarantined_beside_the_others(
     populated: Periodiq, redis_client: redis.Redis
 ) -> None:
-    redis_client.hset(ENTRIES, "broken", "{not json")
+    redis_client.hset(KEYS.of("broken").entries, "broken", "{not json")
 
     listed = populated.list()
 
@@ -664,7 +678,7 @@ def test_an_invalid_entry_is_quarantined_with_the_reason(
 ) -> None:
     api.add("report", TASK, every=60, start_at=START)
     invalid = '{"name":"broken","task":"","schedule":"@every 1m","form":"every"}'
-    redis_client.hset(ENTRIES, "broken", invalid)
+    redis_client.hset(KEYS.of("broken").entries, "broken", invalid)
 
     stored = api.get("broken")
 
@@ -677,7 +691,7 @@ def test_an_invalid_entry_is_quarantined_with_the_reason(
 def test_a_quarantined_entry_cannot_be_triggered(
     api: Periodiq, redis_client: redis.Redis, broker: redis.Redis
 ) -> None:
-    redis_client.hset(ENTRIES, "broken", "{not json")
+    redis_client.hset(KEYS.of("broken").entries, "broken", "{not json")
 
     with pytest.raises(EntryError, match="'broken' is quarantined"):
         api.trigger("broken")
@@ -686,17 +700,17 @@ def test_a_quarantined_entry_cannot_be_triggered(
 
 
 def test_an_unreadable_entry_can_be_deleted(api: Periodiq, redis_client: redis.Redis) -> None:
-    redis_client.hset(ENTRIES, "broken", "{not json")
+    redis_client.hset(KEYS.of("broken").entries, "broken", "{not json")
 
     api.delete("broken")
 
-    assert redis_client.hexists(ENTRIES, "broken") == 0
+    assert redis_client.hexists(KEYS.of("broken").entries, "broken") == 0
 
 
 def test_garbage_in_one_entrys_state_does_not_stop_list(
     populated: Periodiq, redis_client: redis.Redis
 ) -> None:
-    redis_client.hset("{periodiq:t}:state:report", "next", "soon")
+    change_state(redis_client, "report", next="soon")
 
     listed = populated.list()
 

@@ -37,7 +37,10 @@ def test_redeploy_adds_updates_and_removes_declared_entries_and_leaves_runtime_o
             "changed": {"task": "record", "every": 60},
             "dropped": {"task": "record", "every": 60},
         })  # fmt: skip
-        api.store.client.hincrby(api.store.keys.state("kept"), "n:succeeded", 7)
+        part = api.store.keys.of("kept")  # seven runs succeeded, as finish.lua counts them
+        state = json.loads(api.store.client.hget(part.state, "kept"))
+        state["n"] = {**state.get("n", {}), "succeeded": 7}
+        api.store.client.hset(part.state, "kept", json.dumps(state))
         kept_before = api.get("kept").state
         runtime_before = api.get("runtime-made")
 
@@ -104,11 +107,12 @@ def test_garbage_in_one_entry_quarantines_it_and_the_others_keep_firing(
         api.add("spoiled", "record", every=1)
         api.add("bad-schedule", "record", every=1)
         keys = api.store.keys
-        api.store.client.hset(keys.entries, "spoiled", "{not json")
-        broken = json.loads(api.store.client.hget(keys.entries, "bad-schedule"))
+        api.store.client.hset(keys.of("spoiled").entries, "spoiled", "{not json")
+        entries = keys.of("bad-schedule").entries
+        broken = json.loads(api.store.client.hget(entries, "bad-schedule"))
         broken["schedule"] = "61 * * * *"
         broken["form"] = "cron"
-        api.store.client.hset(keys.entries, "bad-schedule", json.dumps(broken))
+        api.store.client.hset(entries, "bad-schedule", json.dumps(broken))
         worker = running.worker()
         running.beat()
         wait_for(lambda: "ready" in worker.output(), 60, "the worker to be ready")

@@ -29,7 +29,7 @@ def test_a_checkpoint_that_is_not_json_loads_as_the_default_with_a_warning(
     api: Periodiq, caplog: pytest.LogCaptureFixture
 ) -> None:
     checkpoint = Checkpoint(api.store, "pop3")
-    api.store.client.set(api.store.keys.checkpoint("pop3"), "{not json")
+    api.store.client.set(api.store.keys.of("pop3").checkpoint("pop3"), "{not json")
 
     assert checkpoint.load(0) == 0
 
@@ -41,7 +41,9 @@ def test_a_checkpoint_key_of_another_type_loads_as_the_default_and_save_replaces
     api: Periodiq, caplog: pytest.LogCaptureFixture
 ) -> None:
     checkpoint = Checkpoint(api.store, "pop3")
-    api.store.client.rpush(api.store.keys.checkpoint("pop3"), "written by something else")
+    api.store.client.rpush(
+        api.store.keys.of("pop3").checkpoint("pop3"), "written by something else"
+    )
 
     assert checkpoint.load({"position": 0}) == {"position": 0}
     assert checkpoint.exists()  # something is there, and it says so

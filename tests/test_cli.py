@@ -23,6 +23,7 @@ from click.testing import CliRunner, Result
 from celery_periodiq import Periodiq, periodiq
 from celery_periodiq.cli import periodiq as periodiq_command
 from celery_periodiq.cli_terminal import Style
+from celery_periodiq.keys import Keys
 from celery_periodiq.plan import task_id_for, to_ms
 from celery_periodiq.scripts import RunEnd, RunStart
 
@@ -32,6 +33,9 @@ COMMANDS = (
     "add", "beats", "delete", "doctor", "failures", "history", "list", "next", "pause",
     "resume", "run", "show", "update",
 )  # fmt: skip
+
+
+KEYS = Keys("periodiq:cli-test", 16)  # the app "cli-test" below
 
 
 def cli(app: Celery, *args: str, input: str | None = None, **env: str | None) -> Result:
@@ -262,7 +266,9 @@ def test_show_json_adds_definition_effective_policy_upcoming_and_history(
 
 
 def test_show_marks_a_saved_checkpoint(populated: Periodiq) -> None:
-    populated.store.client.set("{periodiq:cli-test}:checkpoint:report", json.dumps({"page": 3}))
+    populated.store.client.set(
+        populated.store.keys.of("report").checkpoint("report"), json.dumps({"page": 3})
+    )
 
     result = cli(populated.app, "show", "report")
 
@@ -555,7 +561,7 @@ def test_doctor_passes_with_a_live_beat_and_a_reachable_broker(api: Periodiq) ->
 def test_doctor_fails_without_a_beat_and_with_a_quarantined_entry(
     api: Periodiq, redis_client: redis.Redis
 ) -> None:
-    redis_client.hset("{periodiq:cli-test}:entries", "broken", "{not json")
+    redis_client.hset(KEYS.of("broken").entries, "broken", "{not json")
 
     result = cli(api.app, "doctor", "--json")
 
@@ -714,7 +720,7 @@ def test_colour_marks_states_and_outcomes_and_leaves_unknown_kinds_plain() -> No
 def test_a_quarantined_entry_cannot_be_steered_only_shown_paused_or_deleted(
     api: Periodiq, redis_client: redis.Redis, args: list[str]
 ) -> None:
-    redis_client.hset("{periodiq:cli-test}:entries", "broken", '{"name": "broken"}')
+    redis_client.hset(KEYS.of("broken").entries, "broken", '{"name": "broken"}')
 
     result = cli(api.app, *args)
 
@@ -725,7 +731,7 @@ def test_a_quarantined_entry_cannot_be_steered_only_shown_paused_or_deleted(
 def test_show_json_of_a_quarantined_entry_gives_the_stored_text(
     api: Periodiq, redis_client: redis.Redis
 ) -> None:
-    redis_client.hset("{periodiq:cli-test}:entries", "broken", "{not json")
+    redis_client.hset(KEYS.of("broken").entries, "broken", "{not json")
 
     shown = json.loads(cli(api.app, "show", "broken", "--json").stdout)
 

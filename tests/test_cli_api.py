@@ -50,7 +50,7 @@ def test_upcoming_refuses_a_naive_instant(api: Periodiq) -> None:
 def test_has_checkpoint_tells_whether_a_run_saved_one(api: Periodiq) -> None:
     api.add("report", "proj.report", every=60, start_at=START)
     before = api.has_checkpoint("report")
-    api.store.client.set("{periodiq:cli-test}:checkpoint:report", json.dumps({"page": 3}))
+    api.store.client.set(api.store.keys.of("report").checkpoint("report"), json.dumps({"page": 3}))
 
     assert (before, api.has_checkpoint("report")) == (False, True)
     with pytest.raises(EntryNotFoundError):
@@ -89,7 +89,7 @@ def test_diagnose_checks_everything_in_order(api: Periodiq) -> None:
         ("redis", "ok"), ("scripts", "ok"), ("beats", "ok"), ("clock", "ok"), ("broker", "ok"),
         ("entries", "ok"), ("tasks", "ok"), ("runs", "ok"),
     ]  # fmt: skip
-    assert checks[1] == Check("scripts", "ok", "8 Lua scripts load")
+    assert checks[1] == Check("scripts", "ok", "9 Lua scripts load")
     assert checks[2].detail == "1 live beat (beat-host:4242)"
 
 
@@ -110,5 +110,7 @@ def test_diagnose_never_raises_when_redis_is_down(broker_url: str) -> None:
 def test_the_store_loads_every_lua_script_and_reads_the_server_version(api: Periodiq) -> None:
     names = api.store.load_scripts()
 
-    assert sorted(names) == ["ack", "beat", "begin", "claim", "finish", "pause", "put", "remove"]
+    assert sorted(names) == [
+        "ack", "beat", "begin", "claim", "finish", "pause", "put", "record", "remove"
+    ]  # fmt: skip
     assert api.store.server_version().split(".")[0].isdigit()

@@ -23,6 +23,7 @@ import redis
 from celery_periodiq import Periodiq
 from celery_periodiq.checkpoint import Checkpoint
 from celery_periodiq.definitions import build_entry
+from celery_periodiq.keys import Keys
 from celery_periodiq.plan import to_ms
 from tests.test_cli import cli, client_for, record_run
 
@@ -95,7 +96,11 @@ def world(api: Periodiq, redis_client: redis.Redis) -> Periodiq:
         end_at=datetime(2089, 12, 31, tzinfo=UTC),
     )  # fmt: skip
     legacy = {"name": "legacy-import", "task": "legacy.run", "schedule": "0 61 * * *"}
-    redis_client.hset("{periodiq:cli-test}:entries", "legacy-import", json.dumps(legacy))
+    redis_client.hset(
+        Keys("periodiq:cli-test", 16).of("legacy-import").entries,
+        "legacy-import",
+        json.dumps(legacy),
+    )
     return api
 
 

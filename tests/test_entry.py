@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from celery import Celery
 
-from celery_periodiq.config import DEFAULTS, Keys, Settings
+from celery_periodiq.config import DEFAULTS, Settings
 from celery_periodiq.definitions import build_entry, changed_entry
 from celery_periodiq.entry import Entry
 from celery_periodiq.errors import ConfigurationError, EntryError, PeriodiqError
@@ -612,7 +612,7 @@ def test_settings_default_to_documented_values() -> None:
         500,
     )
     assert (settings.history_length, settings.catchup_cap, settings.default_grace) == (
-        100,
+        40,
         100,
         10.0,
     )
@@ -690,7 +690,8 @@ def test_each_app_gets_its_own_prefix_from_its_main_name(main: str | None, prefi
     settings = Settings.from_app(app)
 
     assert settings.key_prefix == prefix
-    assert settings.keys.entries == "{" + prefix + "}:entries"
+    assert settings.keys.beats == "{" + prefix + "}:beats"
+    assert settings.keys.part(3).entries == "{" + prefix + ":3}:entries"
 
 
 def test_an_explicit_prefix_is_shared_by_apps_that_set_it() -> None:
@@ -741,6 +742,8 @@ def test_every_default_is_a_periodiq_setting() -> None:
         ("periodiq_default_grace", -1, "0 to 86400 seconds"),
         ("periodiq_default_grace", 86_401, "0 to 86400 seconds"),
         ("periodiq_default_grace", NAN, "0 to 86400 seconds"),
+        ("periodiq_partitions", 0, "1 to 1024"),
+        ("periodiq_partitions", 1025, "1 to 1024"),
     ],
 )
 def test_an_invalid_setting_raises_a_configuration_error_naming_it(
@@ -759,6 +762,9 @@ def test_an_invalid_setting_raises_a_configuration_error_naming_it(
     ("setting", "value"),
     [
         ("periodiq_claim_lease", "soon"),
+        ("periodiq_partitions", "16"),
+        ("periodiq_partitions", True),
+        ("periodiq_redis_cluster", "yes"),
         ("periodiq_batch_size", "many"),
         ("periodiq_batch_size", 2.5),
         ("periodiq_redis_options", "ssl"),
@@ -773,50 +779,3 @@ def test_a_setting_of_the_wrong_type_raises_a_configuration_error_naming_it(
 
     with pytest.raises(ConfigurationError, match=f"setting {setting}="):
         Settings.from_app(app)
-
-
-# Keys
-
-
-def test_every_key_carries_the_prefix_as_a_hash_tag() -> None:
-    keys = Keys("periodiq")
-
-    assert keys.tag == "{periodiq}"
-    assert [keys.entries, keys.due, keys.inflight, keys.ticks, keys.beats, keys.changes] == [
-        "{periodiq}:entries",
-        "{periodiq}:due",
-        "{periodiq}:inflight",
-        "{periodiq}:ticks",
-        "{periodiq}:beats",
-        "{periodiq}:changes",
-    ]
-
-
-def test_per_entry_keys_are_named_after_the_entry() -> None:
-    keys = Keys("periodiq")
-
-    assert keys.entry_keys("report") == [
-        ("{periodiq}:state:report", "hash"),
-        ("{periodiq}:running:report", "string"),
-        ("{periodiq}:queued:report", "string"),
-        ("{periodiq}:started:report", "zset"),
-        ("{periodiq}:history:report", "stream"),
-        ("{periodiq}:checkpoint:report", "string"),
-    ]
-
-
-def test_owner_and_beat_keys_are_named_after_their_tag_and_id() -> None:
-    keys = Keys("periodiq")
-
-    assert (keys.owner("team-a"), keys.beat("host:42:ab12")) == (
-        "{periodiq}:owner:team-a",
-        "{periodiq}:beat:host:42:ab12",
-    )
-
-
-def test_settings_keys_use_the_configured_prefix() -> None:
-    app = app_with("redis://127.0.0.1:6390/0", periodiq_key_prefix="prod")
-
-    keys = Settings.from_app(app).keys
-
-    assert (keys.entries, keys.state("report")) == ("{prod}:entries", "{prod}:state:report")

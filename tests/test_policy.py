@@ -147,7 +147,10 @@ def test_a_plain_delay_follows_periodiq_default_overlap(redis_url: str) -> None:
 
     api = periodiq(app)
     api.add("sync", "sync", every=60)
-    api.store.client.set(api.store.keys.running("sync"), "another-run", px=60_000)
+    part = api.store.keys.of("sync")  # another run is unfinished, as begin.lua marks it
+    state = json.loads(api.store.client.hget(part.state, "sync"))
+    state["running"] = ["another-run", api.store.now_ms() + 60_000]
+    api.store.client.hset(part.state, "sync", json.dumps(state))
 
     sync.apply()
 

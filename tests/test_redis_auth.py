@@ -20,6 +20,7 @@ pytestmark = pytest.mark.slow
 LEAST_PRIVILEGE = [
     "--user", "default", "off",
     "--user", "periodiq", "on", ">s3cret", "resetkeys", "~{periodiq:periodiq_app}:*",
+    "~{periodiq:periodiq_app:*}:*",
     "resetchannels", "&{periodiq:periodiq_app}:*", "-@all", "+@read", "+@write", "+@scripting",
     "+@pubsub", "+@connection", "+time", "-script|flush", "-script|kill",
 ]  # fmt: skip

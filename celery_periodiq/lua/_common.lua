@@ -1,4 +1,18 @@
 -- _common: helpers prepended to every script by scripts.py; never loaded on its own.
+--
+-- An entry's state is one JSON object in its partition's state hash:
+--   next, version, prev, digest, created, updated, paused, note,
+--   last_run, last_task_id, last_status, last_finished, last_duration, last_error,
+--   last_enqueued, last_tick, waiting_since   (numbers in ms, or text)
+--   running, queued   {task id, until ms}: markers that stop counting at "until"
+--   top, seen         the newest started tick (ms) and how far before it (ms) the
+--                     other recently started ticks were (at most WINDOW of them)
+--   n                 {reason = count}
+-- An event in an entry's history is a JSON array:
+--   [kind, at, tick, task_id, host, note, duration, missed, error], trailing ""s dropped;
+--   task_id is "" when it is the one derived from the tick (the caller knows).
+
+local WINDOW = 16
 
 -- The server clock in ms and the microseconds past it, or the caller's override
 -- (tests inject a clock as an ARGV; "" means none).
@@ -8,38 +22,6 @@ local function clock_ms(override)
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), tonumber(t[2]) % 1000
 end
 
--- Every key of one entry with the type periodiq keeps in it.
-local function entry_keys(tag, name)
-  return {
-    tag .. ':state:' .. name, 'hash',
-    tag .. ':running:' .. name, 'string',
-    tag .. ':queued:' .. name, 'string',
-    tag .. ':started:' .. name, 'zset',
-    tag .. ':history:' .. name, 'stream',
-    tag .. ':checkpoint:' .. name, 'string',
-  }
-end
-
--- Why an entry's keys cannot be used, or nil: a key holding another type than
--- periodiq keeps there was written by someone else. `expected` is {key, type, ...}.
-local function damaged(expected)
-  for i = 1, #expected, 2 do
-    local found = redis.call('TYPE', expected[i])['ok']
-    if found ~= 'none' and found ~= expected[i + 1] then
-      return 'key ' .. expected[i] .. ' holds a ' .. found .. ', not a ' .. expected[i + 1]
-    end
-  end
-  return nil
-end
-
--- Delete the keys of `expected` that hold the wrong type, so they can be written afresh.
-local function repair(expected)
-  for i = 1, #expected, 2 do
-    local found = redis.call('TYPE', expected[i])['ok']
-    if found ~= 'none' and found ~= expected[i + 1] then redis.call('DEL', expected[i]) end
-  end
-end
-
 -- Stored JSON may be garbage written by someone else: read it defensively.
 local function decoded(text)
   local readable, value = pcall(cjson.decode, text)
@@ -47,10 +29,52 @@ local function decoded(text)
   return {}
 end
 
+-- An entry's state, or nil and why it cannot be read (not a JSON object).
+local function load_state(key, name)
+  local raw = redis.call('HGET', key, name)
+  if not raw then return {}, nil end
+  local readable, value = pcall(cjson.decode, raw)
+  if readable and type(value) == 'table' then return value, nil end
+  return nil, 'its state is not a JSON object'
+end
+
+local function save_state(key, name, state)
+  redis.call('HSET', key, name, cjson.encode(state))
+end
+
+local function count(state, reason, n)
+  if type(state.n) ~= 'table' then state.n = {} end
+  state.n[reason] = (tonumber(state.n[reason]) or 0) + n
+end
+
+-- Whether a marker ({task id, until}) still counts at `now`.
+local function holds(marker, now)
+  return type(marker) == 'table' and type(marker[1]) == 'string'
+    and (tonumber(marker[2]) or 0) > now
+end
+
+-- Why `key` cannot hold an entry's `kind` of data, or nil: another type was written there.
+local function wrong_type(key, kind)
+  local found = redis.call('TYPE', key)['ok']
+  if found ~= 'none' and found ~= kind then
+    return 'key ' .. key .. ' holds a ' .. found .. ', not a ' .. kind
+  end
+  return nil
+end
+
+-- Append an event to a history list (newest first), keeping the newest `keep`.
+local function record(key, keep, event)
+  local last = #event
+  while last > 1 and (event[last] == '' or event[last] == nil) do last = last - 1 end
+  local packed = {}
+  for i = 1, last do packed[i] = event[i] == nil and '' or event[i] end
+  redis.call('LPUSH', key, cjson.encode(packed))
+  redis.call('LTRIM', key, 0, keep - 1)
+end
+
 -- A set key that can take SADD/SREM: replaced when something else holds its name.
 local function usable_set(key)
-  local found = redis.call('TYPE', key)['ok']
-  if found ~= 'none' and found ~= 'set' then redis.call('DEL', key) end
+  if wrong_type(key, 'set') then redis.call('DEL', key) end
   return key
 end
 

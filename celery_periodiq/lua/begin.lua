@@ -2,27 +2,26 @@
 --
 --   0. the message is consumed: a "queued" marker naming this task is cleared; a message
 --      past its expiry (on this server's clock, not the worker's) is refused
---   1. duplicate tick: a tick whose run already began is dropped
+--   1. duplicate tick: a tick whose run already began is dropped (the newest started
+--      tick and the 15 before it are remembered; a tick older than all of them is
+--      dropped too, since nothing can tell any more whether it ran)
 --   2. tolerance drop: a scheduled run starting before last_run + min_gap is dropped
 --   3. non-final check: under overlap "skip", a run of the entry that has not
---      reached a final state (its running marker exists) makes this run skip
---   4. otherwise the run starts: last_run = now, running marker set (TTL = the
---      run's hard limit, so a dead worker stops blocking), tick recorded
+--      reached a final state (its running marker holds) makes this run skip
+--   4. otherwise the run starts: last_run = now, running marker set (until now + the
+--      run's hard limit, so a dead worker stops blocking), tick remembered
 -- A retry of a run that already began (retries > 0) skips 1-3 and keeps its marker.
 -- An entry that no longer exists gets no writes: a message published for it is refused
 -- ("deleted"); a plain call of a declared task whose entry is not stored runs unguarded.
--- An entry whose keys hold the wrong type cannot be guarded: it is quarantined and the
--- run refused ("damaged"), with no other write.
+-- An entry whose history keys hold another type cannot be recorded: it is quarantined
+-- and the run refused ("damaged"). A state that is not JSON starts afresh.
 --
--- KEYS[1] state    hash    <tag>:state:<name>   (last_run, last_status, counters n:*)
--- KEYS[2] running  string  <tag>:running:<name> (task id, TTL)
--- KEYS[3] queued   string  <tag>:queued:<name>  (task id of a published, unstarted run)
--- KEYS[4] started  zset    <tag>:started:<name> (nominal tick ms -> same; the newest 256)
--- KEYS[5] history  stream  <tag>:history:<name>
--- KEYS[6] entries  hash    <tag>:entries (name -> definition)
--- KEYS[7] quarantine hash  <tag>:quarantine (name -> why)
--- KEYS[8] due      zset    <tag>:due (name -> due instant)
--- KEYS[9] checkpoint string <tag>:checkpoint:<name> (its type is checked)
+-- KEYS[1] entries     hash  entry name -> definition JSON
+-- KEYS[2] state       hash  entry name -> state JSON
+-- KEYS[3] quarantine  hash  entry name -> why it is quarantined
+-- KEYS[4] due         zset  entry name -> due instant
+-- KEYS[5] history     list  the entry's history
+-- KEYS[6] failures    list  the entry's newest failed runs (its type is checked)
 -- ARGV[1] task id
 -- ARGV[2] tick: nominal instant (ms), or "" for a manual run (no tolerance drop)
 -- ARGV[3] min_gap (ms): interval - tolerance, or 0
@@ -35,6 +34,7 @@
 -- ARGV[10] entry name
 -- ARGV[11] "1" if the message came from the beat or trigger() (the entry must exist)
 -- ARGV[12] the message's expiry (ms), or ""
+-- ARGV[13] the task id as the history records it: "" when the tick derives it
 --
 -- Returns {outcome, now_ms, last_run_ms or -1, note} where outcome is "started",
 -- "resumed" (a retry), "duplicate", "dropped_too_soon", "skipped_overlap",
@@ -42,63 +42,88 @@
 -- Every outcome but deleted, damaged and unguarded clears the state's waiting_since:
 -- a worker consumed the entry's message.
 
-local state, running, queued, started, history = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local entries, states, quarantine, due, history = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local task_id, tick, min_gap, overlap = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
 local ttl, retries, host, keep = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7], tonumber(ARGV[8])
+local name, shown_id = ARGV[10], ARGV[13]
 
 local now = clock_ms(ARGV[9])
-if redis.call('HEXISTS', KEYS[6], ARGV[10]) == 0 then
+if redis.call('HEXISTS', entries, name) == 0 then
   if ARGV[11] == '1' then return {'deleted', now, -1, ''} end
   return {'unguarded', now, -1, ''}
 end
-local problem = damaged({state, 'hash', running, 'string', queued, 'string', started, 'zset',
-  history, 'stream', KEYS[9], 'string'})
+local problem = wrong_type(history, 'list') or wrong_type(KEYS[6], 'list')
 if problem then
-  redis.call('HSET', KEYS[7], ARGV[10], problem)
-  redis.call('ZREM', KEYS[8], ARGV[10])
+  redis.call('HSET', quarantine, name, problem)
+  redis.call('ZREM', due, name)
   return {'damaged', now, -1, problem}
 end
-local last = tonumber(redis.call('HGET', state, 'last_run') or '')
+local state = load_state(states, name) or {}
+local last = tonumber(state.last_run)
 
-if redis.call('GET', queued) == task_id then redis.call('DEL', queued) end
-redis.call('HDEL', state, 'waiting_since')
+if type(state.queued) == 'table' and state.queued[1] == task_id then state.queued = nil end
+state.waiting_since = nil
+
+local function event(kind, note)
+  record(history, keep, {kind, now, tick, shown_id, host, note})
+end
 
 local function refuse(outcome, note)
-  redis.call('HINCRBY', state, 'n:' .. outcome, 1)
-  redis.call('XADD', history, 'MAXLEN', keep, '*', 'kind', outcome, 'at', now,
-    'tick', tick, 'task_id', task_id, 'host', host, 'note', note)
+  count(state, outcome, 1)
+  save_state(states, name, state)
+  event(outcome, note)
   return {outcome, now, last or -1, note}
 end
 
 if retries > 0 then
-  redis.call('SET', running, task_id, 'PX', ttl)
-  redis.call('XADD', history, 'MAXLEN', keep, '*', 'kind', 'retry', 'at', now,
-    'tick', tick, 'task_id', task_id, 'host', host, 'note', 'attempt ' .. (retries + 1))
+  state.running = {task_id, now + ttl}
+  save_state(states, name, state)
+  event('retry', 'attempt ' .. (retries + 1))
   return {'resumed', now, last or -1, ''}
 end
 if ARGV[12] ~= '' and now > tonumber(ARGV[12]) then
   return refuse('expired', 'waited past its expiry, ' .. (now - tonumber(ARGV[12])) .. ' ms ago')
 end
-if tick ~= '' and redis.call('ZSCORE', started, tick) then
-  return refuse('duplicate', 'this tick already began')
-end
-if tick ~= '' and last and now < last + min_gap then
-  return refuse('dropped_too_soon', 'last run began ' .. (now - last) .. ' ms ago')
-end
-if overlap == 'skip' then
-  local other = redis.call('GET', running)
-  if other and other ~= task_id then
-    return refuse('skipped_overlap', 'run ' .. other .. ' is unfinished')
+local nominal = tonumber(tick)
+local top = tonumber(state.top)
+local seen = type(state.seen) == 'table' and state.seen or {}
+if nominal and top then
+  if nominal == top then return refuse('duplicate', 'this tick already began') end
+  if nominal < top then
+    local back = top - nominal
+    for _, earlier in ipairs(seen) do
+      if tonumber(earlier) == back then return refuse('duplicate', 'this tick already began') end
+    end
+    if #seen >= WINDOW - 1 and back > (tonumber(seen[#seen]) or 0) then
+      return refuse('duplicate', 'older than the ' .. WINDOW .. ' newest ticks that began')
+    end
   end
 end
-
-redis.call('HSET', state, 'last_run', now, 'last_task_id', task_id, 'last_status', 'running')
-redis.call('HINCRBY', state, 'n:started', 1)
-redis.call('SET', running, task_id, 'PX', ttl)
-if tick ~= '' then
-  redis.call('ZADD', started, tick, tick)
-  redis.call('ZREMRANGEBYRANK', started, 0, -257)
+if nominal and last and now < last + min_gap then
+  return refuse('dropped_too_soon', 'last run began ' .. (now - last) .. ' ms ago')
 end
-redis.call('XADD', history, 'MAXLEN', keep, '*', 'kind', 'started', 'at', now,
-  'tick', tick, 'task_id', task_id, 'host', host)
+if overlap == 'skip' and holds(state.running, now) and state.running[1] ~= task_id then
+  return refuse('skipped_overlap', 'run ' .. state.running[1] .. ' is unfinished')
+end
+
+state.last_run, state.last_task_id, state.last_status = now, task_id, 'running'
+count(state, 'started', 1)
+state.running = {task_id, now + ttl}
+if nominal then
+  -- remember it: "seen" holds how far before "top" each other recent tick was, largest last
+  local backs = {}
+  if not top or nominal > top then
+    if top then backs[1] = nominal - top end
+    for _, earlier in ipairs(seen) do backs[#backs + 1] = (tonumber(earlier) or 0) + (nominal - (top or nominal)) end
+    state.top = nominal
+  else
+    for _, earlier in ipairs(seen) do backs[#backs + 1] = tonumber(earlier) or 0 end
+    backs[#backs + 1] = top - nominal
+  end
+  table.sort(backs)
+  while #backs > WINDOW - 1 do table.remove(backs) end
+  state.seen = backs
+end
+save_state(states, name, state)
+event('started', '')
 return {'started', now, last or -1, ''}

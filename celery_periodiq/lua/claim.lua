@@ -1,4 +1,4 @@
--- claim: take due ticks, atomically, for one beat instance.
+-- claim: take due ticks of one partition, atomically, for one beat instance.
 --
 -- A due entry is moved out of the due set and into the in-flight set, so no
 -- other beat can claim the same tick. A tick stays in flight until the beat
@@ -6,73 +6,66 @@
 -- heartbeat is gone (a dead beat) is handed to the caller unchanged, so it is
 -- published again with the same task id. "Now" is this server's clock.
 --
--- One entry's damage never stops the others: an entry whose keys hold the wrong
--- type is quarantined (and reported), an entry whose definition vanished is
--- reported, and an entry whose state is missing or unreadable is claimed with its
--- due instant standing in for the tick and flagged "rebuilt", for the beat to check.
+-- One entry's damage never stops the others: an entry whose definition vanished is
+-- reported (and listed as quarantined), and an entry whose state is missing or not
+-- JSON is claimed with its due instant standing in for the tick and flagged "rebuilt",
+-- for the beat to check against the schedule.
 --
 -- KEYS[1] due         zset  entry name -> due instant (ms, jitter applied)
 -- KEYS[2] inflight    zset  tick id -> when to look at the claim again (ms)
 -- KEYS[3] ticks       hash  tick id -> claim JSON
 -- KEYS[4] entries     hash  entry name -> definition JSON
--- KEYS[5] beats       zset  beat id -> heartbeat expiry (ms)
+-- KEYS[5] state       hash  entry name -> state JSON (read: next, version, prev, markers)
 -- KEYS[6] quarantine  hash  entry name -> why it is quarantined
--- ARGV[1] key tag, e.g. "{periodiq:proj}"; per-entry keys are "<tag>:state:<name>" etc.
--- ARGV[2] caller's beat id
--- ARGV[3] most ticks to return
--- ARGV[4] lease (ms)
--- ARGV[5] now (ms) to use instead of the server clock, or "" (tests inject a clock here)
--- ARGV[6] horizon (ms): also claim ticks due this soon, so the caller can publish them
+-- KEYS[7] alive       zset  beat id -> heartbeat expiry (ms)
+-- ARGV[1] caller's beat id
+-- ARGV[2] most ticks to return
+-- ARGV[3] lease (ms)
+-- ARGV[4] now (ms) to use instead of the server clock, or "" (tests inject a clock here)
+-- ARGV[5] horizon (ms): also claim ticks due this soon, so the caller can publish them
 --         the moment they are due instead of starting its round trip then
 --
 -- Returns {now_ms, next_due_ms or -1, next_recheck_ms or -1, now_us (0-999, the clock's
 -- microseconds past now_ms), notices, id1, claim1, definition1, id2, ...}
--- where notices is "" or JSON {"quarantined": {name: reason}, "vanished": [name, ...]},
+-- where notices is "" or JSON {"vanished": [name, ...]},
 -- claim is JSON {name, nominal, due, claimed, owner, running, queued, version, prev,
--- taken, rebuilt}
--- (nominal is the tick's due instant before jitter, ms; prev the entry's previous scheduled
--- tick, ms, or -1; taken counts takeovers; rebuilt is true when the state had no readable
+-- taken, rebuilt} (nominal: the tick before jitter, ms; prev: the entry's previous
+-- scheduled tick, ms, or -1; taken counts takeovers; rebuilt: the state had no readable
 -- next tick and the due instant stands in for it)
 -- and definition is the entry JSON, or "" when the entry has vanished.
---
--- Touches per claimed entry: the types of its keys (<tag>:state|running|queued|started|
--- history|checkpoint:<name>), <tag>:state:<name> (read: next, version, prev),
--- <tag>:running:<name> and <tag>:queued:<name> (exists).
 
-local due, inflight, ticks, entries, beats = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local quarantine = KEYS[6]
-local tag, me = ARGV[1], ARGV[2]
-local batch, lease = tonumber(ARGV[3]), tonumber(ARGV[4])
+local due, inflight, ticks, entries, states = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local quarantine, alive = KEYS[6], KEYS[7]
+local me, batch, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 
-local now, micros = clock_ms(ARGV[5])
-local horizon = tonumber(ARGV[6] or '0') or 0
+local now, micros = clock_ms(ARGV[4])
+local horizon = tonumber(ARGV[5] or '0') or 0
 local out = {now, -1, -1, micros, ''}
 local taken = 0
-local quarantined, vanished, noticed = {}, {}, false
+local vanished = {}
 
 -- 1. Claims whose lease ran out: keep them with a live owner, take the rest.
 local expired = redis.call('ZRANGEBYSCORE', inflight, '-inf', now, 'LIMIT', 0, batch)
 for _, id in ipairs(expired) do
   local raw = redis.call('HGET', ticks, id)
   local claim = raw and decoded(raw)
-  if not claim or not claim.name then
+  if not claim or type(claim.name) ~= 'string' then
     redis.call('ZREM', inflight, id)
     redis.call('HDEL', ticks, id)
   else
-    local alive = type(claim.owner) == 'string' and redis.call('ZSCORE', beats, claim.owner)
-    if claim.owner ~= me and alive and tonumber(alive) > now then
+    local owned = type(claim.owner) == 'string' and redis.call('ZSCORE', alive, claim.owner)
+    if claim.owner ~= me and owned and tonumber(owned) > now then
       -- look again the moment the owner's heartbeat would run out
-      redis.call('ZADD', inflight, tonumber(alive), id)
+      redis.call('ZADD', inflight, tonumber(owned), id)
     else
       claim.owner = me
       claim.taken = (tonumber(claim.taken) or 0) + 1
       raw = cjson.encode(claim)
       redis.call('HSET', ticks, id, raw)
       redis.call('ZADD', inflight, now + lease, id)
-      local definition = redis.call('HGET', entries, claim.name) or ''
       out[#out + 1] = id
       out[#out + 1] = raw
-      out[#out + 1] = definition
+      out[#out + 1] = redis.call('HGET', entries, claim.name) or ''
       taken = taken + 1
     end
   end
@@ -86,19 +79,12 @@ if taken < batch then
     local name, due_at = found[index], tonumber(found[index + 1])
     redis.call('ZREM', due, name)
     local definition = redis.call('HGET', entries, name)
-    local problem = definition and damaged(entry_keys(tag, name))
     if not definition then
       vanished[#vanished + 1] = name
-      noticed = true
       redis.call('HSET', quarantine, name, 'its definition is missing (deleted outside periodiq?)')
-    elseif problem then
-      quarantined[name] = problem
-      noticed = true
-      redis.call('HSET', quarantine, name, problem)
     else
-      local state = tag .. ':state:' .. name
-      local fields = redis.call('HMGET', state, 'next', 'version', 'prev')
-      local nominal = tonumber(fields[1])
+      local state = load_state(states, name) or {}
+      local nominal = tonumber(state.next)
       local rebuilt = nominal == nil
       if rebuilt then nominal = due_at end
       local id = name .. '@' .. string.format('%d', nominal)
@@ -108,10 +94,10 @@ if taken < batch then
         due = due_at,
         claimed = now,
         owner = me,
-        running = redis.call('EXISTS', tag .. ':running:' .. name),
-        queued = redis.call('EXISTS', tag .. ':queued:' .. name),
-        version = tonumber(fields[2]) or 0,
-        prev = tonumber(fields[3]) or -1,
+        running = holds(state.running, now),
+        queued = holds(state.queued, now),
+        version = tonumber(state.version) or 0,
+        prev = tonumber(state.prev) or -1,
         taken = 0,
         rebuilt = rebuilt,
       })
@@ -124,12 +110,7 @@ if taken < batch then
   end
 end
 
-if noticed then
-  local notices = {}
-  if next(quarantined) then notices.quarantined = quarantined end
-  if #vanished > 0 then notices.vanished = vanished end
-  out[5] = cjson.encode(notices)
-end
+if #vanished > 0 then out[5] = cjson.encode({vanished = vanished}) end
 local first = redis.call('ZRANGE', due, 0, 0, 'WITHSCORES')
 if first[2] then out[2] = tonumber(first[2]) end
 local recheck = redis.call('ZRANGE', inflight, 0, 0, 'WITHSCORES')

@@ -1,17 +1,20 @@
 -- finish: record how a run ended and, if it is final, clear its running marker.
 --
--- A Celery retry is not final: the marker stays (its TTL stretched to cover the
--- retry's countdown) until the last attempt ends.
+-- A Celery retry is not final: the marker stays (stretched to cover the retry's
+-- countdown) until the last attempt ends. A failed or timeboxed run is also kept in
+-- the entry's failures list (the newest 5), so a long history of successes never
+-- hides the last failures. Nothing is written for an entry whose history keys hold
+-- another type: it is quarantined instead.
 --
--- KEYS[1] state    hash    <tag>:state:<name>
--- KEYS[2] running  string  <tag>:running:<name>
--- KEYS[3] history  stream  <tag>:history:<name>
--- KEYS[4] entries  hash    <tag>:entries (name -> definition)
--- KEYS[5] quarantine hash  <tag>:quarantine (name -> why)
--- KEYS[6] due      zset    <tag>:due (name -> due instant)
+-- KEYS[1] entries     hash  entry name -> definition JSON
+-- KEYS[2] state       hash  entry name -> state JSON
+-- KEYS[3] quarantine  hash  entry name -> why it is quarantined
+-- KEYS[4] due         zset  entry name -> due instant
+-- KEYS[5] history     list  the entry's history
+-- KEYS[6] failures    list  the entry's newest failed or timeboxed runs
 -- ARGV[1] task id
 -- ARGV[2] tick (ms) or ""
--- ARGV[3] outcome: "succeeded", "failed", "timeboxed", "revoked" or "retrying"
+-- ARGV[3] outcome: "succeeded", "failed", "timeboxed", "revoked", "expired" or "retrying"
 -- ARGV[4] error text ("Type: message") or ""
 -- ARGV[5] duration (ms)
 -- ARGV[6] worker host
@@ -21,35 +24,40 @@
 -- ARGV[9] marker TTL for a retry (ms), or 0
 -- ARGV[10] now (ms) instead of the server clock, or ""
 -- ARGV[11] entry name: nothing is written for an entry that no longer exists
+-- ARGV[12] the task id as the history records it: "" when the tick derives it
 --
--- Returns the number of markers cleared (0 or 1). Nothing is written for an entry whose
--- keys hold the wrong type: it is quarantined instead.
+-- Returns the number of markers cleared (0 or 1).
 
-local state, running, history = KEYS[1], KEYS[2], KEYS[3]
+local entries, states, quarantine, due = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local history, failures = KEYS[5], KEYS[6]
 local task_id, tick, outcome, err = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local duration, host, keep, kind = ARGV[5], ARGV[6], tonumber(ARGV[7]), ARGV[8]
+local name, shown_id = ARGV[11], ARGV[12]
 
 local now = clock_ms(ARGV[10])
-if redis.call('HEXISTS', KEYS[4], ARGV[11]) == 0 then return 0 end
-local problem = damaged({state, 'hash', running, 'string', history, 'stream'})
+if redis.call('HEXISTS', entries, name) == 0 then return 0 end
+local problem = wrong_type(history, 'list') or wrong_type(failures, 'list')
 if problem then
-  redis.call('HSET', KEYS[5], ARGV[11], problem)
-  redis.call('ZREM', KEYS[6], ARGV[11])
+  redis.call('HSET', quarantine, name, problem)
+  redis.call('ZREM', due, name)
   return 0
 end
+local state = load_state(states, name) or {}
 local cleared = 0
-local holder = redis.call('GET', running)
+local holder = type(state.running) == 'table' and state.running[1] or nil
 if kind == '1' or (kind == '2' and holder == task_id) then
   if holder == task_id then
-    redis.call('DEL', running)
+    state.running = nil
     cleared = 1
   end
-  redis.call('HSET', state, 'last_status', outcome, 'last_finished', now,
-    'last_duration', duration, 'last_error', err)
+  state.last_status, state.last_finished = outcome, now
+  state.last_duration, state.last_error = tonumber(duration) or 0, err
 elseif kind == '0' and holder == task_id then
-  redis.call('PEXPIRE', running, tonumber(ARGV[9]))
+  state.running = {task_id, now + tonumber(ARGV[9])}
 end
-redis.call('HINCRBY', state, 'n:' .. outcome, 1)
-redis.call('XADD', history, 'MAXLEN', keep, '*', 'kind', outcome, 'at', now, 'tick', tick,
-  'task_id', task_id, 'host', host, 'duration', duration, 'error', err)
+count(state, outcome, 1)
+save_state(states, name, state)
+local event = {outcome, now, tick, shown_id, host, '', duration, '', err}
+record(history, keep, event)
+if outcome == 'failed' or outcome == 'timeboxed' then record(failures, 5, event) end
 return cleared

@@ -1,56 +1,60 @@
--- remove: delete entries and everything stored about them.
+-- remove: delete entries of one partition and everything stored about them.
 --
--- Works on damaged entries too: keys of any type are deleted, a definition that
--- is garbage is deleted, and a name whose definition vanished outside periodiq
--- but whose other keys were left behind is cleaned up (and counts as removed).
+-- Works on damaged entries too: a definition or state that is garbage is deleted,
+-- keys of any type are deleted, and a name whose definition vanished outside
+-- periodiq but whose state or other keys were left behind is cleaned up (and counts
+-- as removed).
 --
 -- KEYS[1] entries     hash  entry name -> definition JSON
 -- KEYS[2] due         zset  entry name -> due instant (ms)
 -- KEYS[3] declared    set   names of the entries declared in code or config
 -- KEYS[4] events      hash  entry name -> cluster event
 -- KEYS[5] quarantine  hash  entry name -> why it is quarantined
--- ARGV[1] key tag; ARGV[2] changes channel
--- ARGV[3] sources allowed to be removed, comma separated ("code,config"), or "*"
--- ARGV[4..] entry names
+-- KEYS[6] state       hash  entry name -> state JSON
+-- KEYS[7..] four per entry, in ARGV's order: its owner set (as the caller read it),
+--           its history, failures and checkpoint keys
+-- ARGV[1] changes channel
+-- ARGV[2] sources allowed to be removed, comma separated ("code,config"), or "*"
+-- ARGV[3..] two per entry: its name, and the owner the caller read ("" for none)
 --
--- Returns the names actually removed.
---
--- Touches per entry: <tag>:state|running|queued|started|history|checkpoint:<name>,
--- <tag>:owner:<owner>.
+-- Returns the names actually removed, and "retry:<name>" for an entry whose owner
+-- changed since the caller read it (nothing of it removed: read again, call again).
 
-local entries, due, declared, events, quarantine = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local tag, channel, sources = ARGV[1], ARGV[2], ARGV[3]
-local removed = {}
+local entries, due, declared, events = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local quarantine, states = KEYS[5], KEYS[6]
+local channel, sources = ARGV[1], ARGV[2]
+local out = {}
 
-local function leftovers(name, keys)
-  if redis.call('ZSCORE', due, name) or redis.call('HEXISTS', quarantine, name) == 1 then
+local function left_behind(name, own)
+  if redis.call('ZSCORE', due, name) or redis.call('HEXISTS', quarantine, name) == 1
+      or redis.call('HEXISTS', states, name) == 1 then
     return true
   end
-  for k = 1, #keys, 2 do
-    if redis.call('EXISTS', keys[k]) == 1 then return true end
-  end
-  return false
+  return redis.call('EXISTS', own[2], own[3], own[4]) > 0
 end
 
-for i = 4, #ARGV do
-  local name = ARGV[i]
-  local keys = entry_keys(tag, name)
+for i = 3, #ARGV, 2 do
+  local name, was_owner = ARGV[i], ARGV[i + 1]
+  local base = 6 + (i - 3) * 2
+  local own = {KEYS[base + 1], KEYS[base + 2], KEYS[base + 3], KEYS[base + 4]}
   local definition = redis.call('HGET', entries, name)
   local entry = definition and decoded(definition) or {}
+  local owner = type(entry.owner) == 'string' and entry.owner or ''
   local allowed = sources == '*'
     or string.find(',' .. sources .. ',', ',' .. tostring(entry.source) .. ',', 1, true)
-  if (definition and allowed) or (not definition and sources == '*' and leftovers(name, keys)) then
+  if definition and owner ~= was_owner then
+    out[#out + 1] = 'retry:' .. name
+  elseif (definition and allowed) or (not definition and sources == '*' and left_behind(name, own)) then
     redis.call('HDEL', entries, name)
+    redis.call('HDEL', states, name)
     redis.call('ZREM', due, name)
     redis.call('SREM', declared, name)
     redis.call('HDEL', events, name)
     redis.call('HDEL', quarantine, name)
-    for k = 1, #keys, 2 do redis.call('DEL', keys[k]) end
-    if type(entry.owner) == 'string' then
-      redis.call('SREM', usable_set(tag .. ':owner:' .. entry.owner), name)
-    end
+    redis.call('DEL', own[2], own[3], own[4])
+    if owner ~= '' then redis.call('SREM', usable_set(own[1]), name) end
     redis.call('PUBLISH', channel, name)
-    removed[#removed + 1] = name
+    out[#out + 1] = name
   end
 end
-return removed
+return out

@@ -1,0 +1,134 @@
+"""Every Redis key name, built from one prefix.
+
+A schedule is spread over P partitions by a stable hash of each entry's name. A
+partition's keys share one hash tag, ``{prefix:p}``, so a Redis Cluster spreads the
+partitions over its masters while every Lua script touches keys of one slot, all
+of them passed in KEYS. The few keys of the whole schedule (the beats' registry,
+the layout) live under ``{prefix}``.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+__all__ = ["LAYOUT", "Keys", "Partition", "partition_of"]
+
+LAYOUT = "2"
+"""The key layout this version writes; a schedule written in another one is refused."""
+
+
+def partition_of(name: str, partitions: int) -> int:
+    """The partition of an entry: a stable hash of its name (CRC-32), the same everywhere."""
+    return zlib.crc32(name.encode("utf-8")) % partitions
+
+
+@dataclass(frozen=True, slots=True)
+class Partition:
+    """The keys of one partition, all under the hash tag ``{prefix:index}``."""
+
+    index: int
+    tag: str
+
+    @property
+    def entries(self) -> str:
+        """hash: entry name -> definition JSON."""
+        return f"{self.tag}:entries"
+
+    @property
+    def state(self) -> str:
+        """hash: entry name -> state JSON (next tick, version, last run, markers, counters)."""
+        return f"{self.tag}:state"
+
+    @property
+    def due(self) -> str:
+        """zset: entry name -> when its next tick is due (ms, jitter applied)."""
+        return f"{self.tag}:due"
+
+    @property
+    def inflight(self) -> str:
+        """zset: tick id -> when to look at the claim again (ms)."""
+        return f"{self.tag}:inflight"
+
+    @property
+    def ticks(self) -> str:
+        """hash: tick id -> JSON of the claim (entry, nominal instant, owner, ...)."""
+        return f"{self.tag}:ticks"
+
+    @property
+    def quarantine(self) -> str:
+        """hash: entry name -> why it is quarantined; writing the entry again lifts it."""
+        return f"{self.tag}:quarantine"
+
+    @property
+    def declared(self) -> str:
+        """set: names of the entries declared in code or in beat_schedule."""
+        return f"{self.tag}:declared"
+
+    @property
+    def events(self) -> str:
+        """hash: names of @reboot/@shutdown entries -> "reboot" or "shutdown"."""
+        return f"{self.tag}:events"
+
+    @property
+    def alive(self) -> str:
+        """zset: beat id -> heartbeat expiry (ms), this partition's copy of the registry,
+        so that claim.lua can tell a live claim owner within the partition's slot."""
+        return f"{self.tag}:alive"
+
+    def history(self, name: str) -> str:
+        """list: the entry's newest events, newest first, each a JSON array (capped)."""
+        return f"{self.tag}:history:{name}"
+
+    def failures(self, name: str) -> str:
+        """list: the entry's newest failed or timeboxed runs, newest first (the last 5)."""
+        return f"{self.tag}:failures:{name}"
+
+    def checkpoint(self, name: str) -> str:
+        """string: the entry's checkpoint JSON."""
+        return f"{self.tag}:checkpoint:{name}"
+
+    def owner(self, owner: str) -> str:
+        """set: names of this partition's entries with this owner tag."""
+        return f"{self.tag}:owner:{owner}"
+
+    def entry_keys(self, name: str) -> list[tuple[str, str]]:
+        """The keys the scripts keep for one entry of its own, with their Redis types
+        (the checkpoint, which only the task reads and writes, is not among them)."""
+        return [(self.history(name), "list"), (self.failures(name), "list")]
+
+
+class Keys:
+    """The keys of one prefix: its global keys, and its partitions'."""
+
+    def __init__(self, prefix: str, partitions: int = 1) -> None:
+        self.prefix = prefix
+        self.partitions = partitions
+        self.tag = "{" + prefix + "}"
+        self.beats = f"{self.tag}:beats"
+        """zset: beat id -> heartbeat expiry (ms)."""
+        self.meta = f"{self.tag}:meta"
+        """hash: layout and partitions of the schedule stored under this prefix."""
+        self.changes = f"{self.tag}:changes"
+        """pub/sub channel: an entry was created, changed, paused or deleted."""
+        self._parts = [Partition(index, f"{{{prefix}:{index}}}") for index in range(partitions)]
+
+    def beat(self, beat_id: str) -> str:
+        """hash with TTL: one beat instance's heartbeat."""
+        return f"{self.tag}:beat:{beat_id}"
+
+    def partition_of(self, name: str) -> int:
+        """The index of the partition ``name`` lives in."""
+        return partition_of(name, self.partitions)
+
+    def of(self, name: str) -> Partition:
+        """The partition ``name`` lives in."""
+        return self._parts[self.partition_of(name)]
+
+    def part(self, index: int) -> Partition:
+        """Partition number ``index``."""
+        return self._parts[index]
+
+    def all(self) -> list[Partition]:
+        """Every partition, in order."""
+        return list(self._parts)

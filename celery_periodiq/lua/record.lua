@@ -1,0 +1,25 @@
+-- record: note a run published outside the beat's claims (trigger(), @reboot).
+--
+-- Appends the event to the entry's history, counts it as enqueued and, unless set,
+-- notes when its message started waiting (begin.lua clears that). Writes nothing for
+-- an entry that no longer exists, or whose history key holds another type.
+--
+-- KEYS[1] entries  hash  entry name -> definition JSON
+-- KEYS[2] state    hash  entry name -> state JSON
+-- KEYS[3] history  list  the entry's history
+-- ARGV[1] entry name; ARGV[2] history length; ARGV[3] event kind ("triggered", "enqueued")
+-- ARGV[4] tick (ms) or ""; ARGV[5] task id as the history records it; ARGV[6] note
+--
+-- Returns 1 when recorded, 0 when not.
+
+local entries, states, history = KEYS[1], KEYS[2], KEYS[3]
+local name, keep = ARGV[1], tonumber(ARGV[2])
+
+if redis.call('HEXISTS', entries, name) == 0 or wrong_type(history, 'list') then return 0 end
+local now = clock_ms('')
+local state = load_state(states, name) or {}
+count(state, 'enqueued', 1)
+state.waiting_since = state.waiting_since or now
+save_state(states, name, state)
+record(history, keep, {ARGV[3], now, ARGV[4], ARGV[5], '', ARGV[6]})
+return 1
