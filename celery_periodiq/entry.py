@@ -40,6 +40,14 @@ OPTION_KEYS = {
     "compression": str,
 }
 _MAX_NAME = 200
+_KEEP = object()
+# Fields left out of the stored JSON when they hold this: nothing, or the structural
+# default (never a policy, whose default could one day change).
+_OMITTED: dict[str, object] = {
+    "args": [], "kwargs": {}, "options": {}, "owner": None, "start_at": None, "end_at": None,
+    "grace": None, "catchup_window": None, "jitter": 0.0, "enabled": True, "tz": "UTC",
+    "form": "cron", "source": "runtime",
+}  # fmt: skip
 
 Form = Literal["cron", "calendar", "every"]
 Source = Literal["code", "config", "runtime"]
@@ -216,17 +224,21 @@ class Entry:
         return data
 
     def to_json(self) -> str:
-        """Canonical JSON: sorted keys, no spaces."""
+        """Canonical JSON as stored: sorted keys, no spaces, and without the fields that
+        hold nothing (no args, no owner, no bounds, ...: :meth:`from_dict` restores them).
+        Policy fields are always written, so a stored entry never changes meaning."""
         return self._json
 
     @functools.cached_property
     def _json(self) -> str:
-        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        data = {key: value for key, value in self.to_dict().items()
+                if _OMITTED.get(key, _KEEP) != value}  # fmt: skip
+        return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
     @functools.cached_property
     def digest(self) -> str:
         """A hash of the definition: equal definitions have equal digests."""
-        return hashlib.sha1(self.to_json().encode(), usedforsecurity=False).hexdigest()
+        return hashlib.sha1(self.to_json().encode(), usedforsecurity=False).hexdigest()[:16]
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Entry:

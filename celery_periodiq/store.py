@@ -35,8 +35,9 @@ logger = logging.getLogger(__name__)
 _RETRIES = 5
 # State fields the flat view of :attr:`StoredEntry.state` leaves out (kept structured).
 _STRUCTURED = ("n", "running", "queued", "seen", "top")
-EVENT_FIELDS = ("kind", "at", "tick", "task_id", "host", "note", "duration", "missed", "error")
-"""The positions of an event's values in its stored JSON array (see lua/_common.lua)."""
+EVENT_FIELDS = ("kind", "tick", "at", "task_id", "host", "note", "duration", "missed", "error")
+"""The positions of an event's values in its stored JSON array (see lua/_common.lua);
+with a tick, "at" is milliseconds after it."""
 
 
 def connect(settings: Settings) -> Any:
@@ -454,10 +455,11 @@ class Store:
         for raw in reversed(rows):  # oldest first, so that ids count up within a millisecond
             values = _decoded_list(raw)
             fields = dict(zip(EVENT_FIELDS, values, strict=False))
-            at_ms = _int(fields.pop("at", 0))
+            tick_ms = fields.pop("tick", "")
+            tick = _ms(tick_ms)
+            at_ms = _int(fields.pop("at", 0)) + (_int(tick_ms) if tick is not None else 0)
             sequence = seen.get(at_ms, 0)
             seen[at_ms] = sequence + 1
-            tick = _ms(fields.pop("tick", None))
             task_id = str(fields.pop("task_id", "") or "")
             if not task_id and tick is not None:  # "" is the id the tick derives; "-" none
                 task_id = task_id_for(self.keys.prefix, name, to_ms(tick))
@@ -523,8 +525,8 @@ def _decoded_list(text: str) -> list[Any]:
     try:
         value = json.loads(text)
     except ValueError:
-        return ["?", 0]
-    return value if isinstance(value, list) else ["?", 0]
+        return ["?", "", 0]
+    return value if isinstance(value, list) else ["?", "", 0]
 
 
 def _state(raw: object) -> dict[str, Any]:

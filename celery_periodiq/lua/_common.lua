@@ -8,9 +8,8 @@
 --   top, seen         the newest started tick (ms) and how far before it (ms) the
 --                     other recently started ticks were (at most WINDOW of them)
 --   n                 {reason = count}
--- An event in an entry's history is a JSON array:
---   [kind, at, tick, task_id, host, note, duration, missed, error], trailing ""s dropped;
---   task_id is "" when it is the one derived from the tick (the caller knows).
+-- An event in an entry's history is a JSON array (see record() below); its task_id is
+--   "" when it is the one derived from the tick (the caller knows), "-" for none.
 
 local WINDOW = 16
 
@@ -62,12 +61,17 @@ local function wrong_type(key, kind)
   return nil
 end
 
--- Append an event to a history list (newest first), keeping the newest `keep`.
-local function record(key, keep, event)
+-- Append an event to a history list (newest first), keeping the newest `keep`. Stored
+-- as [kind, tick, at, task_id, host, note, duration, missed, error], trailing ""s
+-- dropped; with a tick, "at" is kept as milliseconds after it (a few digits, not 13).
+local function record(key, keep, kind, at, tick, task_id, host, note, duration, missed, err)
+  local t = tonumber(tick)
+  local event = {kind, t or '', t and (at - t) or at, task_id or '', host or '', note or '',
+    duration or '', missed or '', err or ''}
   local last = #event
-  while last > 1 and (event[last] == '' or event[last] == nil) do last = last - 1 end
+  while last > 3 and event[last] == '' do last = last - 1 end
   local packed = {}
-  for i = 1, last do packed[i] = event[i] == nil and '' or event[i] end
+  for i = 1, last do packed[i] = event[i] end
   redis.call('LPUSH', key, cjson.encode(packed))
   redis.call('LTRIM', key, 0, keep - 1)
 end

@@ -83,7 +83,7 @@ for i = 3, #ARGV do
       save_state(states, a.name, state)
       if a.events then
         for _, e in ipairs(a.events) do
-          record(history, keep, {e[1], now, e[2], e[3], '', e[5], '', e[4], ''})
+          record(history, keep, e[1], now, e[2], e[3], '', e[5], '', e[4], '')
         end
       end
     end

@@ -65,7 +65,7 @@ if type(state.queued) == 'table' and state.queued[1] == task_id then state.queue
 state.waiting_since = nil
 
 local function event(kind, note)
-  record(history, keep, {kind, now, tick, shown_id, host, note})
+  record(history, keep, kind, now, tick, shown_id, host, note)
 end
 
 local function refuse(outcome, note)

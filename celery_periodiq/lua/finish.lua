@@ -43,6 +43,7 @@ if problem then
   return 0
 end
 local state = load_state(states, name) or {}
+if err == '' then err = nil end
 local cleared = 0
 local holder = type(state.running) == 'table' and state.running[1] or nil
 if kind == '1' or (kind == '2' and holder == task_id) then
@@ -57,7 +58,11 @@ elseif kind == '0' and holder == task_id then
 end
 count(state, outcome, 1)
 save_state(states, name, state)
-local event = {outcome, now, tick, shown_id, host, '', duration, '', err}
-record(history, keep, event)
-if outcome == 'failed' or outcome == 'timeboxed' then record(failures, 5, event) end
+-- a run that succeeded is told by its "started" event where it ran
+local where = outcome == 'succeeded' and '' or host
+local took = tonumber(duration) or ''
+record(history, keep, outcome, now, tick, shown_id, where, '', took, '', err)
+if outcome == 'failed' or outcome == 'timeboxed' then
+  record(failures, 5, outcome, now, tick, shown_id, host, '', took, '', err)
+end
 return cleared

@@ -21,5 +21,5 @@ local state = load_state(states, name) or {}
 count(state, 'enqueued', 1)
 state.waiting_since = state.waiting_since or now
 save_state(states, name, state)
-record(history, keep, {ARGV[3], now, ARGV[4], ARGV[5], '', ARGV[6]})
+record(history, keep, ARGV[3], now, ARGV[4], ARGV[5], '', ARGV[6])
 return 1
