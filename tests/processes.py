@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import redis
 from celery import Celery as CeleryApp
+from redis.cluster import RedisCluster
 
 from celery_periodiq import Periodiq, periodiq
 
@@ -112,7 +113,12 @@ class Cluster:
         }
         self.env.update({key: str(value) for key, value in settings.items()})
         self.processes: list[Celery] = []
-        self.client = redis.Redis.from_url(redis_url, decode_responses=True)
+        self.clustered = self.env.get("TEST_REDIS_CLUSTER") == "1"
+        self.client: Any = (
+            RedisCluster.from_url(redis_url, decode_responses=True)
+            if self.clustered
+            else redis.Redis.from_url(redis_url, decode_responses=True)
+        )
 
     def beat(self, name: str = "beat", prefix: list[str] | None = None, **env: str) -> Celery:
         process = Celery(
@@ -146,6 +152,18 @@ class Cluster:
 
     def runs(self) -> list[dict[str, Any]]:
         return [json.loads(raw) for raw in self.client.lrange("runs", 0, -1)]
+
+    def runs_of(self, entry: str) -> list[dict[str, Any]]:
+        return [run for run in self.runs() if run.get("entry") == entry]
+
+    def api(self) -> Periodiq:
+        """The runtime API of this cluster's app, on its schedule (and Redis Cluster)."""
+        api = api_for(self.redis_url, self.env["TEST_BROKER_URL"], self.app)
+        if self.clustered:
+            api.app.conf.periodiq_redis_cluster = True
+            vars(api.app).pop("_periodiq_client", None)
+            api = periodiq(api.app)
+        return api
 
     def logs(self) -> str:
         return "\n".join(f"--- {p.log.name}\n{p.output()[-4000:]}" for p in self.processes)

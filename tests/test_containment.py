@@ -401,3 +401,22 @@ def _run_start(tick_ms: int) -> RunStart:
         task_id="t1", tick_ms=tick_ms, min_gap_ms=0, overlap="skip", ttl_ms=1000,
         retries=0, host="h", history_length=10,
     )  # fmt: skip
+
+
+def test_a_definition_deleted_while_its_tick_is_in_flight_is_reported_too(
+    world: World,
+) -> None:
+    batch = world.store.scripts.claim(world.part, "test-beat", 10, 2000, to_ms(FIRST))
+    world.client.hdel(world.part.entries, "victim")  # between the claim and the ack
+    settlements = [
+        {"id": claim.id, "name": claim.name, "version": claim.version, "next": None, "due": None}
+        for claim in batch.claims if claim.name == "victim"
+    ]  # fmt: skip
+
+    world.store.scripts.ack(world.part, "test-beat", 40, settlements)
+
+    victim = world.api.get("victim")
+    assert (victim.status, victim.entry) == ("quarantined", None)
+    world.api.delete("victim")
+    assert world.client.keys("*victim*") == []
+    assert not world.client.hexists(world.part.state, "victim")

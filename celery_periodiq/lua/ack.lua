@@ -52,8 +52,13 @@ for i = 3, #ARGV do
     redis.call('HDEL', ticks, a.id)
     settled = settled + 1
   end
-  -- A vanished entry gets no state back: deleting it must stay final.
-  if mine and redis.call('HEXISTS', entries, a.name) == 1 then
+  -- A vanished entry gets no state back: deleting it must stay final. Its state left
+  -- behind means the definition alone was deleted, outside periodiq: say so.
+  local exists = redis.call('HEXISTS', entries, a.name) == 1
+  if mine and not exists and redis.call('HEXISTS', states, a.name) == 1 then
+    redis.call('HSET', quarantine, a.name, 'its definition is missing (deleted outside periodiq?)')
+  end
+  if mine and exists then
     local problem = wrong_type(history, 'list') or wrong_type(failures, 'list')
     if problem == nil and given(a.quarantine) then problem = a.quarantine end
     if problem then

@@ -1,7 +1,8 @@
 """The Celery app the process tests run as real beats and workers.
 
 Configured from the environment: TEST_BROKER_URL, TEST_REDIS_URL,
-TEST_LEASE (claim lease, s), TEST_BEAT_SCHEDULE (JSON: name -> {"task", "every"}).
+TEST_LEASE (claim lease, s), TEST_BEAT_SCHEDULE (JSON: name -> {"task", "every"}),
+TEST_REDIS_CLUSTER=1 (TEST_REDIS_URL names a Redis Cluster node).
 Every run records itself in the Redis list "runs" of TEST_REDIS_URL.
 """
 
@@ -15,12 +16,14 @@ from typing import Any
 
 import redis
 from celery import Celery
+from redis.cluster import RedisCluster
 
 app = Celery("periodiq_app", broker=os.environ["TEST_BROKER_URL"])
 app.conf.beat_scheduler = "celery_periodiq:Scheduler"
 app.conf.periodiq_redis_url = os.environ["TEST_REDIS_URL"]
 app.conf.periodiq_claim_lease = float(os.environ.get("TEST_LEASE", "2"))
 app.conf.periodiq_redis_options = json.loads(os.environ.get("TEST_REDIS_OPTIONS", "{}"))
+app.conf.periodiq_redis_cluster = os.environ.get("TEST_REDIS_CLUSTER") == "1"
 app.conf.beat_max_loop_interval = 5
 app.conf.broker_connection_retry_on_startup = True
 app.conf.worker_prefetch_multiplier = 1
@@ -29,7 +32,11 @@ app.conf.beat_schedule = {
     for name, spec in json.loads(os.environ.get("TEST_BEAT_SCHEDULE", "{}")).items()
 }
 
-_results = redis.Redis.from_url(os.environ["TEST_REDIS_URL"], decode_responses=True)
+_results: Any = (
+    RedisCluster.from_url(os.environ["TEST_REDIS_URL"], decode_responses=True)
+    if app.conf.periodiq_redis_cluster
+    else redis.Redis.from_url(os.environ["TEST_REDIS_URL"], decode_responses=True)
+)
 
 
 def _record(request: Any, **extra: Any) -> None:

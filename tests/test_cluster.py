@@ -1,0 +1,181 @@
+"""The schedule on a real Redis Cluster: three masters with a replica each, on loopback.
+
+Partitions spread the keys over every master; every Lua script runs there (each
+touches one slot, all its keys in KEYS); and a beat and a worker carry on across a
+master killed with SIGKILL while its replica takes over.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import redis
+from celery import Celery
+
+from celery_periodiq import PeriodicTask, Periodiq, periodiq
+from celery_periodiq.dispatch import Dispatcher
+from celery_periodiq.localredis import LocalRedis, LocalRedisCluster
+from celery_periodiq.plan import to_ms
+from celery_periodiq.publish import HEADER_ENTRY, HEADER_TICK
+from tests.processes import cluster, wait_for
+
+pytestmark = pytest.mark.slow
+
+START = datetime(2030, 1, 1, tzinfo=UTC)
+
+
+@pytest.fixture(scope="module")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRedisCluster]:
+    """Three masters and three replicas, formed once for this module's tests."""
+    with LocalRedisCluster(tmp_path_factory.mktemp("cluster")) as formed:
+        yield formed
+
+
+@pytest.fixture
+def cluster_api(redis_cluster: LocalRedisCluster, broker_url: str) -> Iterator[Periodiq]:
+    app = Celery(f"clustered-{time.monotonic_ns()}", broker=broker_url, set_as_current=False)
+    app.conf.periodiq_redis_url = redis_cluster.url
+    app.conf.periodiq_redis_cluster = True
+    api = periodiq(app)
+    yield api
+    api.delete_owner("tests")
+    api.store.client.close()
+
+
+def keys_per_master(redis_cluster: LocalRedisCluster, prefix: str) -> dict[int, int]:
+    counts = {}
+    for port in redis_cluster.master_ports():
+        client = redis.Redis(port=port, decode_responses=True)
+        counts[port] = sum(1 for _ in client.scan_iter(match=f"{{{prefix}*"))
+        client.close()
+    return counts
+
+
+def test_partitions_spread_the_schedule_over_every_master(
+    cluster_api: Periodiq, redis_cluster: LocalRedisCluster
+) -> None:
+    for n in range(64):
+        cluster_api.add(f"tenant-{n}", "proj.t", every=60, owner="tests")
+
+    counts = keys_per_master(redis_cluster, cluster_api.settings.key_prefix)
+
+    assert len(counts) == 3
+    assert all(count > 0 for count in counts.values()), counts
+    assert len(cluster_api.list(owner="tests")) == 64
+
+
+def test_every_script_runs_on_the_cluster(cluster_api: Periodiq) -> None:
+    api, store = cluster_api, cluster_api.store
+    app = api.app
+
+    @app.task(base=PeriodicTask, name="proj.guarded")
+    def guarded() -> None:
+        """A guarded task, run eagerly: begin.lua and finish.lua."""
+
+    api.add("nightly", "proj.guarded", every=60, start_at=START, owner="tests")  # put.lua
+    entry = api.get("nightly").entry
+    assert entry is not None
+    store.put("update", [entry], now_ms=to_ms(START))  # put.lua, update
+    api.pause("nightly", note="maintenance")  # pause.lua
+    assert api.get("nightly").paused
+    api.resume("nightly")  # pause.lua, resume
+    store.put("update", [entry], now_ms=to_ms(START))
+    now, first = store.scripts.beat("cluster-beat", "start", 10_000, {"host": "h"})  # beat.lua
+    store.alive("cluster-beat", now + 10_000, now)
+    dispatcher = Dispatcher(app, store, "cluster-beat", lambda: float("inf"))
+    first_tick = START + timedelta(seconds=60)
+    done = dispatcher.dispatch(now_ms=to_ms(first_tick))  # claim.lua, ack.lua
+    result = guarded.apply(  # begin.lua, finish.lua
+        task_id="run-1", headers={HEADER_ENTRY: "nightly", HEADER_TICK: to_ms(first_tick)}
+    )
+    task_id = api.trigger("nightly")  # record.lua
+    kinds = [event.kind for event in reversed(api.history("nightly", limit=10))]
+    removed = store.remove(["nightly"])  # remove.lua
+    store.scripts.beat("cluster-beat", "stop", 0, {})  # beat.lua, stop
+
+    assert first is True
+    assert done.claimed == 1
+    assert result.state == "SUCCESS"
+    assert kinds == ["enqueued", "started", "succeeded", "triggered"]
+    assert task_id
+    assert removed == ["nightly"]
+    assert api.list(owner="tests") == []
+
+
+def test_history_and_counters_on_the_cluster(cluster_api: Periodiq) -> None:
+    api, store, app = cluster_api, cluster_api.store, cluster_api.app
+
+    @app.task(base=PeriodicTask, name="proj.counted")
+    def counted() -> None:
+        """A guarded task."""
+
+    api.add("counted", "proj.counted", every=60, start_at=START, owner="tests")
+    entry = api.get("counted").entry
+    assert entry is not None
+    store.put("update", [entry], now_ms=to_ms(START))
+    tick = START + timedelta(seconds=60)
+    Dispatcher(app, store, "cluster-beat-2", lambda: float("inf")).dispatch(now_ms=to_ms(tick))
+    counted.apply(task_id="run-1", headers={HEADER_ENTRY: "counted", HEADER_TICK: to_ms(tick)})
+    counted.apply(task_id="run-2", headers={HEADER_ENTRY: "counted", HEADER_TICK: to_ms(tick)})
+
+    kinds = [event.kind for event in reversed(api.history("counted", limit=10))]
+    assert kinds == ["enqueued", "started", "succeeded", "duplicate"]
+    assert api.get("counted").counters == {
+        "enqueued": 1, "started": 1, "succeeded": 1, "duplicate": 1
+    }  # fmt: skip
+
+
+def test_a_beat_and_a_worker_carry_on_across_a_killed_master(
+    tmp_path: Path, redis_cluster: LocalRedisCluster
+) -> None:
+    with (
+        LocalRedis(tmp_path / "broker") as broker,
+        cluster(tmp_path, redis_cluster.url, broker.url, TEST_REDIS_CLUSTER="1") as running,
+    ):
+        names = [f"every-second-{n}" for n in range(12)]
+        api = running.api()
+        for name in names:
+            api.add(name, "record", every=1, owner="tests")
+        worker = running.worker()
+        running.beat("beat-1")
+        running.beat("beat-2")
+        wait_for(lambda: "ready" in worker.output(), 60, "the worker to be ready")
+        wait_for(lambda: all(running.runs_of(name) for name in names), 30, "a run of each")
+
+        victim = redis_cluster.master_ports()[0]  # the master of slots 0-5460
+        on_victim = [
+            name
+            for name in names
+            if api.store.client.keyslot(api.store.keys.of(name).entries) <= 5460
+        ]
+        assert on_victim, "no entry lives on the master this test kills"
+        redis_cluster.node_on(victim).stop(kill=True)
+        killed_at = time.time()
+        wait_for(
+            lambda: (
+                victim not in redis_cluster.master_ports()
+                and len(redis_cluster.master_ports()) == 3
+            ),
+            30,
+            "the replica to take over",
+        )
+        wait_for(
+            lambda: all(any(r["at"] > killed_at + 1 for r in running.runs_of(name))
+                        for name in names),
+            60, "every entry to fire again after the failover",
+        )  # fmt: skip
+        failed_over = time.time() - killed_at
+
+        ticks = [(run["entry"], run["tick"]) for run in running.runs()]
+        assert len(ticks) == len(set(ticks)), "a tick ran twice"
+        assert all(process.running for process in running.processes)
+        assert failed_over < 30
+        # the beats did meet the failover
+        assert any("Redis unreachable" in process.output() for process in running.processes)
+        redis_cluster.node_on(victim).start()  # back, as a replica of its successor
+        api.delete_owner("tests")
+        api.store.client.close()
