@@ -367,7 +367,7 @@ def beats_command(ctx: click.Context, as_json: bool) -> None:
     """List live beats: host, pid, version, uptime, last tick, ticks.
 
     --json: an array of beats {id, host, pid, version, started, seen,
-    last_tick, ticks_claimed, uptime_s, last_tick_age_s}.
+    last_tick, ticks_claimed, partitions, uptime_s, last_tick_age_s}.
     """
     api = api_of(ctx)
     beats, now = api.beats(), api.now()

@@ -27,7 +27,8 @@ Every key is always present (null when there is no value). Instants are ISO
 
 - **next**: spec, form, description, tz, from, runs (instants).
 - **beat** (``beats`` prints an array of them): id, host, pid, version,
-  started, seen, last_tick, ticks_claimed, uptime_s, last_tick_age_s.
+  started, seen, last_tick, ticks_claimed, partitions (how many it watches), uptime_s,
+  last_tick_age_s.
 - **doctor**: ok (false when a check failed), checks ([{name, status
   (ok|warn|fail|skip), detail}]).
 """
@@ -197,6 +198,7 @@ def beat_json(beat: BeatInfo, now: datetime) -> dict[str, Any]:
         "seen": utc_iso(beat.seen),
         "last_tick": utc_iso(beat.last_tick),
         "ticks_claimed": beat.ticks_claimed,
+        "partitions": beat.partitions,
         "uptime_s": None if beat.started is None else (now - beat.started).total_seconds(),
         "last_tick_age_s": (
             None if beat.last_tick is None else (now - beat.last_tick).total_seconds()

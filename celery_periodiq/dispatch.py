@@ -23,6 +23,7 @@ import redis
 from celery import Celery
 from kombu.exceptions import KombuError, OperationalError
 
+from celery_periodiq import ring
 from celery_periodiq.config import Settings
 from celery_periodiq.entry import Entry
 from celery_periodiq.errors import BrokerUnavailableError, EntryError
@@ -152,6 +153,10 @@ class Dispatcher:
         self._lock = threading.Lock()
         self._clock = (0.0, 0.0)
         """The last Redis clock reading (ms) and ``time.monotonic()`` when it was taken."""
+        self._watched: frozenset[int] | None = None
+        """The partitions the ring gives this beat (None: all, until the ring is known)."""
+        self._sweep_at = 0.0
+        """``time.monotonic()`` of the next pass over every partition, watched or not."""
 
     def touch(self, name: str | None = None) -> None:
         """Something changed: claim ``name``'s partition (every partition when None) in the
@@ -162,17 +167,47 @@ class Dispatcher:
             else:
                 self._wake.pop(self.store.keys.partition_of(name), None)
 
+    def watch(self, beats: list[str]) -> None:
+        """The live beats changed (or were read again): take this beat's share of the
+        partitions, two beats to each (:mod:`celery_periodiq.ring`)."""
+        watched = ring.watched(self.beat_id, beats, self.store.keys.partitions)
+        with self._lock:
+            if watched != self._watched:
+                logger.info(
+                    "periodiq: beat %s watches %d of %d partitions (%d live beats)",
+                    self.beat_id, len(watched), self.store.keys.partitions, len(beats),
+                )  # fmt: skip
+                self._wake = {index: moment for index, moment in self._wake.items()
+                              if self._watched is None or index in self._watched}  # fmt: skip
+            self._watched = watched
+
+    @property
+    def watched(self) -> int:
+        """How many partitions this beat watches."""
+        watched = self._watched
+        return self.store.keys.partitions if watched is None else len(watched)
+
+    def _mine(self, index: int, sweeping: bool) -> bool:
+        watched = self._watched
+        return sweeping or watched is None or index in watched
+
     def _due_partitions(self, now_ms: int | None) -> list[Partition]:
-        """The partitions that may have something due now (or within the horizon)."""
+        """The partitions that may have something due now (or within the horizon): of
+        those the ring gives this beat, or of all of them in a sweep, which comes once
+        per lease so that claims of beats gone are taken over whatever the ring says."""
         clock, measured = self._clock
         estimate = (
             float(now_ms) if now_ms is not None
             else clock + (time.monotonic() - measured) * 1000 if measured else math.inf
         )  # fmt: skip
+        sweeping = time.monotonic() >= self._sweep_at
+        if sweeping:
+            self._sweep_at = time.monotonic() + self.settings.claim_lease
         with self._lock:
             return [
                 part for part in self.store.keys.all()
-                if self._wake.get(part.index, -math.inf) <= estimate + _HORIZON_MS
+                if self._mine(part.index, sweeping)
+                and self._wake.get(part.index, -math.inf) <= estimate + _HORIZON_MS
             ]  # fmt: skip
 
     def dispatch(self, now_ms: int | None = None) -> Pass:
@@ -205,9 +240,12 @@ class Dispatcher:
         complete = True
         if claimed:
             complete = self._publish_batches(batches)
-        with self._lock:
-            wake = min(self._wake.values(), default=math.inf)
         clock, measured = self._clock
+        with self._lock:
+            mine = [moment for index, moment in self._wake.items() if self._mine(index, False)]
+        # wake for the next sweep too (on the Redis clock, from the last reading)
+        sweep = clock + (self._sweep_at - measured) * 1000 if measured else math.inf
+        wake = min([*mine, sweep], default=math.inf)
         return Pass(
             claimed=claimed,
             full=any(len(batch.claims) >= settings.batch_size for batch, _ in batches),

@@ -25,13 +25,19 @@ class Heartbeat(threading.Thread):
     """
 
     def __init__(
-        self, store: Store, beat_id: str, lease: float, info: Callable[[], dict[str, Any]]
+        self,
+        store: Store,
+        beat_id: str,
+        lease: float,
+        info: Callable[[], dict[str, Any]],
+        on_beats: Callable[[list[str]], None] | None = None,
     ) -> None:
         super().__init__(name="periodiq-heartbeat", daemon=True)
         self.store = store
         self.beat_id = beat_id
         self.lease = lease
         self.info = info
+        self.on_beats = on_beats
         self.last_ok = time.monotonic()
         self._stopped = threading.Event()
         self._failing = False
@@ -40,9 +46,11 @@ class Heartbeat(threading.Thread):
         """Refresh the heartbeat now."""
         sent = time.monotonic()  # the heartbeat's TTL counts from about here
         ttl = int(self.lease * 1000)
-        now, _ = self.store.scripts.beat(self.beat_id, "alive", ttl, self.info())
+        now, _, live = self.store.scripts.heartbeat(self.beat_id, "alive", ttl, self.info())
         self.store.alive(self.beat_id, now + ttl, now)
         self.last_ok = sent
+        if self.on_beats is not None:
+            self.on_beats(live)
 
     def run(self) -> None:
         while not self._stopped.wait(self.lease / 3):

@@ -79,15 +79,19 @@ class Scheduler(celery_beat.Scheduler):
             raise SystemExit(1) from None
         self.store = Store(self.settings)
         self.beat_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self._heartbeat = Heartbeat(
-            self.store, self.beat_id, self.settings.claim_lease, self._beat_info
-        )
         self._dispatcher = Dispatcher(
             self.app,
             self.store,
             self.beat_id,
             lambda: self._heartbeat.last_ok,
             on_vanished=self._restore_declared,
+        )
+        self._heartbeat = Heartbeat(
+            self.store,
+            self.beat_id,
+            self.settings.claim_lease,
+            self._beat_info,
+            on_beats=self._dispatcher.watch,
         )
         self._listener = ChangeListener(self.store.client, self.store.keys.changes, self._changed)
         self._listener.start()
@@ -198,8 +202,12 @@ class Scheduler(celery_beat.Scheduler):
     def _start(self) -> None:
         self.store.ensure_layout(record=True)
         ttl = int(self.settings.claim_lease * 1000)
-        now, first = self.store.scripts.beat(self.beat_id, "start", ttl, self._beat_info())
+        now, first, live = self.store.scripts.heartbeat(
+            self.beat_id, "start", ttl, self._beat_info()
+        )
         self.store.alive(self.beat_id, now + ttl, now)
+        if self._dispatcher is not None:
+            self._dispatcher.watch(live)
         self._started = True
         if first:
             logger.info("periodiq: first beat of the cluster: @reboot entries fire")
@@ -325,6 +333,7 @@ class Scheduler(celery_beat.Scheduler):
             "pid": os.getpid(),
             "version": __version__,
             "ticks_claimed": dispatcher.ticks_claimed if dispatcher else 0,
+            "partitions": dispatcher.watched if dispatcher else 0,
         }
         if dispatcher is not None and dispatcher.last_tick_ms is not None:
             info["last_tick"] = dispatcher.last_tick_ms

@@ -263,11 +263,19 @@ class Scripts:
         self, beat_id: str, action: str, ttl_ms: int, info: dict[str, Any]
     ) -> tuple[int, bool]:
         """Heartbeat ``start``/``alive``/``stop``; returns (server now in ms, cluster flag)."""
+        now, flag, _ = self.heartbeat(beat_id, action, ttl_ms, info)
+        return now, flag
+
+    def heartbeat(
+        self, beat_id: str, action: str, ttl_ms: int, info: dict[str, Any]
+    ) -> tuple[int, bool, list[str]]:
+        """Heartbeat ``start``/``alive``/``stop``; returns (server now in ms, cluster flag,
+        the ids of the beats alive now)."""
         args: list[Any] = [beat_id, action, ttl_ms]
         for key, value in info.items():
             args.extend([key, value])
-        now, flag = self._run("beat", [self.keys.beats, self.keys.beat(beat_id)], args)
-        return int(now), bool(flag)
+        now, flag, *live = self._run("beat", [self.keys.beats, self.keys.beat(beat_id)], args)
+        return int(now), bool(flag), [str(beat) for beat in live]
 
     def record(self, name: str, kind: str, task_id: str, tick_ms: int | None, note: str,
                history_length: int) -> bool:  # fmt: skip

@@ -179,6 +179,8 @@ class BeatInfo:
     seen: datetime | None
     last_tick: datetime | None
     ticks_claimed: int
+    partitions: int = 0
+    """How many partitions the beat watches (its share of the ring)."""
 
 
 class Store:
@@ -492,6 +494,7 @@ class Store:
                     seen=_ms(info.get("seen")),
                     last_tick=_ms(info.get("last_tick")),
                     ticks_claimed=_int(info.get("ticks_claimed")),
+                    partitions=_int(info.get("partitions")),
                 )
             )
         return beats

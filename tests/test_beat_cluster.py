@@ -91,3 +91,40 @@ def test_beats_killed_and_restarted_lose_and_double_no_tick(
         ticks = run_for(running, "each-second", SECONDS, during=chaos)
     assert len(kills) >= 6
     assert_each_tick_ran_once(ticks, running)
+
+
+def test_beats_divide_the_partitions_and_take_over_a_dead_beats_share(
+    tmp_path: Path, redis_url: str, broker_url: str
+) -> None:
+    names = [f"tenant-{n}" for n in range(24)]
+    with cluster(tmp_path, redis_url, broker_url) as running:
+        api = api_for(redis_url, broker_url)
+        for name in names:
+            api.add(name, "record", every=1)
+        worker = running.worker()
+        beats = [running.beat(f"beat{index}") for index in range(3)]
+        wait_for(lambda: "ready" in worker.output(), 60, "the worker to be ready")
+
+        def shares() -> list[int]:
+            return sorted(beat.partitions for beat in api.beats())
+
+        # three beats: each partition watched by two of them, none by all
+        wait_for(lambda: len(shares()) == 3 and sum(shares()) == 2 * 16, 30, "the ring")
+        assert max(shares()) < 16
+        wait_for(lambda: all(api.get(n).counters.get("enqueued", 0) >= 3 for n in names),
+                 30, "three runs of every entry")  # fmt: skip
+        assert all(beat.ticks_claimed > 0 for beat in api.beats())
+
+        beats[0].kill()
+        killed_at = time.time()
+        # its heartbeat runs out after the lease (2 s): the two left watch everything
+        wait_for(lambda: shares() == [16, 16], 30, "the two survivors to take over")
+        taken_over = time.time() - killed_at
+        wait_for(
+            lambda: all(any(run["at"] > killed_at + 4 for run in running.runs_of(name))
+                        for name in names), 30, "every entry to fire after the takeover",
+        )  # fmt: skip
+
+    ticks = [(run["entry"], run["tick"]) for run in running.runs()]
+    assert len(ticks) == len(set(ticks)), "a tick ran twice"
+    assert taken_over < 2 + 2 + 1  # lease + one heartbeat period, with some slack
