@@ -536,7 +536,7 @@ def test_beats_lists_live_beats(api: Periodiq) -> None:
     assert text.stdout.splitlines()[1].split()[:3] == ["beat-host", "4242", "0.1.0"]
     assert list(shapes[0]) == [
         "id", "host", "pid", "version", "started", "seen", "last_tick", "ticks_claimed",
-        "uptime_s", "last_tick_age_s",
+        "partitions", "uptime_s", "last_tick_age_s",
     ]  # fmt: skip
     assert (shapes[0]["pid"], shapes[0]["ticks_claimed"]) == (4242, 7)
 
