@@ -8,7 +8,7 @@ import contextlib
 import logging
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -104,6 +104,11 @@ def _steered(name: str, status: str) -> None:
         raise EntryError(
             f"entry {shown(name)} is {status.replace(': ', ' (', 1)}); update or delete repairs it"
         )
+
+
+def _some_names(names: list[str], shown_at_most: int = 5) -> str:
+    more = len(names) - shown_at_most
+    return ", ".join(map(shown, names[:shown_at_most])) + (f" and {more} more" if more > 0 else "")
 
 
 def _check_count(what: str, value: object, low: int = 1) -> int:
@@ -587,13 +592,93 @@ class Periodiq:
         with self._guard():
             return self.store.beats()
 
-    # Last in the class: below this line ``list`` names the method, not the builtin.
-    def list(self, *, owner: str | None = None) -> list[StoredEntry]:
-        """Every entry (or those of ``owner``), soonest next run first."""
+    def _others(self, chosen: list[str], limit: int, names: list[str] | None) -> list[str]:
+        """Up to ``limit - len(chosen)`` more names, not due (paused, ended, ...)."""
+        taken, more = set(chosen), []
+        pages = [names] if names is not None else self.store.scan()
+        for page in pages:
+            more += [name for name in page if name not in taken]
+            if len(chosen) + len(more) >= limit:
+                break
+        return more[: limit - len(chosen)]
+
+    def count(self, *, owner: str | None = None) -> int:
+        """How many entries there are (with the ``owner`` tag, when given)."""
         with self._guard():
             if owner is None:
-                stored = self.store.load()
+                return self.store.count()
+            return len(self.store.owned_by(_check_owner(owner)))
+
+    def entries(self, *, batch: int = 500) -> Iterator[StoredEntry]:
+        """Every entry, ``batch`` at a time, in no particular order: a walk through a large
+        schedule that never holds all of it in memory."""
+        _check_count("batch", batch)
+        with self._guard():
+            for names in self.store.scan(batch):
+                yield from self.store.load(names)
+
+    def add_many(self, entries: Iterable[dict[str, Any]]) -> list[str]:
+        """Create many runtime entries at once, in pipelined batches (one Lua call per
+        partition per ``periodiq_batch_size``); beats pick them up within a second.
+
+        Args:
+            entries: one dict per entry: ``name``, ``task`` and the keyword options of
+                :meth:`add`.
+
+        Returns:
+            The names created, in order.
+
+        Raises:
+            EntryError: any entry is invalid, or a name is given twice; the message
+                lists every bad one (up to ten) by position, and nothing is written.
+            EntryExistsError: an entry of that name exists already (nothing is written).
+        """
+        built, problems = [], []
+        defaults = Defaults.of(self.settings)
+        for position, options in enumerate(entries):
+            try:
+                if not isinstance(options, dict):
+                    raise EntryError(f"{shown(options)} is not a dict of options")
+                given = dict(options)
+                name, task = given.pop("name", None), given.pop("task", None)
+                built.append(build_entry(_check_name(name), task_name(task), source="runtime",
+                                         defaults=defaults, **given))  # fmt: skip
+            except (EntryError, TypeError) as error:
+                problems.append(f"#{position}: {error}")
+        names = [entry.name for entry in built]
+        twice = sorted({name for name in names if names.count(name) > 1}) if problems == [] else []
+        problems += [f"name {shown(name)} is given twice" for name in twice[:10]]
+        if problems:
+            more = f" (and {len(problems) - 10} more)" if len(problems) > 10 else ""
+            raise EntryError(f"{len(problems)} bad entries, nothing written: "
+                             + "; ".join(problems[:10]) + more)  # fmt: skip
+        with self._guard():
+            taken = [stored.name for stored in self.store.load(names) if stored.entry]
+            if taken:
+                raise EntryExistsError(f"entries exist already: {_some_names(taken)}")
+            statuses = self.store.put("add", built)
+        for task in sorted({entry.task for entry in built}):
+            self._check_task(task)
+        return [name for name, status in zip(names, statuses, strict=True) if status == "created"]
+
+    # Last in the class: below this line ``list`` names the method, not the builtin.
+    def list(self, *, owner: str | None = None, limit: int | None = None) -> list[StoredEntry]:
+        """Every entry (or those of ``owner``), soonest next run first.
+
+        With ``limit``, only that many are read from Redis: those due soonest, then
+        (when fewer are due) others in no particular order; :meth:`count` says how many
+        there are in all, :meth:`entries` walks through all of them page by page.
+        """
+        if limit is not None:
+            _check_count("limit", limit)
+        with self._guard():
+            names = None if owner is None else self.store.owned_by(_check_owner(owner))
+            if limit is None:
+                stored = self.store.load(names)
             else:
-                stored = self.store.load(self.store.owned_by(_check_owner(owner)))
+                chosen = self.store.soonest(limit, names)
+                if len(chosen) < limit:
+                    chosen += self._others(chosen, limit, names)
+                stored = self.store.load(chosen)
         far = datetime.max.replace(tzinfo=from_ms(0).tzinfo)
         return sorted(stored, key=lambda item: (item.next_run or far, item.name))

@@ -11,6 +11,7 @@ option types live in :mod:`celery_periodiq.cli_options`, colour and tables in
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -61,20 +62,40 @@ def periodiq() -> None:
 
 @periodiq.command("list")
 @click.option("--owner", metavar="TAG", help="Only entries with this owner tag.")
-@click.option("--state", "states", multiple=True, type=click.Choice(STATES),
-              help="Only entries in this state (repeat for several).")  # fmt: skip
+@click.option(
+    "--state",
+    "states",
+    multiple=True,
+    type=click.Choice(STATES),
+    help="Only entries in this state (repeat for several).",
+)
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=100,
+    show_default=True,
+    help="Show the N entries due soonest; a larger schedule is not read whole.",
+)
+@click.option(
+    "--all",
+    "everything",
+    is_flag=True,
+    help="Show every entry, read and printed a page at a time (sorted per page).",
+)
 @json_option
 @now_option
 @click.pass_context
 @handled
 def list_command(
-    ctx: click.Context, owner: str | None, states: tuple[str, ...], as_json: bool, at: Any
-) -> None:
+    ctx: click.Context, owner: str | None, states: tuple[str, ...], limit: int,
+    everything: bool, as_json: bool, at: Any,
+) -> None:  # fmt: skip
     """List entries, soonest next run first.
 
     A row per entry: name, state, next run, last run and its outcome; below
     it the schedule as written and in words, the owner, a pause note or a
-    problem, and the counters worth a look.
+    problem, and the counters worth a look. The N due soonest are shown
+    (--limit); --all walks through every entry, page by page.
 
     --json: an array of entries {name, state, note, problem, task, schedule,
     form, description, tz, owner, source, enabled, next_run, last_run,
@@ -82,11 +103,83 @@ def list_command(
     running_task_id, counters}.
     """
     api = api_of(ctx)
-    items = [stored for stored in api.list(owner=owner) if not states or stored.status in states]
+    if everything or states:
+        pages = _pages(api, owner, states)
+        if not everything:
+            pages = _first(pages, limit)
+        _print_pages(ctx, api, pages, as_json, at)
+        return
+    items = api.list(owner=owner, limit=limit)
     if as_json:
         print_json([shapes.entry_json(stored) for stored in items])
+        return
+    total = api.count(owner=owner)
+    output = text.list_text(items, _now(api, at), style_of(ctx), width(), total=total)
+    print_text(ctx, output)
+
+
+def _pages(
+    api: Periodiq, owner: str | None, states: tuple[str, ...]
+) -> Iterator[list[StoredEntry]]:
+    """Every entry (of ``owner``, in ``states``), a page at a time, each page sorted."""
+    far = datetime.max.replace(tzinfo=UTC)
+    if owner is not None:
+        source: Iterator[list[StoredEntry]] = iter([api.list(owner=owner)])
     else:
-        print_text(ctx, text.list_text(items, _now(api, at), style_of(ctx), width()))
+        source = _batched(api.entries(), 500)
+    for page in source:
+        kept = [stored for stored in page if not states or stored.status in states]
+        if kept:
+            yield sorted(kept, key=lambda item: (item.next_run or far, item.name))
+
+
+def _batched(items: Iterator[StoredEntry], size: int) -> Iterator[list[StoredEntry]]:
+    page: list[StoredEntry] = []
+    for item in items:
+        page.append(item)
+        if len(page) >= size:
+            yield page
+            page = []
+    if page:
+        yield page
+
+
+def _first(pages: Iterator[list[StoredEntry]], limit: int) -> Iterator[list[StoredEntry]]:
+    """The pages up to ``limit`` entries in all."""
+    left = limit
+    for page in pages:
+        yield page[:left]
+        left -= len(page[:left])
+        if left <= 0:
+            return
+
+
+def _print_pages(
+    ctx: click.Context, api: Periodiq, pages: Iterator[list[StoredEntry]], as_json: bool,
+    at: Any,
+) -> None:  # fmt: skip
+    """Print pages as they are read: a JSON array, or one table with a closing count."""
+    now, style, columns = _now(api, at), style_of(ctx), width()
+    states: dict[str, int] = {}
+    shown = 0
+    if as_json:
+        click.echo("[", nl=False)
+    for page in pages:
+        for stored in page:
+            states[stored.status] = states.get(stored.status, 0) + 1
+        if as_json:
+            items = ",\n".join(shapes.dumps(shapes.entry_json(s)).rstrip() for s in page)
+            click.echo(("," if shown else "\n") + items, nl=False)
+        else:
+            print_text(ctx, text.list_text(page, now, style, columns, header=not shown,
+                                           summary=False))  # fmt: skip
+        shown += len(page)
+    if as_json:
+        click.echo("\n]" if shown else "]")
+    elif shown:
+        print_text(ctx, "\n" + text.count_text(states, shown))
+    else:
+        print_text(ctx, "No entries.")
 
 
 @periodiq.command("show")

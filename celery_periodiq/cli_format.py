@@ -33,8 +33,8 @@ from celery_periodiq.schedules import EventSchedule, IntervalSchedule, Schedule
 from celery_periodiq.store import BeatInfo, Event, StoredEntry
 
 __all__ = [
-    "beats_text", "doctor_text", "failures_text", "history_text", "list_text", "next_text",
-    "show_text", "upcoming_text",
+    "beats_text", "count_text", "doctor_text", "failures_text", "history_text", "list_text",
+    "next_text", "show_text", "upcoming_text",
 ]  # fmt: skip
 
 # (counter, one, many): the counters worth a glance in `list`, in this order.
@@ -118,10 +118,24 @@ def _last_cell(stored: StoredEntry, now: datetime) -> tuple[str, str | None]:
     return f"{shown} {relative(stored.last_run, now, coarse=True)}", status
 
 
-def list_text(items: Sequence[StoredEntry], now: datetime, style: Style, width: int) -> str:
-    """One row per entry, its schedule and what needs a look on the lines below."""
+def list_text(
+    items: Sequence[StoredEntry],
+    now: datetime,
+    style: Style,
+    width: int,
+    *,
+    total: int | None = None,
+    header: bool = True,
+    summary: bool = True,
+) -> str:
+    """One row per entry, its schedule and what needs a look on the lines below.
+
+    ``total``: how many entries there are in all, when ``items`` are only some of them;
+    ``header``/``summary``: print the column titles / the closing count (a listing
+    printed page by page has one of each).
+    """
     if not items:
-        return "No entries."
+        return "No entries." if header and summary else ""
     columns = [
         Column("NAME", shrink=12), Column("STATE"), Column("NEXT RUN", shrink=23),
         Column("LAST RUN", shrink=12),
@@ -152,10 +166,20 @@ def list_text(items: Sequence[StoredEntry], now: datetime, style: Style, width: 
     states: dict[str, int] = {}
     for stored in items:
         states[stored.status] = states.get(stored.status, 0) + 1
-    summary = ", ".join(f"{count} {state}" for state, count in sorted(states.items()))
-    noun = "entry" if len(items) == 1 else "entries"
-    lines = table(columns, rows, width, style, order)
-    return "\n".join([*lines, "", f"{len(items)} {noun}: {summary}"])
+    lines = table(columns, rows, width, style, order)[0 if header else 1 :]
+    if not summary:
+        return "\n".join(lines)
+    return "\n".join([*lines, "", count_text(states, len(items), total)])
+
+
+def count_text(states: dict[str, int], shown: int, total: int | None = None) -> str:
+    """``5 entries: 4 active, 1 paused``; for a part of a larger schedule, what to type."""
+    tally = ", ".join(f"{count} {state}" for state, count in sorted(states.items()))
+    noun = "entry" if shown == 1 else "entries"
+    if total is None or total <= shown:
+        return f"{shown} {noun}: {tally}"
+    return (f"{shown} of {total} entries, soonest first: {tally} "
+            "(--limit N shows more, --all every one, page by page)")  # fmt: skip
 
 
 def _expires_text(entry: Entry) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
@@ -273,11 +273,18 @@ class Store:
 
     def put(self, mode: str, entries: list[Entry], now_ms: int | None = None) -> list[str]:
         """Create or replace entries (put.lua modes: add, update, reconcile); a status
-        per entry, in order. ``now_ms`` replaces the Redis clock for first ticks (tests)."""
+        per entry, in order. One script call per partition per ``periodiq_batch_size``
+        entries. ``now_ms`` replaces the Redis clock for first ticks (tests)."""
         self.ensure_layout(record=True)
         now = self.now_ms() if now_ms is None else now_ms
         statuses: dict[str, str] = {}
-        for part, group in self._by_partition(entries, lambda entry: entry.name):
+        size = self.settings.batch_size
+        groups = [
+            (part, group[start : start + size])
+            for part, group in self._by_partition(entries, lambda entry: entry.name)
+            for start in range(0, len(group), size)
+        ]
+        for part, group in groups:
             items = {entry.name: self.put_item(entry, now) for entry in group}
             for _ in range(_RETRIES):
                 owners = self._owners(part, list(items))
@@ -292,11 +299,17 @@ class Store:
 
     def remove(self, names: list[str], sources: str = "*") -> list[str]:
         """Delete entries whose source is in ``sources``, and all their keys; returns the
-        names removed (damaged ones and leftovers of vanished definitions included)."""
+        names removed (damaged ones and leftovers of vanished definitions included).
+        One script call per partition per ``periodiq_batch_size`` names."""
         self.ensure_layout()
         removed: list[str] = []
-        for part, group in self._by_partition(names, lambda name: name):
-            pending = list(dict.fromkeys(group))
+        size = self.settings.batch_size
+        groups = [
+            (part, group[start : start + size])
+            for part, group in self._by_partition(list(dict.fromkeys(names)), lambda n: n)
+            for start in range(0, len(group), size)
+        ]
+        for part, pending in groups:
             for _ in range(_RETRIES):
                 done = self.scripts.remove(part, self._owners(part, pending), sources)
                 removed += [name for name in done if not name.startswith("retry:")]
@@ -425,6 +438,39 @@ class Store:
     def count(self) -> int:
         """How many entries are stored."""
         return sum(self._each("hlen", lambda part: part.entries))
+
+    def soonest(self, limit: int, names: list[str] | None = None) -> list[str]:
+        """The ``limit`` entries due soonest (of ``names``, when given), soonest first;
+        entries not in a due set (paused, ended, quarantined) are left out."""
+        ranked: list[tuple[float, str]] = []
+        if names is None:
+            pipe = self.client.pipeline(transaction=False)
+            for part in self.keys.all():
+                pipe.zrange(part.due, 0, limit - 1, withscores=True)
+            for rows in pipe.execute():
+                ranked += [(score, name) for name, score in rows]
+        else:
+            for part, group in self._by_partition(names, lambda name: name):
+                scores = self.client.zmscore(part.due, group)
+                ranked += [(score, name) for name, score in zip(group, scores, strict=True)
+                           if score is not None]  # fmt: skip
+        return [name for _, name in sorted(ranked)[:limit]]
+
+    def scan(self, batch: int = 500) -> Iterator[list[str]]:
+        """Every entry's name (and every quarantined name), ``batch`` or so at a time,
+        partition after partition, without reading the whole schedule at once."""
+        for part in self.keys.all():
+            for key in (part.entries, part.quarantine):
+                names: list[str] = []
+                for name, _ in self.client.hscan_iter(key, count=batch):
+                    if key == part.quarantine and self.client.hexists(part.entries, name):
+                        continue  # listed with the entries already
+                    names.append(name)
+                    if len(names) >= batch:
+                        yield names
+                        names = []
+                if names:
+                    yield names
 
     def is_declared(self, name: str) -> bool:
         """Whether ``name`` was declared in code or in beat_schedule."""

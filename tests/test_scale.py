@@ -1,0 +1,121 @@
+"""Large schedules: bulk creation in pipelined batches, listings that page instead of
+reading everything, deletion by owner in batches. Real Redis."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+from celery import Celery
+
+from celery_periodiq import EntryError, EntryExistsError, Periodiq, periodiq
+from tests.test_cli import cli
+
+TASK = "proj.tasks.poll"
+
+
+@pytest.fixture
+def api(redis_url: str, broker_url: str) -> Iterator[Periodiq]:
+    app = Celery("scaled", broker=broker_url, set_as_current=False)
+    app.conf.periodiq_redis_url = redis_url
+    app.conf.periodiq_batch_size = 50  # so that a few hundred entries take several batches
+    client = periodiq(app)
+    yield client
+    client.store.client.close()
+
+
+def tenants(count: int, **options: object) -> list[dict[str, object]]:
+    return [
+        {"name": f"tenant-{n:04d}", "task": TASK, "every": 60 + n % 7, "owner": f"o{n % 3}",
+         **options}
+        for n in range(count)
+    ]  # fmt: skip
+
+
+def test_add_many_creates_every_entry_in_batches(api: Periodiq) -> None:
+    created = api.add_many(tenants(400))
+
+    assert len(created) == 400
+    assert api.count() == 400
+    assert api.count(owner="o1") == 133
+    assert {stored.name for stored in api.entries(batch=64)} == set(created)
+
+
+def test_add_many_with_one_bad_entry_writes_nothing_and_names_every_bad_one(
+    api: Periodiq,
+) -> None:
+    batch = [*tenants(10), {"name": "bad", "task": TASK, "cron": "61 * * * *"},
+             {"name": "worse", "task": TASK}, "not a dict"]  # fmt: skip
+
+    with pytest.raises(EntryError) as caught:
+        api.add_many(batch)  # type: ignore[arg-type]
+
+    message = str(caught.value)
+    assert message.startswith("3 bad entries, nothing written: #10: entry 'bad': cron")
+    assert "#11: entry 'worse': give exactly one of cron=, every=, calendar=" in message
+    assert "#12: 'not a dict' is not a dict of options" in message
+    assert api.count() == 0
+
+
+def test_add_many_refuses_names_that_exist_or_repeat(api: Periodiq) -> None:
+    api.add("tenant-0003", TASK, every=60)
+
+    with pytest.raises(EntryExistsError, match="entries exist already: 'tenant-0003'"):
+        api.add_many(tenants(10))
+    with pytest.raises(EntryError, match="name 'x' is given twice"):
+        api.add_many([{"name": "x", "task": TASK, "every": 1}] * 2)
+    assert api.count() == 1
+
+
+def test_list_with_a_limit_reads_only_the_soonest(api: Periodiq) -> None:
+    api.add_many(tenants(300))
+    api.pause("tenant-0000")
+
+    soonest = api.list(limit=10)
+    everything = api.list()
+
+    assert [stored.name for stored in soonest] == [stored.name for stored in everything[:10]]
+    assert len(api.list(limit=1000)) == 300  # due ones, then the paused one
+    assert [stored.name for stored in api.list(owner="o2", limit=5)] == [
+        stored.name for stored in everything if stored.entry and stored.entry.owner == "o2"
+    ][:5]
+
+
+def test_cli_list_shows_the_soonest_and_says_how_many_more(api: Periodiq) -> None:
+    api.add_many(tenants(150))
+
+    result = cli(api.app, "list", "--limit", "20")
+
+    assert result.exit_code == 0
+    assert (
+        result.stdout.rstrip()
+        .splitlines()[-1]
+        .startswith(
+            "20 of 150 entries, soonest first: 20 active (--limit N shows more, --all every"
+        )
+    )
+
+
+def test_cli_list_all_prints_every_entry_page_by_page(api: Periodiq) -> None:
+    api.add_many(tenants(1200))
+
+    text = cli(api.app, "list", "--all")
+    shapes = json.loads(cli(api.app, "list", "--all", "--json").stdout)
+
+    rows = [line for line in text.stdout.splitlines() if line.startswith("tenant-")]
+    assert len(rows) == 1200
+    assert text.stdout.count("NAME ") == 1  # one header for all the pages
+    assert text.stdout.rstrip().endswith("1200 entries: 1200 active")
+    assert len(shapes) == 1200
+    assert {item["name"] for item in shapes} == {f"tenant-{n:04d}" for n in range(1200)}
+
+
+def test_delete_owner_removes_in_batches(api: Periodiq) -> None:
+    api.add_many(tenants(300))
+
+    removed = api.delete_owner("o0")
+
+    assert len(removed) == 100
+    assert api.count() == 200
+    assert api.count(owner="o0") == 0
