@@ -4,6 +4,7 @@ and deletes entries while everything runs. The CLI is a thin layer over it.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import logging
 import re
@@ -646,14 +647,14 @@ class Periodiq:
             except (EntryError, TypeError) as error:
                 problems.append(f"#{position}: {error}")
         names = [entry.name for entry in built]
-        twice = sorted({name for name in names if names.count(name) > 1}) if problems == [] else []
+        twice = sorted(name for name, count in collections.Counter(names).items() if count > 1)
         problems += [f"name {shown(name)} is given twice" for name in twice[:10]]
         if problems:
             more = f" (and {len(problems) - 10} more)" if len(problems) > 10 else ""
             raise EntryError(f"{len(problems)} bad entries, nothing written: "
                              + "; ".join(problems[:10]) + more)  # fmt: skip
         with self._guard():
-            taken = [stored.name for stored in self.store.load(names) if stored.entry]
+            taken = self.store.existing(names)
             if taken:
                 raise EntryExistsError(f"entries exist already: {_some_names(taken)}")
             statuses = self.store.put("add", built)

@@ -8,11 +8,12 @@ same checks to data read back (anything else is quarantined).
 
 from __future__ import annotations
 
+import copy
 import functools
 import hashlib
 import json
 import math
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -204,16 +205,19 @@ class Entry:
 
     def parsed_schedule(self) -> Schedule:
         """The entry's :class:`Schedule` (``H`` is keyed by the entry name)."""
-        return _parse_cached(
-            self.schedule, self.form, self.tz, self.name, self.start_at, self.end_at
-        )
+        # Only H hashes the key: other specs are parsed once for every entry using them.
+        key = self.name if "H" in self.schedule.upper() else None
+        return _parse_cached(self.schedule, self.form, self.tz, key, self.start_at, self.end_at)
 
     # JSON
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (datetimes as ISO strings)."""
-        data = asdict(self)
-        data["args"] = list(self.args)
+        data = {name: getattr(self, name) for name in _FIELDS}
+        # copies, however deep, so that the dict is the caller's to change
+        data["args"] = copy.deepcopy(list(self.args)) if self.args else []
+        data["kwargs"] = copy.deepcopy(self.kwargs) if self.kwargs else {}
+        data["options"] = dict(self.options)
         for key in ("tolerance", "timebox", "grace", "catchup_window", "expires", "jitter"):
             value = data[key]
             if isinstance(value, int | float) and not isinstance(value, bool):
@@ -227,18 +231,23 @@ class Entry:
         """Canonical JSON as stored: sorted keys, no spaces, and without the fields that
         hold nothing (no args, no owner, no bounds, ...: :meth:`from_dict` restores them).
         Policy fields are always written, so a stored entry never changes meaning."""
-        return self._json
+        cached: str | None = self.__dict__.get("_json")
+        if cached is None:
+            data = {key: value for key, value in self.to_dict().items()
+                    if _OMITTED.get(key, _KEEP) != value}  # fmt: skip
+            cached = json.dumps(data, sort_keys=True, separators=(",", ":"))
+            object.__setattr__(self, "_json", cached)  # frozen: computed once, on first use
+        return cached
 
-    @functools.cached_property
-    def _json(self) -> str:
-        data = {key: value for key, value in self.to_dict().items()
-                if _OMITTED.get(key, _KEEP) != value}  # fmt: skip
-        return json.dumps(data, sort_keys=True, separators=(",", ":"))
-
-    @functools.cached_property
+    @property
     def digest(self) -> str:
         """A hash of the definition: equal definitions have equal digests."""
-        return hashlib.sha1(self.to_json().encode(), usedforsecurity=False).hexdigest()[:16]
+        cached: str | None = self.__dict__.get("_digest")
+        if cached is None:
+            text = self.to_json().encode()
+            cached = hashlib.sha1(text, usedforsecurity=False).hexdigest()[:16]
+            object.__setattr__(self, "_digest", cached)
+        return cached
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Entry:
@@ -292,12 +301,15 @@ class Entry:
         return replace(self, **changes)
 
 
+_FIELDS = tuple(item.name for item in fields(Entry))
+
+
 @functools.lru_cache(maxsize=4096)
 def _parse_cached(
     spec: str,
     form: Form,
     tz: str,
-    key: str,
+    key: str | None,
     start_at: datetime | None,
     end_at: datetime | None,
 ) -> Schedule:

@@ -226,7 +226,9 @@ class Scripts:
                 part.failures(item["name"]),
             ]
         args: list[Any] = [self.keys.changes, mode]
-        args.extend(json.dumps(item, separators=(",", ":")) for item in items)
+        for item in items:  # the definition apart: it is JSON already, not to be quoted again
+            fields = {key: value for key, value in item.items() if key != "definition"}
+            args += [json.dumps(fields, separators=(",", ":")), item["definition"]]
         return list(self._run("put", keys, args))
 
     def remove(

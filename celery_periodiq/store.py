@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
@@ -284,18 +285,42 @@ class Store:
             for part, group in self._by_partition(entries, lambda entry: entry.name)
             for start in range(0, len(group), size)
         ]
-        for part, group in groups:
-            items = {entry.name: self.put_item(entry, now) for entry in group}
-            for _ in range(_RETRIES):
-                owners = self._owners(part, list(items))
-                batch = [items[name] | {"was_owner": owners[name]} for name in items]
-                done = self.scripts.put(part, mode, batch)
-                statuses.update(zip(items, done, strict=True))
-                items = {name: items[name] for name, status in zip(items, done, strict=True)
-                         if status == "retry"}  # fmt: skip
-                if not items:
-                    break
+        if len(groups) == 1:
+            for part, group in groups:
+                statuses.update(self._put_chunk(part, mode, self._items(group, now)))
+        else:
+            # the next chunk is prepared here while Redis runs the last one
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                running: Future[dict[str, str]] | None = None
+                for part, group in groups:
+                    items = self._items(group, now)
+                    if running is not None:
+                        statuses.update(running.result())
+                    running = pool.submit(self._put_chunk, part, mode, items)
+                if running is not None:
+                    statuses.update(running.result())
         return [statuses[entry.name] for entry in entries]
+
+    def _items(self, group: list[Entry], now: int) -> dict[str, dict[str, Any]]:
+        return {entry.name: self.put_item(entry, now) for entry in group}
+
+    def _put_chunk(
+        self, part: Partition, mode: str, items: dict[str, dict[str, Any]]
+    ) -> dict[str, str]:
+        """One put.lua call for a chunk of one partition, again for those whose owner
+        changed meanwhile; a status per name."""
+        statuses: dict[str, str] = {}
+        for _ in range(_RETRIES):
+            # "add" only creates: an entry found there is "exists", whatever its owner
+            owners = self._owners(part, list(items)) if mode != "add" else {}
+            batch = [items[name] | {"was_owner": owners.get(name)} for name in items]
+            done = self.scripts.put(part, mode, batch)
+            statuses.update(zip(items, done, strict=True))
+            items = {name: items[name] for name, status in zip(items, done, strict=True)
+                     if status == "retry"}  # fmt: skip
+            if not items:
+                break
+        return statuses
 
     def remove(self, names: list[str], sources: str = "*") -> list[str]:
         """Delete entries whose source is in ``sources``, and all their keys; returns the
@@ -438,6 +463,14 @@ class Store:
     def count(self) -> int:
         """How many entries are stored."""
         return sum(self._each("hlen", lambda part: part.entries))
+
+    def existing(self, names: list[str]) -> list[str]:
+        """Which of ``names`` are stored entries."""
+        found = []
+        for part, group in self._by_partition(names, lambda name: name):
+            values = self.client.hmget(part.entries, group)
+            found += [name for name, value in zip(group, values, strict=True) if value is not None]
+        return found
 
     def soonest(self, limit: int, names: list[str] | None = None) -> list[str]:
         """The ``limit`` entries due soonest (of ``names``, when given), soonest first;

@@ -20,10 +20,10 @@
 -- KEYS[5] quarantine  hash  entry name -> why it is quarantined
 -- KEYS[6] state       hash  entry name -> state JSON
 -- KEYS[7..] four per entry, in ARGV's order: the owner set it had (as the caller read
---           it), the owner set it gets, its history list, its failures list
+--           it; unused by "add"), the owner set it gets, its history list, its failures list
 -- ARGV[1] changes channel; ARGV[2] mode
--- ARGV[3..] one JSON object per entry:
---   name, definition (JSON text), digest, owner (or null), source,
+-- ARGV[3..] two per entry: a JSON object of its fields, then its definition JSON text:
+--   name, digest, owner (or null), source,
 --   was_owner   the owner the caller read before the call (null for none)
 --   next, due   nominal and jittered instants of the first tick (ms), or null
 --   schedule    true if the entry should be in the due set (enabled, clock-driven)
@@ -55,9 +55,10 @@ local function owner_of(definition)
   return owner
 end
 
-for i = 3, #ARGV do
+for i = 3, #ARGV, 2 do
   local e = cjson.decode(ARGV[i])
-  local base = 6 + (i - 3) * 4
+  e.definition = ARGV[i + 1]
+  local base = 6 + (i - 3) * 2
   local was_set, owner_set, history, failures = KEYS[base + 1], KEYS[base + 2],
     KEYS[base + 3], KEYS[base + 4]
   local old = redis.call('HGET', entries, e.name)
