@@ -224,12 +224,16 @@ class Dispatcher:
         lease_ms = int(settings.claim_lease * 1000)
         horizon = 0 if now_ms is not None else _HORIZON_MS
         batches: list[tuple[ClaimBatch, float]] = []
-        for part in self._due_partitions(now_ms):
-            # Aging the Redis clock reading from before the call wakes us early, never late.
-            claimed_at = time.monotonic()
-            batch = self.store.scripts.claim(
-                part, self.beat_id, settings.batch_size, lease_ms, now_ms, horizon
-            )
+        # Aging the Redis clock reading from before the call wakes us early, never late.
+        claimed_at = time.monotonic()
+        due = self._due_partitions(now_ms)
+        # about periodiq_batch_size claims in a pass, however many partitions are due
+        share = max(settings.batch_size // max(len(due), 1), min(settings.batch_size, 32))
+        claimed_batches = self.store.scripts.claim_many(
+            due, self.beat_id, share, lease_ms, now_ms, horizon
+        )
+        for batch in claimed_batches:
+            part = self.store.keys.part(batch.partition)
             self._clock = (batch.now_ms + batch.now_us / 1000, claimed_at)
             moments = [m for m in (batch.next_due_ms, batch.next_recheck_ms) if m is not None]
             with self._lock:
@@ -248,7 +252,7 @@ class Dispatcher:
         wake = min([*mine, sweep], default=math.inf)
         return Pass(
             claimed=claimed,
-            full=any(len(batch.claims) >= settings.batch_size for batch, _ in batches),
+            full=any(len(batch.claims) >= share for batch, _ in batches),
             complete=complete,
             wake_ms=None if math.isinf(wake) else wake,
             clock_ms=clock,
