@@ -113,7 +113,6 @@ def test_beats_divide_the_partitions_and_take_over_a_dead_beats_share(
         assert max(shares()) < 16
         wait_for(lambda: all(api.get(n).counters.get("enqueued", 0) >= 3 for n in names),
                  30, "three runs of every entry")  # fmt: skip
-        assert all(beat.ticks_claimed > 0 for beat in api.beats())
 
         beats[0].kill()
         killed_at = time.time()
