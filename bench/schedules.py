@@ -34,6 +34,8 @@ FORMS: list[tuple[str, str, dict[str, str]]] = [
     ("cron LW", "0 0 LW * *", {}),
     ("cron d#k", "0 0 * * 5#3", {}),
     ("cron dL", "0 0 * * 5L", {}),
+    ("cron day fields, either matches", "0 0 13 * 5", {}),
+    ("cron day fields, both match (*/2)", "0 0 */2 * 1", {}),
     ("cron Jenkins H", "H/15 * * * *", {"key": "make-report"}),
     ("macro @daily", "@daily", {}),
     ("calendar Mon..Fri 09:00", "Mon..Fri *-*-* 09:00:00", {}),
@@ -84,7 +86,7 @@ def main() -> None:
 
         def ours(schedule: object = schedule, cursor: list[datetime] = cursor) -> None:
             fire = schedule.next_after(cursor[0])  # type: ignore[attr-defined]
-            cursor[0] = fire
+            cursor[0] = START if fire is None else fire  # a schedule that ended starts over
 
         our_rate = rate(ours, args.seconds)
         expression = baseline_expression(spec, options)

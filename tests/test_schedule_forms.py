@@ -362,3 +362,32 @@ def test_interval_of_a_tick_is_the_time_to_the_next_tick() -> None:
     schedule = parse_schedule("0 9,17 * * *")
     assert schedule.interval_at(datetime(2026, 1, 1, 9, tzinfo=UTC)) == timedelta(hours=8)
     assert schedule.interval_at(datetime(2026, 1, 1, 17, tzinfo=UTC)) == timedelta(hours=16)
+
+
+@pytest.mark.parametrize(
+    ("day_of_month", "day_of_week", "warned"),
+    [("1-7", "mon", True), ("*/2", "mon", False), ("*", "mon", False), ("13", "*/7", False)],
+)
+def test_a_celery_crontab_warns_only_where_its_and_differs_from_crontab5(
+    day_of_month: str, day_of_week: str, warned: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    from celery import Celery
+    from celery.schedules import crontab
+
+    from celery_periodiq.config import Settings
+    from celery_periodiq.registry import from_beat_schedule
+
+    app = Celery("crontabs", broker="redis://127.0.0.1:6390/0", set_as_current=False)
+    app.conf.beat_schedule = {
+        "weekly": {
+            "task": "proj.t",
+            "schedule": crontab(
+                minute="0", hour="0", day_of_month=day_of_month, day_of_week=day_of_week
+            ),
+        }
+    }
+
+    (entry,) = from_beat_schedule(app, Settings.from_app(app))
+
+    assert entry.schedule == f"0 0 {day_of_month} * {day_of_week}"
+    assert ("either one matching is enough" in caplog.text) is warned

@@ -40,8 +40,9 @@ class DayRule:
     dom_restricted: bool = False
     dow_restricted: bool = False
     either: bool = True
-    """True: a day matches if day-of-month OR day-of-week does (cron, when both
-    are restricted). False: both must (systemd calendar)."""
+    """True: a day matches if day-of-month OR day-of-week does (cron, when both are
+    restricted and neither starts with ``*`` or ``?``). False: both must (cron
+    otherwise, as crontab(5) says; systemd calendar always)."""
 
     def matching_days(self, year: int, month: int) -> frozenset[int]:
         """The days of ``year``-``month`` that match, computed exactly."""
