@@ -610,13 +610,18 @@ class Periodiq:
                 return self.store.count()
             return len(self.store.owned_by(_check_owner(owner)))
 
-    def entries(self, *, batch: int = 500) -> Iterator[StoredEntry]:
-        """Every entry, ``batch`` at a time, in no particular order: a walk through a large
-        schedule that never holds all of it in memory."""
+    def pages(self, *, batch: int = 500) -> Iterator[list[StoredEntry]]:
+        """Every entry, in pages of about ``batch``, in no particular order: a walk through
+        a large schedule that never holds all of it in memory."""
         _check_count("batch", batch)
         with self._guard():
             for names in self.store.scan(batch):
-                yield from self.store.load(names)
+                yield self.store.load(names)
+
+    def entries(self, *, batch: int = 500) -> Iterator[StoredEntry]:
+        """Every entry, one at a time, read a page of ``batch`` at a time (:meth:`pages`)."""
+        for page in self.pages(batch=batch):
+            yield from page
 
     def add_many(self, entries: Iterable[dict[str, Any]]) -> list[str]:
         """Create many runtime entries at once, in pipelined batches (one Lua call per

@@ -126,22 +126,11 @@ def _pages(
     if owner is not None:
         source: Iterator[list[StoredEntry]] = iter([api.list(owner=owner)])
     else:
-        source = _batched(api.entries(), 500)
+        source = api.pages(batch=500)
     for page in source:
         kept = [stored for stored in page if not states or stored.status in states]
         if kept:
             yield sorted(kept, key=lambda item: (item.next_run or far, item.name))
-
-
-def _batched(items: Iterator[StoredEntry], size: int) -> Iterator[list[StoredEntry]]:
-    page: list[StoredEntry] = []
-    for item in items:
-        page.append(item)
-        if len(page) >= size:
-            yield page
-            page = []
-    if page:
-        yield page
 
 
 def _first(pages: Iterator[list[StoredEntry]], limit: int) -> Iterator[list[StoredEntry]]:
