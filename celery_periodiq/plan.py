@@ -47,6 +47,17 @@ def to_ms(instant: datetime) -> int:
     return (instant - _EPOCH) // timedelta(milliseconds=1)
 
 
+def past_ms(instant: datetime) -> datetime:
+    """The last microsecond of ``instant``'s millisecond.
+
+    The beat keeps ticks in whole milliseconds (``to_ms``) while a schedule may fire
+    between them (``start_at`` with microseconds, solar events): the next fire after
+    a stored tick is the schedule's next fire after this instant, never one that
+    falls in the stored tick's own millisecond.
+    """
+    return _EPOCH + timedelta(milliseconds=to_ms(instant) + 1, microseconds=-1)
+
+
 def from_ms(ms: int) -> datetime:
     """An aware UTC datetime from milliseconds since the epoch."""
     return datetime.fromtimestamp(ms / 1000, UTC)
@@ -125,9 +136,9 @@ def due_ticks(
 
 
 def _fires_between(schedule: Schedule, start: datetime, end: datetime, most: int) -> list[datetime]:
-    """Up to ``most`` fires in ``(start, end]``, in UTC."""
+    """Up to ``most`` fires after ``start``'s millisecond up to ``end``, in UTC."""
     fires: list[datetime] = []
-    current = start
+    current = past_ms(start)
     while len(fires) < most:
         following = schedule.next_after(current)
         if following is None or following > end:
@@ -227,12 +238,12 @@ def plan_tick(
 
     newest = ticks[-1]
     plan.newest = newest
-    following = schedule.next_after(newest)
+    following = schedule.next_after(past_ms(newest))
     stands_for = count if entry.catchup == "last" else 1
     for tick in chosen:
         position = ticks.index(tick)
         before = ticks[position - 1] if position > 0 else previous
-        after = schedule.next_after(tick) if tick != newest else following
+        after = schedule.next_after(past_ms(tick)) if tick != newest else following
         if after is not None:
             interval = (after.astimezone(UTC) - tick).total_seconds()
         else:  # the last tick before end_at: give it the interval it came at

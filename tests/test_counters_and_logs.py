@@ -161,3 +161,24 @@ def test_the_beat_warns_of_a_schedule_left_under_the_old_shared_prefix(
 
     (line,) = [r.getMessage() for r in caplog.records if r.name == "celery_periodiq.scheduler"]
     assert "set periodiq_key_prefix = 'periodiq' to keep using it" in line
+
+
+def test_a_tick_between_milliseconds_is_sent_once(app: Celery) -> None:
+    # start_at with microseconds: the stored tick (whole ms) used to lead back to
+    # itself, so every pass claimed and sent the same tick again.
+    start = START + timedelta(microseconds=957_945)
+    api = periodiq(app)
+    entry = api.add("tenant", "proj.t", every=3600, start_at=start).entry
+    assert entry is not None
+    api.store.put("update", [entry], now_ms=to_ms(START))
+    dispatcher = Dispatcher(app, api.store, "beat", lambda: float("inf"))
+    now_ms = to_ms(start) + 100
+
+    first = dispatcher.dispatch(now_ms=now_ms)
+    second = dispatcher.dispatch(now_ms=now_ms)
+
+    assert (first.claimed, second.claimed) == (1, 0)
+    stored = api.get("tenant")
+    assert stored.counters == {"enqueued": 1}
+    assert stored.next_run is not None
+    assert to_ms(stored.next_run) == to_ms(start) + 3_600_000

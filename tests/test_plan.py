@@ -627,3 +627,34 @@ def test_expiry_none_never_expires() -> None:
     entry = build_entry("e", "proj.tasks.e", every=60, expires=None)
     result = plan(entry, at(1), at(1))
     assert result.publish[0].expires is None
+
+
+def test_a_tick_between_milliseconds_is_followed_by_the_next_one_not_by_itself() -> None:
+    # The beat stores ticks in whole ms; a start_at with microseconds puts every tick
+    # between two of them. The stored tick must still lead to the next one.
+    start = T0 + timedelta(microseconds=957_945)
+    entry = build_entry("tenant", "proj.poll", every=3600, start_at=start)
+
+    result = plan(entry, from_ms(to_ms(start)), from_ms(to_ms(start) + 50))
+
+    assert [to_ms(t.nominal) for t in result.publish] == [T0_MS + 957]
+    assert result.publish[0].interval == pytest.approx(3600.0)
+    assert result.next_nominal is not None
+    assert to_ms(result.next_nominal) == T0_MS + 3_600_957
+
+
+def test_solar_ticks_with_microseconds_are_each_planned_once() -> None:
+    entry = build_entry("dawn", "proj.lights", cron="@solar sunrise 48.85 2.35", catchup="all")
+    schedule = entry.parsed_schedule()
+    first = schedule.next_after(T0)
+    assert first is not None
+    assert first.microsecond % 1000 != 0
+    stored = from_ms(to_ms(first))
+
+    result = plan(entry, stored, stored + timedelta(days=2, hours=1))
+
+    days = [to_ms(t.nominal) for t in result.publish]
+    assert len(days) == len(set(days)) == 3
+    assert all(t.interval > 80_000 for t in result.publish)
+    assert result.next_nominal is not None
+    assert to_ms(result.next_nominal) > days[-1]
