@@ -38,7 +38,7 @@ from celery_periodiq.plan import (
     tick_text,
     to_ms,
 )
-from celery_periodiq.publish import send
+from celery_periodiq.publish import Publisher, send
 from celery_periodiq.schedules import EventSchedule
 from celery_periodiq.scripts import Claim, ClaimBatch
 from celery_periodiq.store import Store
@@ -138,6 +138,7 @@ class Dispatcher:
         self.app = app
         self.store = store
         self.settings: Settings = store.settings
+        self._publisher = Publisher(app)
         self.beat_id = beat_id
         self._last_heartbeat = last_heartbeat
         self._on_vanished = on_vanished
@@ -414,7 +415,7 @@ class Dispatcher:
             previous=None if claim.prev_ms is None else from_ms(claim.prev_ms),
         )
         for tick in plan.publish:
-            send(self.app, entry, tick, producer)
+            self._publisher.send(entry, tick, producer)
             sent.append((entry.name, tick))
         settlement.update(self._accounting(plan, claim, sent_at_ms))
         if claim.rebuilt:

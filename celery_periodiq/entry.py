@@ -135,6 +135,8 @@ class Entry:
         if not isinstance(self.kwargs, dict) or not all(isinstance(k, str) for k in self.kwargs):
             raise _fail(name, "kwargs", self.kwargs, "a dict with string keys and JSON values")
         for what, value in (("args", self.args), ("kwargs", self.kwargs)):
+            if not value:
+                continue
             try:
                 json.dumps(value, allow_nan=False)
             except (TypeError, ValueError):

@@ -1,0 +1,160 @@
+"""The beat's Publisher sends what ``app.send_task`` would, byte for byte.
+
+Each case publishes the same ticks twice to a private Redis broker: once through
+Celery's own ``send_task`` (``publish.send``), once through the Publisher, which
+builds its first message of a kind with ``send_task`` and every later one from
+that template. Both lists are read back and decoded with kombu; every header,
+every property but the per-message delivery tag (and the TTL, which counts down
+in milliseconds) and the decoded body must be equal.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import redis
+from celery import Celery, signals
+from kombu import Connection, Queue
+
+from celery_periodiq.definitions import build_entry
+from celery_periodiq.entry import Entry
+from celery_periodiq.plan import Tick, plan_tick
+from celery_periodiq.publish import Publisher, send
+
+START = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=5)
+
+
+@pytest.fixture
+def app(broker_url: str) -> Celery:
+    app = Celery("published", broker=broker_url, set_as_current=False)
+    app.conf.task_queues = [Queue("celery"), Queue("reports"), Queue("routed")]
+    app.conf.task_routes = {"proj.routed": {"queue": "routed"}}
+
+    @app.task(name="proj.registered", queue="reports", priority=3, ignore_result=True)
+    def registered() -> None:  # pragma: no cover - never runs
+        pass
+
+    return app
+
+
+def ticks_of(entry: Entry, count: int = 1) -> list[Tick]:
+    """The newest ``count`` ticks a beat would publish for ``entry`` with catch-up "all",
+    claimed now."""
+    plan = plan_tick(
+        entry.evolve(catchup="all"), START, START + timedelta(minutes=5), running=False,
+        queued=False, prefix="periodiq:test", catchup_cap=100, default_grace=10.0,
+    )  # fmt: skip
+    assert plan.publish
+    return plan.publish[-count:]
+
+
+def messages(app: Celery, broker_url: str) -> dict[str, list[dict[str, Any]]]:
+    """Every message in the broker, per queue, decoded by kombu; the lists are emptied."""
+    client = redis.Redis.from_url(broker_url)
+    found: dict[str, list[dict[str, Any]]] = {}
+    with Connection(broker_url) as connection:
+        channel = connection.default_channel
+        for queue in ("celery", "reports", "routed"):
+            raw = client.lrange(queue, 0, -1)
+            client.delete(queue)
+            for payload in reversed(raw):  # LPUSH: the oldest is last
+                message = channel.Message(json.loads(payload), channel=channel)
+                properties = dict(message.properties)
+                delivery_tag = properties.pop("delivery_tag")
+                assert delivery_tag
+                found.setdefault(queue, []).append(
+                    {
+                        "headers": message.headers,
+                        "properties": properties,
+                        "content_type": message.content_type,
+                        "content_encoding": message.content_encoding,
+                        "body": message.decode(),
+                    }
+                )
+    client.close()
+    return found
+
+
+def assert_same(expected: dict[str, Any], got: dict[str, Any]) -> None:
+    expected, got = json.loads(json.dumps(expected)), json.loads(json.dumps(got))
+    ttl_expected = expected["properties"].pop("expiration", None)
+    ttl_got = got["properties"].pop("expiration", None)
+    assert (ttl_expected is None) == (ttl_got is None)
+    if ttl_expected is not None:  # milliseconds left, counted when each was published
+        assert abs(int(ttl_expected) - int(ttl_got)) < 5_000
+    assert got == expected
+
+
+ENTRIES = {
+    "plain": [build_entry("plain", "proj.noop", every=60)],
+    "arguments": [
+        build_entry("tenant-1", "proj.poll", every=60, args=[1, "a"], kwargs={"box": "x"}),
+        build_entry("tenant-2", "proj.poll", every=60, args=[2, "<b>"], kwargs={"box": "y"}),
+        build_entry("tenant-3", "proj.poll", every=60),
+    ],
+    "options": [
+        build_entry("opts", "proj.noop", every=60, options={"queue": "reports", "priority": 7}),
+        build_entry("opts-2", "proj.noop", every=60, options={"queue": "reports", "priority": 7}),
+    ],
+    "registered task": [
+        build_entry("reg-1", "proj.registered", every=60),
+        build_entry("reg-2", "proj.registered", every=30, args=[5]),
+    ],
+    "routed": [build_entry("routed", "proj.routed", every=60, kwargs={"k": [1, 2]})],
+    "no limits, no expiry": [
+        build_entry("bare", "proj.noop", every=60, timebox=None, expires=None),
+        build_entry("bare-2", "proj.noop", every=60, timebox=None, expires=None),
+    ],
+    "cron": [
+        build_entry("cron-1", "proj.noop", cron="*/5 * * * * *", catchup="all"),
+        build_entry("cron-2", "proj.noop", cron="0 9,17 * * *"),
+    ],
+}
+
+
+@pytest.mark.parametrize("case", ENTRIES)
+def test_the_publisher_sends_what_send_task_sends(app: Celery, broker_url: str, case: str) -> None:
+    entries = ENTRIES[case]
+    work = [(entry, tick) for entry in entries for tick in ticks_of(entry, 3)]
+    publisher = Publisher(app)
+
+    with app.producer_or_acquire() as producer:
+        for entry, tick in work:
+            send(app, entry, tick, producer)
+    expected = messages(app, broker_url)
+    with app.producer_or_acquire() as producer:
+        for entry, tick in work:
+            publisher.send(entry, tick, producer)
+    got = messages(app, broker_url)
+
+    assert sorted(got) == sorted(expected)
+    for queue, sent in expected.items():
+        assert len(got[queue]) == len(sent)
+        for want, have in zip(sent, got[queue], strict=True):
+            assert_same(want, have)
+    assert len(work) > len(publisher._templates)  # some were filled in from a template
+
+
+def test_with_a_publish_signal_receiver_every_tick_goes_through_send_task(
+    app: Celery, broker_url: str
+) -> None:
+    seen: list[str] = []
+
+    def receiver(headers: dict[str, Any], **_: Any) -> None:
+        seen.append(headers["id"])
+
+    signals.before_task_publish.connect(receiver)
+    try:
+        entry = build_entry("signalled", "proj.noop", every=60)
+        publisher = Publisher(app)
+        with app.producer_or_acquire() as producer:
+            ids = [publisher.send(entry, tick, producer) for tick in ticks_of(entry, 3)]
+    finally:
+        signals.before_task_publish.disconnect(receiver)
+
+    assert seen == ids
+    assert publisher._templates == {}
+    assert len(messages(app, broker_url)["celery"]) == 3
