@@ -49,9 +49,10 @@ logger = logging.getLogger(__name__)
 
 # At most this many "missed" events are written per claim; the counter has them all.
 _MISSED_EVENTS = 20
-# Claims published per broker round trip: large enough for throughput, small enough
-# that the first message of a burst does not wait long.
-_PUBLISH_CHUNK = 50
+# Claims published per broker round trip: the first chunk small, so that the first
+# message of a burst does not wait long, then twice as many each time up to the most.
+_PUBLISH_CHUNK = 25
+_PUBLISH_CHUNK_MOST = 400
 # Ticks due this soon are claimed and planned ahead, then sent the moment they are
 # due, so the claim's round trip is not part of their lateness.
 _HORIZON_MS = 25
@@ -89,7 +90,7 @@ def _batched(producer: Any) -> Iterator[Callable[[], None]]:
     if batch is None:  # kombu < 5.7: every publish goes out at once
         yield lambda: None
         return
-    with batch(max_size=_PUBLISH_CHUNK * 1000) as buffered:
+    with batch(max_size=_PUBLISH_CHUNK_MOST * 1000) as buffered:
         yield buffered.flush
 
 
@@ -269,11 +270,7 @@ class Dispatcher:
         complete = False
         try:
             with self.app.producer_or_acquire() as producer:
-                complete = all(
-                    self._publish_all(batch, producer, claimed_at,
-                                      settlements.setdefault(batch.partition, []), sent)
-                    for batch, claimed_at in batches
-                )  # fmt: skip
+                complete = self._publish_all(batches, producer, settlements, sent)
             if self._broker_down:
                 logger.info("periodiq: broker reachable again")
                 self._broker_down = False
@@ -299,17 +296,18 @@ class Dispatcher:
         return complete
 
     def _settle_pending(self) -> None:
-        """Write the settlements not yet written, a batch at a time (ack.lua)."""
+        """Write the settlements not yet written (ack.lua): a batch of each partition at a
+        time, every partition's in one round trip. Written again after a failure: a
+        settlement written twice changes nothing the second time."""
         size = self.settings.batch_size
-        for index in list(self._unsettled):
-            items = self._unsettled[index]
-            part = self.store.keys.part(index)
-            while items:
-                self.store.scripts.ack(
-                    part, self.beat_id, self.settings.history_length, items[:size]
-                )
-                del items[:size]
-            del self._unsettled[index]
+        while self._unsettled:
+            batches = [(self.store.keys.part(index), items[:size])
+                       for index, items in self._unsettled.items()]  # fmt: skip
+            self.store.scripts.ack_many(batches, self.beat_id, self.settings.history_length)
+            for index in list(self._unsettled):
+                del self._unsettled[index][:size]
+                if not self._unsettled[index]:
+                    del self._unsettled[index]
 
     def _report(self, batch: ClaimBatch) -> None:
         if batch.vanished:
@@ -323,36 +321,45 @@ class Dispatcher:
 
     def _publish_all(
         self,
-        batch: ClaimBatch,
+        batches: list[tuple[ClaimBatch, float]],
         producer: Any,
-        claimed_at: float,
-        settlements: list[dict[str, Any]],
+        settlements: dict[int, list[dict[str, Any]]],
         sent: list[tuple[str, Tick]],
     ) -> bool:
-        """Publish the batch in chunks; a chunk's claims count as settled once it is flushed.
+        """Publish the claims of every partition in due order, in chunks; a chunk's claims
+        count as settled once it is flushed.
 
         Returns whether every claim was published.
         """
-        claims = batch.claims
-        clock = batch.now_ms + batch.now_us / 1000  # the Redis clock at ``claimed_at``
-        for start in range(0, len(claims), _PUBLISH_CHUNK):
-            if not self._may_publish(claimed_at):
+        claims = sorted(
+            ((claim, batch, claimed_at) for batch, claimed_at in batches for claim in batch.claims),
+            key=lambda item: item[0].due_ms,
+        )
+        start, size = 0, _PUBLISH_CHUNK
+        while start < len(claims):
+            chunk = claims[start : start + size]
+            if not all(self._may_publish(claimed_at) for _, _, claimed_at in chunk):
                 logger.warning(
                     "periodiq: lease running out, %d ticks left in flight", len(claims) - start
                 )
                 return False
             with _batched(producer) as flush:
-                chunk = []
-                for claim in claims[start : start + _PUBLISH_CHUNK]:
+                settled = []
+                for claim, batch, claimed_at in chunk:
+                    clock = batch.now_ms + batch.now_us / 1000  # the Redis clock at claimed_at
                     if claim.due_ms > clock:  # claimed ahead: send it when it is due
                         flush()
                         _sleep_until(claimed_at + (claim.due_ms - clock) / 1000)
-                    chunk.append(self._settle_isolated(claim, producer, batch.now_ms, sent))
+                    settlement = self._settle_isolated(claim, producer, batch.now_ms, sent)
+                    settled.append((batch.partition, settlement))
                 flush()
             # Messages of a chunk go to the broker in one round trip where the
             # transport can batch (kombu >= 5.7, Redis); they are settled only
             # after that flush succeeded, so a failed flush leaves them in flight.
-            settlements.extend(chunk)
+            for index, settlement in settled:
+                settlements.setdefault(index, []).append(settlement)
+            start += size
+            size = min(size * 2, _PUBLISH_CHUNK_MOST)  # the first few go out soonest
         return True
 
     def _may_publish(self, claimed_at: float) -> bool:

@@ -207,9 +207,15 @@ class Entry:
 
     def parsed_schedule(self) -> Schedule:
         """The entry's :class:`Schedule` (``H`` is keyed by the entry name)."""
-        # Only H hashes the key: other specs are parsed once for every entry using them.
-        key = self.name if "H" in self.schedule.upper() else None
-        return _parse_cached(self.schedule, self.form, self.tz, key, self.start_at, self.end_at)
+        cached: Schedule | None = self.__dict__.get("_schedule")
+        if cached is None:
+            # Only H hashes the key: other specs are parsed once for every entry using them.
+            key = self.name if "H" in self.schedule.upper() else None
+            cached = _parse_cached(
+                self.schedule, self.form, self.tz, key, self.start_at, self.end_at
+            )
+            object.__setattr__(self, "_schedule", cached)  # frozen: parsed once, on first use
+        return cached
 
     # JSON
 

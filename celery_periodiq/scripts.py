@@ -233,12 +233,34 @@ class Scripts:
         """Settle claimed ticks of one partition (see ack.lua); returns how many were ours."""
         if not settlements:
             return 0
+        return int(self._run("ack", *self._ack_call(part, beat_id, history_length, settlements)))
+
+    def ack_many(
+        self,
+        batches: list[tuple[Partition, list[dict[str, Any]]]],
+        beat_id: str,
+        history_length: int,
+    ) -> int:
+        """:meth:`ack` for several partitions in one round trip (a pipeline); one call
+        after the other on a Redis Cluster. Returns how many were ours in all."""
+        batches = [(part, items) for part, items in batches if items]
+        if self._clustered or len(batches) < 2:
+            return sum(self.ack(part, beat_id, history_length, items) for part, items in batches)
+        pipe = self._client.pipeline(transaction=False)
+        for part, items in batches:
+            self._run("ack", *self._ack_call(part, beat_id, history_length, items), client=pipe)
+        return sum(int(settled) for settled in pipe.execute())
+
+    @staticmethod
+    def _ack_call(
+        part: Partition, beat_id: str, history_length: int, settlements: list[dict[str, Any]]
+    ) -> tuple[list[str], list[Any]]:
         keys = [part.due, part.inflight, part.ticks, part.entries, part.state, part.quarantine]
         for item in settlements:
             keys += [part.history(item["name"]), part.failures(item["name"])]
         args: list[Any] = [beat_id, history_length]
         args.extend(json.dumps(item, separators=(",", ":")) for item in settlements)
-        return int(self._run("ack", keys, args))
+        return keys, args
 
     def put(self, part: Partition, mode: str, items: list[dict[str, Any]]) -> list[str]:
         """Create or replace entries of one partition; one status per item (see put.lua).
