@@ -246,13 +246,15 @@ def burst(cfg: Config) -> list[Row]:
         dups = get(a, "duplicates") + get(b, "duplicates")
         return f"{dups:.0f} / {get(a, 'missing') + get(b, 'missing'):.0f}"
 
+    # The targets are against the batched reference: what the transport takes.
+    batched = get(found["batched"], "rate")
     return [
         Row("burst", f"{count:,} due: msgs/s into broker, 1 beat", get(p1, "rate"),
-            get(r1, "rate"), limit_rate, _versus(get(p1, "rate"), limit_rate, "limit"),
-            _target(get(p1, "rate") >= 0.9 * limit_rate, "≥ 0.9× limit"), "{:,.0f}"),
+            get(r1, "rate"), limit_rate, _versus(get(p1, "rate"), batched, "batched"),
+            _target(get(p1, "rate") >= 0.9 * batched, "≥ 0.9× batched"), "{:,.0f}"),
         Row("burst", f"{count:,} due: msgs/s into broker, 2 beats", get(p2, "rate"),
-            get(r2, "rate"), limit_rate, _versus(get(p2, "rate"), limit_rate, "limit"),
-            _target(get(p2, "rate") >= 1.6 * limit_rate, "≥ 1.6× limit"), "{:,.0f}"),
+            get(r2, "rate"), limit_rate, _versus(get(p2, "rate"), batched, "batched"),
+            _target(get(p2, "rate") >= 1.6 * batched, "≥ 1.6× batched"), "{:,.0f}"),
         Row("burst", "limit measured before / after celery_periodiq's runs (msgs/s)", "–", "–",
             f"{before:,.0f} / {after:,.0f}"),
         Row("burst", "reference: send_task loop in kombu producer.batch(500)", "–", "–",
