@@ -1,6 +1,6 @@
 """Beat benchmark: celery_periodiq against celery-redbeat and against Celery's own limit.
 
-    .venv/bin/python bench/beat.py [--scenario rest|burst|spread|scale|failover|slow|all]
+    .venv/bin/python bench/beat.py [--scenario rest|burst|spread|spread-large|scale|failover|slow|all]
                                    [--quick] [--json FILE]
 
 celery-redbeat is never a dependency of the project: the first run creates a
@@ -24,7 +24,7 @@ from pathlib import Path
 
 from _venv import bootstrap
 
-NAMES = ("rest", "burst", "spread", "scale", "failover", "slow")
+NAMES = ("rest", "burst", "spread", "spread-large", "scale", "failover", "slow")
 
 
 def main() -> None:
