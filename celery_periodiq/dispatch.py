@@ -8,13 +8,12 @@ could not be written are kept and written first in the next pass.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -81,17 +80,6 @@ def _queued_ttl(tick: Tick, sent_at_ms: int) -> int:
     if tick.expires is not None:
         return max(to_ms(tick.expires) - sent_at_ms, 1000)
     return max(int(tick.interval * 2000), 1000)
-
-
-@contextlib.contextmanager
-def _batched(producer: Any) -> Iterator[Callable[[], None]]:
-    """Buffer the producer's publishes where kombu can; yields the flush function."""
-    batch = getattr(producer, "batch", None)
-    if batch is None:  # kombu < 5.7: every publish goes out at once
-        yield lambda: None
-        return
-    with batch(max_size=_PUBLISH_CHUNK_MOST * 1000) as buffered:
-        yield buffered.flush
 
 
 @functools.lru_cache(maxsize=4096)
@@ -343,7 +331,7 @@ class Dispatcher:
                     "periodiq: lease running out, %d ticks left in flight", len(claims) - start
                 )
                 return False
-            with _batched(producer) as flush:
+            with self._publisher.batch(producer) as flush:
                 settled = []
                 for claim, batch, claimed_at in chunk:
                     clock = batch.now_ms + batch.now_us / 1000  # the Redis clock at claimed_at

@@ -8,9 +8,11 @@ tick published twice is recognisably the same run.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -18,11 +20,13 @@ from typing import Any
 from celery import Celery, signals
 from celery.app.routes import MapRoute
 from celery.utils.saferepr import saferepr
+from kombu.utils.json import dumps
 
-from celery_periodiq import policy
+from celery_periodiq import policy, redis_publish
 from celery_periodiq.entry import Entry
 from celery_periodiq.plan import Tick, to_ms
 from celery_periodiq.policy import Limits
+from celery_periodiq.redis_publish import RawTemplate
 
 __all__ = [
     "HEADER_ENTRY",
@@ -114,6 +118,8 @@ def send(
 
 # Templates kept per Publisher; beyond this many, the oldest half is dropped.
 _TEMPLATES = 1024
+# The most messages kombu's batch buffers before it sends them on its own.
+_BATCH_MOST = 100_000
 
 
 class _Recorder:
@@ -140,6 +146,8 @@ class _Template:
     args: list[Any]
     kwargs: dict[str, Any]
     declare: list[Any]
+    raw: RawTemplate | None
+    """The message as kombu's Redis channel put it, where it can be put directly."""
 
 
 class Publisher:
@@ -168,6 +176,43 @@ class Publisher:
         self._channel: Any = None
         self._declared: set[tuple[Any, ...]] = set()
         """Templates whose queues were declared on ``_channel``."""
+        self._pipe: dict[int, Any] | None = None
+        """Inside :meth:`batch`: a pipeline per Redis broker channel, by its id."""
+        self._flush: Callable[[], None] | None = None
+
+    @contextlib.contextmanager
+    def batch(self, producer: Any) -> Iterator[Callable[[], None]]:
+        """Buffer what is published through ``producer`` inside (kombu's batch, and the
+        messages put straight into a Redis broker); yields the function that sends the
+        buffer. A failure inside discards what was not sent."""
+        batch = getattr(producer, "batch", None)  # kombu < 5.7: none
+        with batch(max_size=_BATCH_MOST) if batch else contextlib.nullcontext() as buffered:
+            pipes: dict[int, Any] = {}
+
+            def flush() -> None:
+                # kombu's buffer holds only messages built since the last flush (see
+                # _build), which came before those in the pipelines: order is kept
+                if buffered is not None:
+                    buffered.flush()
+                for pipe in pipes.values():
+                    pipe.execute()
+
+            self._pipe, self._flush = pipes, flush
+            try:
+                yield flush
+                for pipe in pipes.values():
+                    pipe.execute()
+            finally:
+                for pipe in pipes.values():
+                    pipe.reset()
+                self._pipe = self._flush = None
+
+    def _pipeline(self, channel: Any) -> Any:
+        assert self._pipe is not None
+        pipe = self._pipe.get(id(channel))
+        if pipe is None:
+            pipe = self._pipe[id(channel)] = channel.client.pipeline(transaction=False)
+        return pipe
 
     def send(self, entry: Entry, tick: Tick, producer: Any) -> str:
         """Publish one tick of ``entry`` through ``producer``; returns its task id."""
@@ -217,7 +262,16 @@ class Publisher:
         )  # fmt: skip
         assert recorder.published is not None, "send_task published nothing"
         body, publish = recorder.published
-        producer.publish(body, **publish)
+        if self._flush is not None:  # what was buffered goes first
+            self._flush()
+        channel = producer.channel
+        raw = None
+        if redis_publish.usable(channel):
+            with redis_publish.capturing(channel) as captured:
+                producer.publish(body, **publish)
+            raw = redis_publish.learn(channel, captured, publish, body)
+        else:
+            producer.publish(body, **publish)
         headers = publish["headers"]
         task_id, expires = options["task_id"], options.get("expires")
         reusable = (
@@ -235,6 +289,7 @@ class Publisher:
         return _Template(
             headers=dict(headers), publish={k: v for k, v in publish.items() if k != "headers"},
             embed=body[2], args=args, kwargs=kwargs, declare=list(publish.get("declare") or []),
+            raw=raw,
         )  # fmt: skip
 
     def _publish(
@@ -261,6 +316,17 @@ class Publisher:
         if kwargs != template.kwargs:
             maxsize, levels = app.amqp.kwargsrepr_maxsize, app.conf.task_repr_maxlevels
             headers["kwargsrepr"] = saferepr(kwargs or {}, maxsize, maxlevels=levels)
+        channel = producer.channel
+        if template.raw is not None and self._pipe is not None and redis_publish.usable(channel):
+            same = args == template.args and kwargs == template.kwargs
+            body = None if same else redis_publish.encode_body(
+                channel, (args or (), kwargs or {}, template.embed), template.raw.serializer
+            )  # fmt: skip
+            message = redis_publish.fill(
+                template.raw, headers, task_id, publish.get("expiration"), body
+            )
+            self._pipeline(channel).lpush(template.raw.key, dumps(message))
+            return
         # Declaring costs more than the rest of a publish; once per channel is enough.
         if producer.channel is not self._channel:
             self._channel, self._declared = producer.channel, set()
