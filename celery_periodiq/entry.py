@@ -266,8 +266,7 @@ class Entry:
         """
         if not isinstance(data, dict):
             raise EntryError(f"entry data {shown(data)} is not a JSON object")
-        known = {f.name for f in fields(cls)}
-        unknown = set(data) - known
+        unknown = set(data) - _KNOWN
         if unknown:
             raise EntryError(f"entry {shown(data.get('name'))}: unknown fields {sorted(unknown)}")
         missing = {"name", "task", "schedule"} - set(data)
@@ -310,6 +309,7 @@ class Entry:
 
 
 _FIELDS = tuple(item.name for item in fields(Entry))
+_KNOWN = frozenset(_FIELDS)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -13,6 +13,8 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from celery_periodiq.definitions import build_entry
 from celery_periodiq.entry import Entry
@@ -658,3 +660,17 @@ def test_solar_ticks_with_microseconds_are_each_planned_once() -> None:
     assert all(t.interval > 80_000 for t in result.publish)
     assert result.next_nominal is not None
     assert to_ms(result.next_nominal) > days[-1]
+
+
+@given(
+    prefix=st.text(min_size=1, max_size=30),
+    name=st.text(min_size=1, max_size=60),
+    nominal_ms=st.integers(min_value=0, max_value=2**45),
+)
+def test_a_task_id_is_the_uuid5_of_prefix_name_and_tick(
+    prefix: str, name: str, nominal_ms: int
+) -> None:
+    namespace = uuid.UUID("6f1c3a52-5d2e-4c47-9a8e-0d4d1b9a7e10")  # never to change
+    expected = str(uuid.uuid5(namespace, f"{prefix}\x00{name}\x00{nominal_ms}"))
+
+    assert task_id_for(prefix, name, nominal_ms) == expected
