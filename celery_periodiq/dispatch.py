@@ -134,6 +134,9 @@ class Dispatcher:
         self.ticks_claimed = 0
         self.last_tick_ms: int | None = None
         self._broker_down = False
+        self._settling: Callable[[], int] | None = None
+        """Waits for the settlements of the last chunk published (see _settle_chunk)."""
+        self._unsettled_chunk: dict[int, list[dict[str, Any]]] = {}
         self._unsettled: dict[int, list[dict[str, Any]]] = {}
         """Settlements of published ticks whose ack failed, by partition: written first in
         the next pass."""
@@ -272,8 +275,7 @@ class Dispatcher:
             self._broker_down = True
         finally:
             self._log_sent(sent)
-            for index, items in settlements.items():
-                self._unsettled.setdefault(index, []).extend(items)
+            self._settled_chunk()
             self._settle_pending()
             with self._lock:
                 for items in settlements.values():
@@ -344,11 +346,42 @@ class Dispatcher:
             # Messages of a chunk go to the broker in one round trip where the
             # transport can batch (kombu >= 5.7, Redis); they are settled only
             # after that flush succeeded, so a failed flush leaves them in flight.
+            written: dict[int, list[dict[str, Any]]] = {}
             for index, settlement in settled:
                 settlements.setdefault(index, []).append(settlement)
+                written.setdefault(index, []).append(settlement)
+            self._settle_chunk(written)
             start += size
             size = min(size * 2, _PUBLISH_CHUNK_MOST)  # the first few go out soonest
         return True
+
+    def _settle_chunk(self, chunk: dict[int, list[dict[str, Any]]]) -> None:
+        """Send a published chunk's settlements; Redis runs them while the next chunk is
+        published (the last chunk's are waited for before this one's are sent)."""
+        self._settled_chunk()
+        self._unsettled_chunk = chunk
+        size = self.settings.batch_size
+        batches = [
+            (self.store.keys.part(index), items[start : start + size])
+            for index, items in chunk.items()
+            for start in range(0, len(items), size)
+        ]
+        self._settling = self.store.scripts.ack_later(
+            batches, self.beat_id, self.settings.history_length
+        )
+
+    def _settled_chunk(self) -> None:
+        """Wait for the settlements sent by :meth:`_settle_chunk`; those that failed are
+        written again by :meth:`_settle_pending`."""
+        settling, chunk = self._settling, self._unsettled_chunk
+        self._settling, self._unsettled_chunk = None, {}
+        if settling is None:
+            return
+        try:
+            settling()
+        except Exception:  # written again with the others not written yet
+            for index, items in chunk.items():
+                self._unsettled.setdefault(index, []).extend(items)
 
     def _may_publish(self, claimed_at: float) -> bool:
         # Publish only while our claim is surely ours: within the lease of the

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
 from redis.cluster import RedisCluster
+from redis.exceptions import NoScriptError
 
 from celery_periodiq.keys import Keys, Partition
 from celery_periodiq.plan import task_id_for
@@ -250,6 +252,53 @@ class Scripts:
         for part, items in batches:
             self._run("ack", *self._ack_call(part, beat_id, history_length, items), client=pipe)
         return sum(int(settled) for settled in pipe.execute())
+
+    def ack_later(
+        self,
+        batches: list[tuple[Partition, list[dict[str, Any]]]],
+        beat_id: str,
+        history_length: int,
+    ) -> Callable[[], int]:
+        """:meth:`ack_many`, sent now and waited for when the returned function is called:
+        Redis runs the scripts while the caller goes on. The function returns how many
+        settlements were ours, or raises what the calls raised."""
+        batches = [(part, items) for part, items in batches if items]
+        if self._clustered or not batches:
+            settled = self.ack_many(batches, beat_id, history_length)
+            return lambda: settled
+        calls = [self._ack_call(part, beat_id, history_length, items) for part, items in batches]
+        sha = self._scripts["ack"].sha
+        pool = self._client.connection_pool
+        connection = pool.get_connection()
+        try:
+            connection.send_packed_command(connection.pack_commands(
+                [("EVALSHA", sha, len(keys), *keys, *args) for keys, args in calls]
+            ))  # fmt: skip
+        except BaseException:
+            connection.disconnect()
+            pool.release(connection)
+            raise
+
+        def wait() -> int:
+            replies: list[Any] = []
+            try:
+                for _ in calls:
+                    try:
+                        replies.append(connection.read_response())
+                    except NoScriptError:  # not loaded yet (or flushed): run it the usual way
+                        replies.append(None)
+            except BaseException:
+                connection.disconnect()
+                raise
+            finally:
+                pool.release(connection)
+            return sum(
+                int(reply) if reply is not None
+                else self.ack(part, beat_id, history_length, items)
+                for reply, (part, items) in zip(replies, batches, strict=True)
+            )  # fmt: skip
+
+        return wait
 
     @staticmethod
     def _ack_call(

@@ -182,3 +182,26 @@ def test_a_tick_between_milliseconds_is_sent_once(app: Celery) -> None:
     assert stored.counters == {"enqueued": 1}
     assert stored.next_run is not None
     assert to_ms(stored.next_run) == to_ms(start) + 3_600_000
+
+
+def test_settlements_are_written_after_redis_forgot_the_scripts(
+    app: Celery, redis_client: redis.Redis
+) -> None:
+    # The beat sends a chunk's settlements without waiting (by script hash); a Redis
+    # that restarted or ran SCRIPT FLUSH answers NOSCRIPT, and they must still land.
+    api = periodiq(app)
+    for index in range(60):
+        entry = api.add(f"tenant-{index}", "proj.t", every=60, start_at=START).entry
+        assert entry is not None
+        api.store.put("update", [entry], now_ms=to_ms(START))
+    dispatcher = Dispatcher(app, api.store, "beat", lambda: float("inf"))
+    redis_client.script_flush()
+
+    first = dispatcher.dispatch(now_ms=to_ms(START + timedelta(seconds=60)))
+    again = dispatcher.dispatch(now_ms=to_ms(START + timedelta(seconds=60)))
+
+    assert (first.claimed, again.claimed) == (60, 0)
+    for stored in api.list():
+        assert stored.counters == {"enqueued": 1}
+        assert stored.next_run == START + timedelta(seconds=120)
+    assert redis_client.zcard(api.store.keys.part(0).inflight) == 0
