@@ -1,7 +1,9 @@
 """Beat benchmark: celery_periodiq against celery-redbeat and against Celery's own limit.
 
-    .venv/bin/python bench/beat.py [--scenario rest|burst|spread|spread-large|scale|failover|slow|all]
-                                   [--quick] [--json FILE]
+    .venv/bin/python bench/beat.py [--scenario NAME] [--quick] [--json FILE]
+
+NAME is one of rest, burst, spread, spread-large, scale, failover, slow, all (the
+default).
 
 celery-redbeat is never a dependency of the project: the first run creates a
 separate venv, ``.venv-bench`` (or ``$BENCH_VENV``), with

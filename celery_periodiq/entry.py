@@ -42,6 +42,8 @@ OPTION_KEYS = {
 }
 _MAX_NAME = 200
 _KEEP = object()
+_NUMBERS = ("tolerance", "timebox", "grace", "catchup_window", "expires", "jitter")
+_INSTANTS = ("start_at", "end_at")
 # Fields left out of the stored JSON when they hold this: nothing, or the structural
 # default (never a policy, whose default could one day change).
 _OMITTED: dict[str, object] = {
@@ -226,11 +228,11 @@ class Entry:
         data["args"] = copy.deepcopy(list(self.args)) if self.args else []
         data["kwargs"] = copy.deepcopy(self.kwargs) if self.kwargs else {}
         data["options"] = dict(self.options)
-        for key in ("tolerance", "timebox", "grace", "catchup_window", "expires", "jitter"):
+        for key in _NUMBERS:
             value = data[key]
             if isinstance(value, int | float) and not isinstance(value, bool):
                 data[key] = float(value)  # 10 and 10.0 are one definition
-        for key in ("start_at", "end_at"):
+        for key in _INSTANTS:
             value = data[key]
             data[key] = None if value is None else value.astimezone(UTC).isoformat()
         return data
@@ -241,8 +243,20 @@ class Entry:
         Policy fields are always written, so a stored entry never changes meaning."""
         cached: str | None = self.__dict__.get("_json")
         if cached is None:
-            data = {key: value for key, value in self.to_dict().items()
-                    if _OMITTED.get(key, _KEEP) != value}  # fmt: skip
+            # what to_dict() gives, less the omitted fields, without its copies
+            fields = self.__dict__
+            data: dict[str, Any] = {}
+            for key, omitted in _STORED:
+                value = fields[key]
+                if omitted is not _KEEP and omitted == value:
+                    continue
+                if value.__class__ is int and key in _NUMBERS:
+                    value = float(value)  # 10 and 10.0 are one definition
+                elif key in _INSTANTS:
+                    value = value.astimezone(UTC).isoformat()
+                elif key == "args":
+                    value = list(value)
+                data[key] = value
             cached = json.dumps(data, sort_keys=True, separators=(",", ":"))
             object.__setattr__(self, "_json", cached)  # frozen: computed once, on first use
         return cached
@@ -310,6 +324,7 @@ class Entry:
 
 _FIELDS = tuple(item.name for item in fields(Entry))
 _KNOWN = frozenset(_FIELDS)
+_STORED = tuple((key, _OMITTED.get(key, _KEEP)) for key in _FIELDS)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -311,25 +311,26 @@ class Scripts:
         args.extend(json.dumps(item, separators=(",", ":")) for item in settlements)
         return keys, args
 
-    def put(self, part: Partition, mode: str, items: list[dict[str, Any]]) -> list[str]:
+    def put(self, part: Partition, mode: str, items: list[tuple[dict[str, Any], str]]) -> list[str]:
         """Create or replace entries of one partition; one status per item (see put.lua).
 
-        Each item names the owner it had when the caller read it (``was_owner``).
+        An item is its fields and its definition (JSON already: not quoted again). The
+        fields name the owner it had when the caller read it (``was_owner``; "add"
+        does not read it).
         """
         if not items:
             return []
         keys = [part.entries, part.due, part.declared, part.events, part.quarantine, part.state]
-        for item in items:
-            keys += [
-                part.owner(item.get("was_owner") or ""),
-                part.owner(item.get("owner") or ""),
-                part.history(item["name"]),
-                part.failures(item["name"]),
-            ]
         args: list[Any] = [self.keys.changes, mode]
-        for item in items:  # the definition apart: it is JSON already, not to be quoted again
-            fields = {key: value for key, value in item.items() if key != "definition"}
-            args += [json.dumps(fields, separators=(",", ":")), item["definition"]]
+        for fields, definition in items:
+            name = fields["name"]
+            keys += [
+                part.owner(fields.get("was_owner") or ""),
+                part.owner(fields["owner"] or ""),
+                part.history(name),
+                part.failures(name),
+            ]
+            args += [json.dumps(fields, separators=(",", ":")), definition]
         return list(self._run("put", keys, args))
 
     def remove(

@@ -254,15 +254,13 @@ class Store:
 
     # writing
 
-    def put_item(self, entry: Entry, now_ms: int) -> dict[str, Any]:
-        """The put.lua item for ``entry``, its first tick computed from ``now_ms``."""
+    def put_item(self, entry: Entry, now_ms: int) -> tuple[dict[str, Any], str]:
+        """The put.lua item for ``entry`` (its fields, its definition), its first tick
+        computed from ``now_ms``."""
         schedule = entry.parsed_schedule()
-        upcoming = next_tick(entry, schedule, from_ms(now_ms))
-        if not entry.enabled:
-            upcoming = None
+        upcoming = next_tick(entry, schedule, from_ms(now_ms)) if entry.enabled else None
         return {
             "name": entry.name,
-            "definition": entry.to_json(),
             "digest": entry.digest,
             "owner": entry.owner,
             "source": entry.source,
@@ -270,7 +268,7 @@ class Store:
             "due": None if upcoming is None else to_ms(upcoming[1]),
             "schedule": upcoming is not None,
             "event": schedule.event if isinstance(schedule, EventSchedule) else None,
-        }
+        }, entry.to_json()
 
     def put(self, mode: str, entries: list[Entry], now_ms: int | None = None) -> list[str]:
         """Create or replace entries (put.lua modes: add, update, reconcile); a status
@@ -301,19 +299,23 @@ class Store:
                     statuses.update(running.result())
         return [statuses[entry.name] for entry in entries]
 
-    def _items(self, group: list[Entry], now: int) -> dict[str, dict[str, Any]]:
+    def _items(self, group: list[Entry], now: int) -> dict[str, tuple[dict[str, Any], str]]:
         return {entry.name: self.put_item(entry, now) for entry in group}
 
     def _put_chunk(
-        self, part: Partition, mode: str, items: dict[str, dict[str, Any]]
+        self, part: Partition, mode: str, items: dict[str, tuple[dict[str, Any], str]]
     ) -> dict[str, str]:
         """One put.lua call for a chunk of one partition, again for those whose owner
         changed meanwhile; a status per name."""
         statuses: dict[str, str] = {}
         for _ in range(_RETRIES):
             # "add" only creates: an entry found there is "exists", whatever its owner
-            owners = self._owners(part, list(items)) if mode != "add" else {}
-            batch = [items[name] | {"was_owner": owners.get(name)} for name in items]
+            if mode == "add":
+                batch = list(items.values())
+            else:
+                owners = self._owners(part, list(items))
+                batch = [(fields | {"was_owner": owners.get(name)}, definition)
+                         for name, (fields, definition) in items.items()]  # fmt: skip
             done = self.scripts.put(part, mode, batch)
             statuses.update(zip(items, done, strict=True))
             items = {name: items[name] for name, status in zip(items, done, strict=True)

@@ -792,3 +792,25 @@ def test_a_setting_of_the_wrong_type_raises_a_configuration_error_naming_it(
 
     with pytest.raises(ConfigurationError, match=f"setting {setting}="):
         Settings.from_app(app)
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        build_entry("bare", TASK, cron="@daily"),
+        full_entry(),
+        build_entry("ints", TASK, every=60, tolerance=5, timebox=30, grace=2, expires=45),
+        build_entry("off", TASK, every=60, enabled=False, jitter=0, owner="t-1", tz="UTC"),
+        build_entry("nested", TASK, every=60, kwargs={"b": {"z": 1, "a": [2, {"y": None}]}}),
+        build_entry("args", TASK, every=60, args=(1, "x", [3]), options={"queue": "q"}),
+    ],
+    ids=lambda entry: entry.name,
+)
+def test_stored_json_is_to_dict_sorted_without_the_fields_that_hold_nothing(entry: Entry) -> None:
+    nothing = {"args": [], "kwargs": {}, "options": {}, "owner": None, "start_at": None,
+               "end_at": None, "grace": None, "catchup_window": None, "jitter": 0.0,
+               "enabled": True, "tz": "UTC", "form": "cron", "source": "runtime"}  # fmt: skip
+    expected = {key: value for key, value in entry.to_dict().items()
+                if key not in nothing or nothing[key] != value}  # fmt: skip
+
+    assert entry.to_json() == json.dumps(expected, sort_keys=True, separators=(",", ":"))
