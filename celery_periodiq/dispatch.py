@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 import redis
 from celery import Celery
@@ -87,6 +87,17 @@ def _entry(definition: str) -> Entry:
     return Entry.from_json(definition)
 
 
+class _Claimed(NamedTuple):
+    """One partition's claims, when the claim was sent and when its reply was read."""
+
+    batch: ClaimBatch
+    claimed_at: float
+    """``time.monotonic()`` before the claim was sent: its lease counts from here."""
+    received_at: float
+    """``time.monotonic()`` after its reply was read: a due instant mapped from here
+    (by the Redis clock in the reply) is never earlier than the real one."""
+
+
 @dataclass(frozen=True, slots=True)
 class Pass:
     """What one dispatch pass saw, over the partitions it claimed."""
@@ -134,6 +145,9 @@ class Dispatcher:
         self.ticks_claimed = 0
         self.last_tick_ms: int | None = None
         self._broker_down = False
+        self._prefetched: tuple[Callable[[], list[ClaimBatch]], float] | None = None
+        """Claims sent during the last pass, and when: read by the next pass."""
+        self._refill: Callable[[], None] | None = None
         self._settling: Callable[[], int] | None = None
         """Waits for the settlements of the last chunk published (see _settle_chunk)."""
         self._unsettled_chunk: dict[int, list[dict[str, Any]]] = {}
@@ -216,26 +230,43 @@ class Dispatcher:
         self._settle_pending()
         lease_ms = int(settings.claim_lease * 1000)
         horizon = 0 if now_ms is not None else _HORIZON_MS
-        batches: list[tuple[ClaimBatch, float]] = []
+        batches: list[_Claimed] = []
+        claimed: list[_Claimed] = []
+        if self._prefetched is not None:  # sent during the last pass
+            read, sent_at = self._prefetched
+            self._prefetched = None
+            claimed = [_Claimed(batch, sent_at, time.monotonic()) for batch in read()]
         # Aging the Redis clock reading from before the call wakes us early, never late.
         claimed_at = time.monotonic()
-        due = self._due_partitions(now_ms)
+        taken = {got.batch.partition for got in claimed}
+        due = [part for part in self._due_partitions(now_ms) if part.index not in taken]
         # about periodiq_batch_size claims in a pass, however many partitions are due
-        share = max(settings.batch_size // max(len(due), 1), min(settings.batch_size, 32))
-        claimed_batches = self.store.scripts.claim_many(
-            due, self.beat_id, share, lease_ms, now_ms, horizon
-        )
-        for batch in claimed_batches:
+        share = max(settings.batch_size // max(len(due) + len(taken), 1),
+                    min(settings.batch_size, 32))  # fmt: skip
+        if due:
+            more = self.store.scripts.claim_many(
+                due, self.beat_id, share, lease_ms, now_ms, horizon
+            )
+            received_at = time.monotonic()
+            claimed += [_Claimed(batch, claimed_at, received_at) for batch in more]
+        for got in claimed:
+            batch = got.batch
             part = self.store.keys.part(batch.partition)
-            self._clock = (batch.now_ms + batch.now_us / 1000, claimed_at)
+            self._clock = (batch.now_ms + batch.now_us / 1000, got.claimed_at)
             moments = [m for m in (batch.next_due_ms, batch.next_recheck_ms) if m is not None]
             with self._lock:
                 self._wake[part.index] = min(moments, default=math.inf)
             self._report(batch)
-            batches.append((batch, claimed_at))
-        claimed = sum(len(batch.claims) for batch, _ in batches)
+            batches.append(got)
+        full = [got.batch.partition for got in batches if len(got.batch.claims) >= share]
+        # More is due in full partitions: their next claims are sent while the last
+        # chunk of these is published (not with an injected clock: tests step by step).
+        self._refill = None if now_ms is not None or not full else functools.partial(
+            self._prefetch, [self.store.keys.part(index) for index in full], share, lease_ms,
+        )  # fmt: skip
+        count = sum(len(got.batch.claims) for got in batches)
         complete = True
-        if claimed:
+        if count:
             complete = self._publish_batches(batches)
         clock, measured = self._clock
         with self._lock:
@@ -244,18 +275,18 @@ class Dispatcher:
         sweep = clock + (self._sweep_at - measured) * 1000 if measured else math.inf
         wake = min([*mine, sweep], default=math.inf)
         return Pass(
-            claimed=claimed,
-            full=any(len(batch.claims) >= share for batch, _ in batches),
+            claimed=count,
+            full=bool(full),
             complete=complete,
             wake_ms=None if math.isinf(wake) else wake,
             clock_ms=clock,
             measured=measured,
         )
 
-    def _publish_batches(self, batches: list[tuple[ClaimBatch, float]]) -> bool:
+    def _publish_batches(self, batches: list[_Claimed]) -> bool:
         """Publish every claimed tick, then settle each partition's claims."""
-        self.ticks_claimed += sum(len(batch.claims) for batch, _ in batches)
-        self.last_tick_ms = max(batch.now_ms for batch, _ in batches)
+        self.ticks_claimed += sum(len(got.batch.claims) for got in batches)
+        self.last_tick_ms = max(got.batch.now_ms for got in batches)
         settlements: dict[int, list[dict[str, Any]]] = {}
         sent: list[tuple[str, Tick]] = []
         complete = False
@@ -267,7 +298,9 @@ class Dispatcher:
                 self._broker_down = False
         except BROKER_ERRORS as error:
             if not self._broker_down:
-                left = sum(len(b.claims) for b, _ in batches) - sum(map(len, settlements.values()))
+                left = sum(len(got.batch.claims) for got in batches) - sum(
+                    map(len, settlements.values())
+                )
                 logger.error(
                     "periodiq: broker unreachable (%s); %d claimed ticks stay in flight",
                     error, left,
@@ -311,7 +344,7 @@ class Dispatcher:
 
     def _publish_all(
         self,
-        batches: list[tuple[ClaimBatch, float]],
+        batches: list[_Claimed],
         producer: Any,
         settlements: dict[int, list[dict[str, Any]]],
         sent: list[tuple[str, Tick]],
@@ -322,24 +355,29 @@ class Dispatcher:
         Returns whether every claim was published.
         """
         claims = sorted(
-            ((claim, batch, claimed_at) for batch, claimed_at in batches for claim in batch.claims),
+            ((claim, got) for got in batches for claim in got.batch.claims),
             key=lambda item: item[0].due_ms,
         )
         start, size = 0, _PUBLISH_CHUNK
         while start < len(claims):
             chunk = claims[start : start + size]
-            if not all(self._may_publish(claimed_at) for _, _, claimed_at in chunk):
+            if start + size >= len(claims) and self._refill is not None:
+                self._refill()  # Redis claims the next pass while this chunk goes out
+                self._refill = None
+            if not all(self._may_publish(got.claimed_at) for _, got in chunk):
                 logger.warning(
                     "periodiq: lease running out, %d ticks left in flight", len(claims) - start
                 )
                 return False
             with self._publisher.batch(producer) as flush:
                 settled = []
-                for claim, batch, claimed_at in chunk:
-                    clock = batch.now_ms + batch.now_us / 1000  # the Redis clock at claimed_at
+                for claim, got in chunk:
+                    batch = got.batch
+                    clock = batch.now_ms + batch.now_us / 1000  # the Redis clock in the claim
                     if claim.due_ms > clock:  # claimed ahead: send it when it is due
                         flush()
-                        _sleep_until(claimed_at + (claim.due_ms - clock) / 1000)
+                        # mapped from after the claim's reply: never sent before it is due
+                        _sleep_until(got.received_at + (claim.due_ms - clock) / 1000)
                     settlement = self._settle_isolated(claim, producer, batch.now_ms, sent)
                     settled.append((batch.partition, settlement))
                 flush()
@@ -354,6 +392,15 @@ class Dispatcher:
             start += size
             size = min(size * 2, _PUBLISH_CHUNK_MOST)  # the first few go out soonest
         return True
+
+    def _prefetch(self, parts: list[Partition], share: int, lease_ms: int) -> None:
+        """Send the next pass's claims of ``parts``; the next pass reads them."""
+        sent_at = time.monotonic()
+        try:
+            read = self.store.scripts.claim_later(parts, self.beat_id, share, lease_ms, _HORIZON_MS)
+        except redis.RedisError:  # the next pass claims them the usual way, or fails
+            return
+        self._prefetched = (read, sent_at)
 
     def _settle_chunk(self, chunk: dict[int, list[dict[str, Any]]]) -> None:
         """Send a published chunk's settlements; Redis runs them while the next chunk is

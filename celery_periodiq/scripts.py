@@ -197,11 +197,15 @@ class Scripts:
         or orphaned. ``now_ms`` replaces the Redis clock (tests only)."""
         raw = self._run(
             "claim",
-            [part.due, part.inflight, part.ticks, part.entries, part.state, part.quarantine,
-             part.alive],
+            self._claim_keys(part),
             [beat_id, batch, lease_ms, "" if now_ms is None else now_ms, horizon_ms],
-        )  # fmt: skip
+        )
         return _decode_claims(part.index, raw)
+
+    @staticmethod
+    def _claim_keys(part: Partition) -> list[str]:
+        return [part.due, part.inflight, part.ticks, part.entries, part.state, part.quarantine,
+                part.alive]  # fmt: skip
 
     def claim_many(
         self,
@@ -221,11 +225,10 @@ class Scripts:
         for part in parts:
             self._run(
                 "claim",
-                [part.due, part.inflight, part.ticks, part.entries, part.state, part.quarantine,
-                 part.alive],
+                self._claim_keys(part),
                 [beat_id, batch, lease_ms, "" if now_ms is None else now_ms, horizon_ms],
                 client=pipe,
-            )  # fmt: skip
+            )
         return [_decode_claims(part.index, raw)
                 for part, raw in zip(parts, pipe.execute(), strict=True)]  # fmt: skip
 
@@ -266,8 +269,41 @@ class Scripts:
         if self._clustered or not batches:
             settled = self.ack_many(batches, beat_id, history_length)
             return lambda: settled
-        calls = [self._ack_call(part, beat_id, history_length, items) for part, items in batches]
-        sha = self._scripts["ack"].sha
+        wait = self._later(
+            "ack", [self._ack_call(part, beat_id, history_length, items) for part, items in batches]
+        )
+        return lambda: sum(
+            int(reply) if reply is not None else self.ack(part, beat_id, history_length, items)
+            for reply, (part, items) in zip(wait(), batches, strict=True)
+        )  # fmt: skip
+
+    def claim_later(
+        self,
+        parts: list[Partition],
+        beat_id: str,
+        batch: int,
+        lease_ms: int,
+        horizon_ms: int = 0,
+    ) -> Callable[[], list[ClaimBatch]]:
+        """:meth:`claim_many`, sent now and read when the returned function is called."""
+        if self._clustered or not parts:
+            claimed = self.claim_many(parts, beat_id, batch, lease_ms, None, horizon_ms)
+            return lambda: claimed
+        args = [beat_id, batch, lease_ms, "", horizon_ms]
+        wait = self._later("claim", [(self._claim_keys(part), args) for part in parts])
+        return lambda: [
+            _decode_claims(part.index, raw) if raw is not None
+            else self.claim(part, beat_id, batch, lease_ms, None, horizon_ms)
+            for part, raw in zip(parts, wait(), strict=True)
+        ]  # fmt: skip
+
+    def _later(
+        self, name: str, calls: list[tuple[list[str], list[Any]]]
+    ) -> Callable[[], list[Any]]:
+        """Send calls of one script on a connection of their own, without waiting; the
+        returned function reads their replies (None for a script Redis did not know: the
+        caller runs that one the usual way, which loads it) and gives the connection back."""
+        sha = self._scripts[name].sha
         pool = self._client.connection_pool
         connection = pool.get_connection()
         try:
@@ -279,24 +315,20 @@ class Scripts:
             pool.release(connection)
             raise
 
-        def wait() -> int:
+        def wait() -> list[Any]:
             replies: list[Any] = []
             try:
                 for _ in calls:
                     try:
                         replies.append(connection.read_response())
-                    except NoScriptError:  # not loaded yet (or flushed): run it the usual way
+                    except NoScriptError:
                         replies.append(None)
             except BaseException:
                 connection.disconnect()
                 raise
             finally:
                 pool.release(connection)
-            return sum(
-                int(reply) if reply is not None
-                else self.ack(part, beat_id, history_length, items)
-                for reply, (part, items) in zip(replies, batches, strict=True)
-            )  # fmt: skip
+            return replies
 
         return wait
 

@@ -2,7 +2,8 @@
 
 Put it between a process and its Redis to inject the faults of a flaky network:
 ``cut()`` closes every open connection at once (mid-command, wherever the
-client is), ``refuse()``/``accept()`` turn new connections away and back.
+client is), ``refuse()``/``accept()`` turn new connections away and back; a
+``delay`` holds what clients send that long before it goes on (a slow network).
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from types import TracebackType
 class Proxy:
     """Forwards 127.0.0.1:``port`` to 127.0.0.1:``upstream``."""
 
-    def __init__(self, upstream: int) -> None:
+    def __init__(self, upstream: int, delay: float = 0.0) -> None:
         self.upstream = upstream
+        self.delay = delay
         self.port = 0
         self.cuts = 0
         self._refusing = False
@@ -79,8 +81,13 @@ class Proxy:
             server.close()
             for writer in list(self._writers):
                 writer.transport.abort()
+            pending = asyncio.all_tasks(self._loop)
+            for task in pending:
+                task.cancel()
             with contextlib.suppress(Exception):
-                self._loop.run_until_complete(server.wait_closed())
+                self._loop.run_until_complete(
+                    asyncio.gather(*pending, server.wait_closed(), return_exceptions=True)
+                )
             self._loop.close()
 
     async def _handle(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
@@ -93,14 +100,18 @@ class Proxy:
             client_w.transport.abort()
             return
         self._writers.update((client_w, server_w))
-        await asyncio.gather(_pipe(client_r, server_w), _pipe(server_r, client_w))
+        await asyncio.gather(_pipe(client_r, server_w, self.delay), _pipe(server_r, client_w))
         self._writers.discard(client_w)
         self._writers.discard(server_w)
 
 
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def _pipe(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, delay: float = 0.0
+) -> None:
     try:
         while chunk := await reader.read(65536):
+            if delay:
+                await asyncio.sleep(delay)
             writer.write(chunk)
             await writer.drain()
     except (ConnectionError, OSError):
