@@ -94,8 +94,17 @@ class _Claimed(NamedTuple):
     claimed_at: float
     """``time.monotonic()`` before the claim was sent: its lease counts from here."""
     received_at: float
-    """``time.monotonic()`` after its reply was read: a due instant mapped from here
-    (by the Redis clock in the reply) is never earlier than the real one."""
+    """``time.monotonic()`` after its reply was read."""
+    clock: float
+    """The Redis clock (ms) when the last claim of its call ran, before ``received_at``:
+    a due instant mapped from these two is never earlier than the real one."""
+
+
+def _received(batches: list[ClaimBatch], claimed_at: float) -> list[_Claimed]:
+    """The batches of one claim call, read just now."""
+    received_at = time.monotonic()
+    clock = max((batch.now_ms + batch.now_us / 1000 for batch in batches), default=0.0)
+    return [_Claimed(batch, claimed_at, received_at, clock) for batch in batches]
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,7 +244,7 @@ class Dispatcher:
         if self._prefetched is not None:  # sent during the last pass
             read, sent_at = self._prefetched
             self._prefetched = None
-            claimed = [_Claimed(batch, sent_at, time.monotonic()) for batch in read()]
+            claimed = _received(read(), sent_at)
         # Aging the Redis clock reading from before the call wakes us early, never late.
         claimed_at = time.monotonic()
         taken = {got.batch.partition for got in claimed}
@@ -247,8 +256,7 @@ class Dispatcher:
             more = self.store.scripts.claim_many(
                 due, self.beat_id, share, lease_ms, now_ms, horizon
             )
-            received_at = time.monotonic()
-            claimed += [_Claimed(batch, claimed_at, received_at) for batch in more]
+            claimed += _received(more, claimed_at)
         for got in claimed:
             batch = got.batch
             part = self.store.keys.part(batch.partition)
@@ -373,11 +381,10 @@ class Dispatcher:
                 settled = []
                 for claim, got in chunk:
                     batch = got.batch
-                    clock = batch.now_ms + batch.now_us / 1000  # the Redis clock in the claim
-                    if claim.due_ms > clock:  # claimed ahead: send it when it is due
+                    if claim.due_ms > got.clock:  # claimed ahead: send it when it is due
                         flush()
-                        # mapped from after the claim's reply: never sent before it is due
-                        _sleep_until(got.received_at + (claim.due_ms - clock) / 1000)
+                        # from after the claim's reply: never sent before it is due
+                        _sleep_until(got.received_at + (claim.due_ms - got.clock) / 1000)
                     settlement = self._settle_isolated(claim, producer, batch.now_ms, sent)
                     settled.append((batch.partition, settlement))
                 flush()
