@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from celery import Celery
 
@@ -25,12 +26,13 @@ from celery_periodiq.policy import (
 
 __all__ = [
     "CATCHUP_POLICIES", "DEFAULTS", "OVERLAP_POLICIES", "Keys", "Settings", "app_namespace",
-    "redacted",
+    "redacted", "sentinel_hosts",
 ]  # fmt: skip
 
 DEFAULTS: dict[str, Any] = {
     "periodiq_redis_url": None,  # None: the broker URL when it is redis(s)://, else localhost
-    "periodiq_redis_options": {},  # extra redis.Redis keyword arguments (ssl_ca_certs, ...)
+    "periodiq_redis_options": {},  # extra redis.Redis keyword arguments (ssl_ca_certs, ...);
+    # with a sentinel:// URL also master_name (required) and sentinel_kwargs
     "periodiq_key_prefix": None,  # None: "periodiq:<the app's main name>", one namespace per app
     "periodiq_claim_lease": 10.0,  # seconds before a dead beat's claimed ticks are taken over
     "periodiq_batch_size": 500,  # ticks claimed per Lua call
@@ -113,10 +115,29 @@ class Settings:
         settings.check()
         return settings
 
+    def _check_sentinel(self) -> None:
+        sentinel_hosts(self.redis_url)
+        if self.redis_cluster:
+            raise _bad("periodiq_redis_cluster", True, "False with a sentinel:// URL")
+        master = self.redis_options.get("master_name")
+        if not isinstance(master, str) or not master:
+            raise ConfigurationError(
+                "setting periodiq_redis_options needs the Sentinel master's name with a "
+                "sentinel:// URL, e.g. {'master_name': 'mymaster'}"
+            )
+        extra = self.redis_options.get("sentinel_kwargs")
+        if extra is not None and not isinstance(extra, dict):
+            raise _bad("periodiq_redis_options['sentinel_kwargs']", extra, "a dict")
+
     def check(self) -> None:
         """Raise :class:`ConfigurationError` for any value out of bounds."""
-        if not self.redis_url.startswith(("redis://", "rediss://", "unix://")):
-            raise _bad("periodiq_redis_url", self.redis_url, "a redis://, rediss:// or unix:// URL")
+        if self.redis_url.startswith("sentinel://"):
+            self._check_sentinel()
+        elif not self.redis_url.startswith(("redis://", "rediss://", "unix://")):
+            raise _bad(
+                "periodiq_redis_url", self.redis_url,
+                "a redis://, rediss:// or unix:// URL, or sentinel://host:port;sentinel://...",
+            )  # fmt: skip
         prefix = self.key_prefix
         if not prefix or any(mark in prefix for mark in "{} \n"):
             raise _bad("periodiq_key_prefix", prefix, "a non-empty name without braces or spaces")
@@ -160,8 +181,39 @@ def _typed(name: str, value: Any, kind: type) -> Any:
     return value
 
 
+def sentinel_hosts(url: str) -> tuple[list[tuple[str, int]], int, str | None, str | None]:
+    """The sentinels of a ``sentinel://[user:password@]host:port;sentinel://...[/db]`` URL
+    (Celery's form), the database number, and the data nodes' user and password.
+
+    Raises:
+        ConfigurationError: a part is not ``sentinel://host:port``.
+    """
+    hosts: list[tuple[str, int]] = []
+    db, username, password = 0, None, None
+    for part in url.split(";"):
+        parsed = urlsplit(part.strip())
+        try:
+            port = parsed.port
+        except ValueError:
+            port = None
+        if parsed.scheme != "sentinel" or not parsed.hostname or port is None:
+            raise _bad("periodiq_redis_url", redacted(url),
+                       "sentinel://host:port;sentinel://host:port/db")  # fmt: skip
+        hosts.append((parsed.hostname, port))
+        username = parsed.username or username
+        password = parsed.password or password
+        if parsed.path.strip("/"):
+            if not parsed.path.strip("/").isdigit():
+                raise _bad("periodiq_redis_url", redacted(url), "a database number after /")
+            db = int(parsed.path.strip("/"))
+    return hosts, db, username, password
+
+
 def redacted(url: str) -> str:
-    """The URL without its password (in the credentials or the query)."""
+    """The URL without its password (in the credentials or the query); each part of a
+    ``;``-separated Sentinel URL alike."""
+    if ";" in url:
+        return ";".join(redacted(part) for part in url.split(";"))
     scheme, sep, rest = url.partition("://")
     if "@" in rest:
         credentials, _, host = rest.rpartition("@")

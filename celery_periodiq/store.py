@@ -19,8 +19,9 @@ from typing import Any, cast
 
 import redis
 import redis.cluster
+import redis.sentinel
 
-from celery_periodiq.config import Settings
+from celery_periodiq.config import Settings, sentinel_hosts
 from celery_periodiq.entry import Entry
 from celery_periodiq.errors import ConfigurationError, EntryError
 from celery_periodiq.keys import LAYOUT, Partition
@@ -54,7 +55,28 @@ def connect(settings: Settings) -> Any:
         return redis.cluster.RedisCluster.from_url(settings.redis_url, **options)
     options["health_check_interval"] = 15
     options.update(settings.redis_options)
+    if settings.redis_url.startswith("sentinel://"):
+        return _sentinel_client(settings.redis_url, options)
     return redis.Redis.from_url(settings.redis_url, **options)
+
+
+def _sentinel_client(url: str, options: dict[str, Any]) -> Any:
+    """A client of the primary the sentinels name; it finds the new one after a failover."""
+    hosts, db, username, password = sentinel_hosts(url)
+    master = options.pop("master_name")
+    sentinel_kwargs = {
+        "socket_timeout": options["socket_timeout"],
+        "socket_connect_timeout": options["socket_connect_timeout"],
+        **(options.pop("sentinel_kwargs", None) or {}),
+    }
+    if username is not None:
+        options.setdefault("username", username)
+    if password is not None:
+        options.setdefault("password", password)
+    sentinel: Any = redis.sentinel.Sentinel(  # type: ignore[no-untyped-call]
+        hosts, sentinel_kwargs=sentinel_kwargs, **options
+    )
+    return sentinel.master_for(master, db=db)
 
 
 def wrong_type(error: BaseException) -> bool:

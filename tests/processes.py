@@ -114,8 +114,11 @@ class Cluster:
         self.env.update({key: str(value) for key, value in settings.items()})
         self.processes: list[Celery] = []
         self.clustered = self.env.get("TEST_REDIS_CLUSTER") == "1"
+        runs_url = self.env.get("TEST_RUNS_URL")
         self.client: Any = (
-            RedisCluster.from_url(redis_url, decode_responses=True)
+            redis.Redis.from_url(runs_url, decode_responses=True)
+            if runs_url
+            else RedisCluster.from_url(redis_url, decode_responses=True)
             if self.clustered
             else redis.Redis.from_url(redis_url, decode_responses=True)
         )
@@ -158,7 +161,8 @@ class Cluster:
 
     def api(self) -> Periodiq:
         """The runtime API of this cluster's app, on its schedule (and Redis Cluster)."""
-        api = api_for(self.redis_url, self.env["TEST_BROKER_URL"], self.app)
+        options = json.loads(self.env.get("TEST_REDIS_OPTIONS", "{}"))
+        api = api_for(self.redis_url, self.env["TEST_BROKER_URL"], self.app, **options)
         if self.clustered:
             api.app.conf.periodiq_redis_cluster = True
             vars(api.app).pop("_periodiq_client", None)

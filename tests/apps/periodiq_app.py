@@ -3,7 +3,8 @@
 Configured from the environment: TEST_BROKER_URL, TEST_REDIS_URL,
 TEST_LEASE (claim lease, s), TEST_BEAT_SCHEDULE (JSON: name -> {"task", "every"}),
 TEST_REDIS_CLUSTER=1 (TEST_REDIS_URL names a Redis Cluster node).
-Every run records itself in the Redis list "runs" of TEST_REDIS_URL.
+Every run records itself in the Redis list "runs" of TEST_RUNS_URL, else of
+TEST_REDIS_URL.
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ app.conf.beat_schedule = {
 }
 
 _results: Any = (
-    RedisCluster.from_url(os.environ["TEST_REDIS_URL"], decode_responses=True)
+    redis.Redis.from_url(os.environ["TEST_RUNS_URL"], decode_responses=True)
+    if os.environ.get("TEST_RUNS_URL")
+    else RedisCluster.from_url(os.environ["TEST_REDIS_URL"], decode_responses=True)
     if app.conf.periodiq_redis_cluster
     else redis.Redis.from_url(os.environ["TEST_REDIS_URL"], decode_responses=True)
 )
