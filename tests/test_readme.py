@@ -11,12 +11,13 @@ from pathlib import Path
 README = Path(__file__).resolve().parent.parent / "README.md"
 
 RUNNER = """
-import re, sys
+import re, sys, textwrap
 text = open(sys.argv[1]).read()
 namespace = {"__name__": "readme"}
 for number, block in enumerate(re.findall(r"```python\\n(.*?)```", text, re.S), 1):
     try:
-        exec(compile(block, f"README python block {number}", "exec"), namespace)
+        # a block inside a list item is indented like the item
+        exec(compile(textwrap.dedent(block), f"README python block {number}", "exec"), namespace)
     except Exception:
         print(f"README python block {number} failed:\\n{block}", file=sys.stderr)
         raise
