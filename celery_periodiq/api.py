@@ -39,6 +39,7 @@ from celery_periodiq.policy import Defaults
 from celery_periodiq.publish import send
 from celery_periodiq.store import BeatInfo, Event, Store, StoredEntry, wrong_type
 from celery_periodiq.task import PeriodicTask
+from celery_periodiq.topology import sentinel_report
 
 __all__ = ["FAILURE_KINDS", "Check", "Periodiq", "periodiq"]
 
@@ -123,7 +124,8 @@ class Check:
     """One finding of :meth:`Periodiq.diagnose`."""
 
     name: str
-    """``redis``, ``scripts``, ``beats``, ``clock``, ``broker`` or ``entries``."""
+    """``redis``, ``sentinel`` (behind Sentinel), ``scripts``, ``beats``, ``clock``,
+    ``broker``, ``entries``, ``tasks`` or ``runs``."""
     status: str
     """``ok``, ``warn``, ``fail``, or ``skip`` (not checked: Redis is unreachable)."""
     detail: str
@@ -458,6 +460,8 @@ class Periodiq:
             first, self._check_scripts(), self._check_beats(), self._check_clock(),
             self._check_broker(),
         ]  # fmt: skip
+        if self.settings.redis_url.startswith("sentinel://"):
+            checks.insert(1, Check("sentinel", *sentinel_report(self.settings, self.store.client)))
         try:
             stored = self.store.load()
             now_ms = self.store.now_ms()

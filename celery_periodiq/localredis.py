@@ -345,10 +345,13 @@ class LocalSentinel:
         self.directory = Path(directory)
         self.master_name = master_name
         self.down_after_ms = down_after_ms
-        self.nodes = [LocalRedis(self.directory / "node-0", persist=True)]
+        # replicas sync at once (Redis waits 5 s by default for more to sync together)
+        fast_sync = ["--repl-diskless-sync-delay", "0"]
+        self.nodes = [LocalRedis(self.directory / "node-0", persist=True, extra_args=fast_sync)]
         self.nodes += [
             LocalRedis(self.directory / f"node-{index}", persist=True,
-                       extra_args=["--replicaof", "127.0.0.1", str(self.nodes[0].port)])
+                       extra_args=[*fast_sync, "--replicaof", "127.0.0.1",
+                                   str(self.nodes[0].port)])
             for index in range(1, replicas + 1)
         ]  # fmt: skip
         self.sentinel_ports = [_free_port() for _ in range(sentinels)]
@@ -387,7 +390,7 @@ class LocalSentinel:
                     [self.executable, str(config), "--sentinel"], stdin=subprocess.DEVNULL,
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 ))  # fmt: skip
-            LocalRedisCluster._wait(self._ready, "sentinels watching every replica")
+            LocalRedisCluster._wait(self._ready, "replicas in sync, sentinels watching them")
         except BaseException:
             self.close()
             raise
@@ -407,7 +410,17 @@ class LocalSentinel:
                 client.close()
             if len(replicas) < len(self.nodes) - 1 or len(sentinels) < len(self._sentinels) - 1:
                 return False
-        return True
+        primary: Any = redis.Redis(port=self.nodes[0].port, decode_responses=True)
+        try:
+            info = primary.info("replication")
+        except redis.RedisError:
+            return False
+        finally:
+            primary.close()
+        online = [value for key, value in info.items()
+                  if key.startswith("slave") and isinstance(value, dict)
+                  and value.get("state") == "online"]  # fmt: skip
+        return len(online) == len(self.nodes) - 1
 
     def primary(self) -> LocalRedis | None:
         """The node the sentinels name as primary now (None: none is known)."""

@@ -102,6 +102,36 @@ def test_the_api_works_through_sentinel_and_after_a_failover(
     api.store.client.close()
 
 
+def test_doctor_shows_the_primary_its_replicas_and_the_sentinels(
+    sentinel: LocalSentinel, broker_url: str
+) -> None:
+    app = Celery("doctor-sentinel", broker=broker_url, set_as_current=False)
+    app.conf.periodiq_redis_url = sentinel.url
+    app.conf.periodiq_redis_options = MASTER
+    api = periodiq(app)
+    primary = wait_for(sentinel.primary, 30, "a primary")
+    # a primary killed by an earlier test rejoins as a replica a few seconds after it restarts
+    wait_for(lambda: api.store.client.info("replication").get("connected_slaves") == 2, 60,
+             "both replicas to be connected")  # fmt: skip
+
+    report = {check.name: check for check in api.diagnose()}["sentinel"]
+
+    assert report.status == "ok", report.detail
+    assert f"primary 127.0.0.1:{primary.port} ('mymaster')" in report.detail
+    assert "2 replicas: 127.0.0.1:" in report.detail
+    assert ", lag " in report.detail
+    assert report.detail.endswith("3 of 3 sentinels answer")
+
+    app.conf.periodiq_redis_url = sentinel.url.replace(
+        f"sentinel://127.0.0.1:{sentinel.sentinel_ports[0]}", "sentinel://127.0.0.1:1"
+    )
+    vars(app).pop("_periodiq_client", None)
+    degraded = {check.name: check for check in periodiq(app).diagnose()}["sentinel"]
+    assert degraded.status == "warn"
+    assert degraded.detail.endswith("2 of 3 sentinels answer")
+    api.store.client.close()
+
+
 def _get(api: Periodiq, name: str) -> object:
     try:
         return api.get(name)
