@@ -34,7 +34,7 @@ def app(broker_url: str) -> Celery:
     app.conf.task_queues = [Queue("celery"), Queue("reports"), Queue("routed")]
     app.conf.task_routes = {"proj.routed": {"queue": "routed"}}
 
-    @app.task(name="proj.registered", queue="reports", priority=3, ignore_result=True)
+    @app.task(name="proj.registered", queue="reports", priority=3, ignore_result=True, shared=False)
     def registered() -> None:  # pragma: no cover - never runs
         pass
 
