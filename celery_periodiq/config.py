@@ -39,6 +39,8 @@ DEFAULTS: dict[str, Any] = {
     "periodiq_history_length": 40,  # events kept per entry (about 12 runs)
     "periodiq_partitions": 16,  # entries spread over this many hash tags (Redis Cluster slots)
     "periodiq_redis_cluster": False,  # True: periodiq_redis_url names a Redis Cluster node
+    "periodiq_replica_acks": 0,  # replicas that must have a claim before a beat publishes it
+    "periodiq_replica_timeout": 0.5,  # seconds to wait for them (WAIT)
     "periodiq_catchup_cap": 100,  # most ticks catchup="all" publishes at once
     "periodiq_default_catchup": DEFAULT_CATCHUP,
     "periodiq_default_overlap": DEFAULT_OVERLAP,
@@ -62,6 +64,8 @@ class Settings:
     default_grace: float
     partitions: int = 16
     redis_cluster: bool = False
+    replica_acks: int = 0
+    replica_timeout: float = 0.5
     namespace: str = "default"
     """The app's main name: what the default prefix is derived from."""
     url_origin: str = "periodiq_redis_url"
@@ -109,6 +113,10 @@ class Settings:
             ),
             partitions=_typed("periodiq_partitions", get("periodiq_partitions"), int),
             redis_cluster=_typed("periodiq_redis_cluster", get("periodiq_redis_cluster"), bool),
+            replica_acks=_typed("periodiq_replica_acks", get("periodiq_replica_acks"), int),
+            replica_timeout=float(
+                _typed("periodiq_replica_timeout", get("periodiq_replica_timeout"), float)
+            ),
             namespace=namespace,
             url_origin=origin,
         )
@@ -157,6 +165,15 @@ class Settings:
             raise _bad(
                 "periodiq_default_overlap", self.default_overlap, ", ".join(OVERLAP_POLICIES)
             )
+        if not 0 <= self.replica_acks <= 16:
+            raise _bad("periodiq_replica_acks", self.replica_acks, "0 to 16 replicas")
+        if self.replica_acks and self.redis_cluster:
+            raise _bad(
+                "periodiq_replica_acks", self.replica_acks,
+                "0 with periodiq_redis_cluster: not supported on a Redis Cluster yet",
+            )  # fmt: skip
+        if not 0.01 <= self.replica_timeout <= 60:
+            raise _bad("periodiq_replica_timeout", self.replica_timeout, "0.01 to 60 seconds")
         if not 0 <= self.default_grace <= 86400:
             raise _bad("periodiq_default_grace", self.default_grace, "0 to 86400 seconds")
         if not 1 <= self.partitions <= 1024:

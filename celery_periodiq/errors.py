@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import redis
+
 
 class PeriodiqError(Exception):
     """Root of every error raised by celery_periodiq."""
@@ -64,3 +66,9 @@ def shown(value: object, most: int = _SHOWN) -> str:
         return f"{(value[:most] + '…')!r} ({len(value)} characters)"
     text = repr(value)
     return text if len(text) <= most else f"{text[:most]}… ({len(text)} characters)"
+
+
+class ReplicasBehindError(PeriodiqError, redis.RedisError):
+    """Fewer replicas than ``periodiq_replica_acks`` acknowledged a write in time: what it
+    decided is not acted on (a beat publishes none of the claims; they are taken over
+    after their lease)."""

@@ -17,6 +17,7 @@ from typing import Any
 from redis.cluster import RedisCluster
 from redis.exceptions import NoScriptError
 
+from celery_periodiq.errors import ReplicasBehindError
 from celery_periodiq.keys import Keys, Partition
 from celery_periodiq.plan import task_id_for
 
@@ -169,9 +170,14 @@ class RunEnd:
 class Scripts:
     """Every Lua script, registered on one client (``decode_responses=True``)."""
 
-    def __init__(self, client: Any, keys: Keys) -> None:
+    def __init__(
+        self, client: Any, keys: Keys, replica_acks: int = 0, replica_timeout: float = 0.5
+    ) -> None:
         self.keys = keys
         self._client = client
+        self.replica_acks = replica_acks
+        """Replicas that must have a beat's claims before it publishes them (``WAIT``)."""
+        self._wait_ms = max(int(replica_timeout * 1000), 1)
         self._clustered = isinstance(client, RedisCluster)
         self._scripts = {name: client.register_script(script_source(name)) for name in SCRIPT_NAMES}
 
@@ -218,9 +224,11 @@ class Scripts:
     ) -> list[ClaimBatch]:
         """:meth:`claim` for several partitions in one round trip (a pipeline); one call
         after the other on a Redis Cluster, whose pipelines do not carry scripts."""
-        if self._clustered or len(parts) < 2:
+        if self._clustered or (len(parts) < 2 and not self.replica_acks):
             return [self.claim(part, beat_id, batch, lease_ms, now_ms, horizon_ms)
                     for part in parts]  # fmt: skip
+        if not parts:
+            return []
         pipe = self._client.pipeline(transaction=False)
         for part in parts:
             self._run(
@@ -229,8 +237,23 @@ class Scripts:
                 [beat_id, batch, lease_ms, "" if now_ms is None else now_ms, horizon_ms],
                 client=pipe,
             )
+        if self.replica_acks:  # on the pipeline's connection: after its claims
+            pipe.execute_command("WAIT", self.replica_acks, self._wait_ms)
+        replies = pipe.execute()
+        if self.replica_acks:
+            self._replicated(replies.pop(), "claims")
         return [_decode_claims(part.index, raw)
-                for part, raw in zip(parts, pipe.execute(), strict=True)]  # fmt: skip
+                for part, raw in zip(parts, replies, strict=True)]  # fmt: skip
+
+    def _replicated(self, acked: Any, what: str) -> None:
+        """Raise :class:`ReplicasBehindError` unless ``acked`` (WAIT's reply) is enough."""
+        if int(acked) < self.replica_acks:
+            raise ReplicasBehindError(
+                f"{acked} of the {self.replica_acks} replicas required "
+                f"(periodiq_replica_acks) acknowledged the {what} within "
+                f"{self._wait_ms} ms; nothing of them is acted on, they are taken over "
+                "after their lease"
+            )
 
     def ack(
         self, part: Partition, beat_id: str, history_length: int, settlements: list[dict[str, Any]]
@@ -287,6 +310,9 @@ class Scripts:
     ) -> Callable[[], list[ClaimBatch]]:
         """:meth:`claim_many`, sent now and read when the returned function is called."""
         if self._clustered or not parts:
+            claimed = self.claim_many(parts, beat_id, batch, lease_ms, None, horizon_ms)
+            return lambda: claimed
+        if self.replica_acks:  # claimed and waited for in the next pass
             claimed = self.claim_many(parts, beat_id, batch, lease_ms, None, horizon_ms)
             return lambda: claimed
         args = [beat_id, batch, lease_ms, "", horizon_ms]

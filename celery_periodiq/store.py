@@ -213,7 +213,9 @@ class Store:
         self.settings = settings
         self.keys = settings.keys
         self.client: Any = client if client is not None else connect(settings)
-        self.scripts = Scripts(self.client, self.keys)
+        self.scripts = Scripts(
+            self.client, self.keys, settings.replica_acks, settings.replica_timeout
+        )
         self._layout_checked = False
 
     def now_ms(self) -> int:

@@ -1,0 +1,123 @@
+"""periodiq_replica_acks: a beat publishes only claims a replica has (``WAIT``).
+
+A real primary and a real replica on loopback. With the replica gone the claims are
+refused (ReplicasBehindError) and nothing reaches the broker; with it back, the
+claims are taken over after their lease and published, each tick once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import redis
+from celery import Celery
+
+from celery_periodiq import periodiq
+from celery_periodiq.config import Settings
+from celery_periodiq.dispatch import Dispatcher
+from celery_periodiq.errors import ConfigurationError, ReplicasBehindError
+from celery_periodiq.localredis import LocalRedis
+from celery_periodiq.plan import to_ms
+from tests.processes import wait_for
+
+START = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@pytest.fixture
+def primary(tmp_path: Path) -> Iterator[LocalRedis]:
+    with LocalRedis(tmp_path / "primary", persist=True) as server:
+        yield server
+
+
+def replica_of(tmp_path: Path, primary: LocalRedis) -> LocalRedis:
+    return LocalRedis(
+        tmp_path / "replica", extra_args=["--replicaof", "127.0.0.1", str(primary.port)]
+    )
+
+
+def in_sync(primary: LocalRedis) -> bool:
+    client = redis.Redis(port=primary.port, decode_responses=True)
+    try:
+        info = client.info("replication")
+    finally:
+        client.close()
+    return info.get("connected_slaves") == 1 and info.get("slave0", {}).get("state") == "online"
+
+
+def test_with_a_replica_missing_no_claim_is_published_and_with_it_back_each_once(
+    tmp_path: Path, primary: LocalRedis, broker_url: str
+) -> None:
+    replica = replica_of(tmp_path, primary).start()
+    wait_for(lambda: in_sync(primary), 30, "the replica to sync")
+    app = Celery("acked", broker=broker_url, set_as_current=False)
+    app.conf.periodiq_redis_url = primary.url
+    app.conf.periodiq_replica_acks = 1
+    app.conf.periodiq_replica_timeout = 0.2
+    app.conf.periodiq_claim_lease = 2
+    api = periodiq(app)
+    names = [f"tenant-{n}" for n in range(40)]
+    for name in names:
+        entry = api.add(name, "proj.t", every=60, start_at=START).entry
+        assert entry is not None
+        api.store.put("update", [entry], now_ms=to_ms(START))
+    dispatcher = Dispatcher(app, api.store, "beat", lambda: float("inf"))
+    broker = redis.Redis.from_url(broker_url)
+    due = to_ms(START + timedelta(seconds=60))
+
+    replica.stop(kill=True)
+    with pytest.raises(ReplicasBehindError, match="0 of the 1 replicas required"):
+        dispatcher.dispatch(now_ms=due)
+    assert broker.llen("celery") == 0
+
+    replica.start()
+    wait_for(lambda: in_sync(primary), 30, "the replica to sync again")
+    early = dispatcher.dispatch(now_ms=due + 1000)  # the refused claims still hold
+    later = dispatcher.dispatch(now_ms=due + 2500)  # their lease is over: taken over
+
+    assert (early.claimed, later.claimed) == (0, len(names))
+    assert broker.llen("celery") == len(names)
+    assert all(api.get(name).counters == {"enqueued": 1} for name in names)
+    replica.close()
+    broker.close()
+    api.store.client.close()
+
+
+def test_without_replica_acks_nothing_waits_for_replicas(
+    primary: LocalRedis, broker_url: str
+) -> None:
+    app = Celery("unacked", broker=broker_url, set_as_current=False)
+    app.conf.periodiq_redis_url = primary.url  # no replica at all
+    api = periodiq(app)
+    entry = api.add("alone", "proj.t", every=60, start_at=START).entry
+    assert entry is not None
+    api.store.put("update", [entry], now_ms=to_ms(START))
+
+    done = Dispatcher(app, api.store, "beat", lambda: float("inf")).dispatch(
+        now_ms=to_ms(START + timedelta(seconds=60))
+    )
+
+    assert done.claimed == 1
+    api.store.client.close()
+
+
+@pytest.mark.parametrize(
+    ("settings", "words"),
+    [
+        ({"periodiq_replica_acks": -1}, ["periodiq_replica_acks=-1", "0 to 16"]),
+        ({"periodiq_replica_acks": "1"}, ["periodiq_replica_acks='1'"]),
+        ({"periodiq_replica_timeout": 0}, ["periodiq_replica_timeout=0", "0.01 to 60"]),
+        ({"periodiq_replica_acks": 1, "periodiq_redis_cluster": True}, ["Redis Cluster"]),
+    ],
+)
+def test_bad_replica_settings_are_refused(settings: dict[str, object], words: list[str]) -> None:
+    app = Celery("bad-acks", set_as_current=False)
+    app.conf.periodiq_redis_url = "redis://127.0.0.1:1/0"
+    app.conf.update(settings)
+
+    with pytest.raises(ConfigurationError) as caught:
+        Settings.from_app(app)
+
+    assert all(word in str(caught.value) for word in words), str(caught.value)
