@@ -423,21 +423,26 @@ class LocalSentinel:
         return len(online) == len(self.nodes) - 1
 
     def primary(self) -> LocalRedis | None:
-        """The node the sentinels name as primary now (None: none is known)."""
+        """The node every sentinel names as primary now (None: none is known, or the
+        sentinels do not agree yet)."""
         import redis
 
+        named = set()
         for port in self.sentinel_ports:
             client: Any = redis.Redis(port=port, decode_responses=True, socket_timeout=1)
             try:
                 _, found = client.execute_command(
                     "SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.master_name
                 )
+                named.add(int(found))
             except (redis.RedisError, TypeError, ValueError):
                 continue
             finally:
                 client.close()
-            return next((node for node in self.nodes if node.port == int(found)), None)
-        return None
+        if len(named) != 1:
+            return None
+        port = named.pop()
+        return next((node for node in self.nodes if node.port == port), None)
 
     def kill_primary(self) -> LocalRedis:
         """SIGKILL the current primary; returns it (it can be started again later)."""

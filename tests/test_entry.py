@@ -736,7 +736,11 @@ def test_every_default_is_a_periodiq_setting() -> None:
 @pytest.mark.parametrize(
     ("setting", "value", "allowed"),
     [
-        ("periodiq_redis_url", "http://cache:6379", "a redis://, rediss:// or unix:// URL"),
+        (
+            "periodiq_redis_url",
+            "http://cache:6379",
+            "a redis://, rediss:// or unix:// URL, or sentinel://host:port;sentinel://...",
+        ),
         ("periodiq_key_prefix", "", "a non-empty name without braces or spaces"),
         ("periodiq_key_prefix", "a{b}", "a non-empty name without braces or spaces"),
         ("periodiq_key_prefix", "my app", "a non-empty name without braces or spaces"),

@@ -109,10 +109,10 @@ def test_doctor_shows_the_primary_its_replicas_and_the_sentinels(
     app.conf.periodiq_redis_url = sentinel.url
     app.conf.periodiq_redis_options = MASTER
     api = periodiq(app)
-    primary = wait_for(sentinel.primary, 30, "a primary")
     # a primary killed by an earlier test rejoins as a replica a few seconds after it restarts
     wait_for(lambda: api.store.client.info("replication").get("connected_slaves") == 2, 60,
              "both replicas to be connected")  # fmt: skip
+    primary = wait_for(sentinel.primary, 30, "the sentinels to agree on a primary")
 
     report = {check.name: check for check in api.diagnose()}["sentinel"]
 
