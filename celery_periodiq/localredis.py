@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 from celery_periodiq.errors import RedisServerError
 
@@ -64,7 +64,28 @@ def _ping(port: int) -> bool:
         return False
 
 
-class LocalRedis:
+class _Started:
+    """``with``: started on entry, closed (every process stopped) on exit."""
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class LocalRedis(_Started):
     """A private ``redis-server`` process that can be stopped and restarted.
 
     Args:
@@ -183,19 +204,8 @@ class LocalRedis:
             self._tmp.cleanup()
             self._tmp = None
 
-    def __enter__(self) -> LocalRedis:
-        return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-
-class LocalRedisCluster:
+class LocalRedisCluster(_Started):
     """A private Redis Cluster on loopback: ``masters`` masters with ``replicas`` replicas
     each, every node a :class:`LocalRedis` with persistence, so tests can kill a master
     and watch its replica take over.
@@ -302,17 +312,6 @@ class LocalRedisCluster:
         for node in self.nodes:
             node.stop(kill=True)
 
-    def __enter__(self) -> LocalRedisCluster:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
     @staticmethod
     def _wait(condition: Any, what: str, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
@@ -324,7 +323,7 @@ class LocalRedisCluster:
             time.sleep(0.05)
 
 
-class LocalSentinel:
+class LocalSentinel(_Started):
     """A private Sentinel setup on loopback: a primary with ``replicas`` replicas, watched
     by ``sentinels`` Sentinel processes (quorum: a majority) under ``master_name``.
 
@@ -461,17 +460,6 @@ class LocalSentinel:
         self._sentinels = []
         for node in self.nodes:
             node.stop(kill=True)
-
-    def __enter__(self) -> LocalSentinel:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def _nodes(client: Any) -> list[str]:
