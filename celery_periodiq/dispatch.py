@@ -372,7 +372,7 @@ class Dispatcher:
             if start + size >= len(claims) and self._refill is not None:
                 self._refill()  # Redis claims the next pass while this chunk goes out
                 self._refill = None
-            if not all(self._may_publish(got.claimed_at) for _, got in chunk):
+            if not self._may_publish(min(got.claimed_at for _, got in chunk)):
                 logger.warning(
                     "periodiq: lease running out, %d ticks left in flight", len(claims) - start
                 )

@@ -416,10 +416,9 @@ class LocalSentinel(_Started):
             return False
         finally:
             primary.close()
-        online = [value for key, value in info.items()
-                  if key.startswith("slave") and isinstance(value, dict)
-                  and value.get("state") == "online"]  # fmt: skip
-        return len(online) == len(self.nodes) - 1
+        from celery_periodiq.topology import replicas
+
+        return len(replicas(info, "online")) == len(self.nodes) - 1
 
     def primary(self) -> LocalRedis | None:
         """The node every sentinel names as primary now (None: none is known, or the

@@ -9,7 +9,15 @@ import redis
 
 from celery_periodiq.config import Settings, sentinel_hosts
 
-__all__ = ["sentinel_report"]
+__all__ = ["replicas", "sentinel_report"]
+
+
+def replicas(replication: dict[str, Any], state: str | None = None) -> list[dict[str, Any]]:
+    """The replicas listed by a primary's ``INFO replication`` (``slave0``, ...), those
+    in ``state`` only when given (``online``: in sync)."""
+    return [value for key, value in replication.items()
+            if key.startswith("slave") and isinstance(value, dict)
+            and (state is None or value.get("state") == state)]  # fmt: skip
 
 
 def sentinel_report(settings: Settings, primary: Any) -> tuple[str, str]:
@@ -46,15 +54,14 @@ def sentinel_report(settings: Settings, primary: Any) -> tuple[str, str]:
         replication = primary.info("replication")
     except redis.RedisError as error:
         return "fail", f"primary {named[0]}:{named[1]} does not answer: {error}"
-    replicas = [value for key, value in replication.items()
-                if key.startswith("slave") and isinstance(value, dict)]  # fmt: skip
+    listed = replicas(replication)
     shown = ", ".join(
-        f"{r.get('ip')}:{r.get('port')} {r.get('state')}, lag {r.get('lag')} s" for r in replicas
+        f"{r.get('ip')}:{r.get('port')} {r.get('state')}, lag {r.get('lag')} s" for r in listed
     )
     detail = (
-        f"primary {named[0]}:{named[1]} ({master!r}); {len(replicas)} "
-        f"{'replica' if len(replicas) == 1 else 'replicas'}{': ' + shown if shown else ''}; "
+        f"primary {named[0]}:{named[1]} ({master!r}); {len(listed)} "
+        f"{'replica' if len(listed) == 1 else 'replicas'}{': ' + shown if shown else ''}; "
         f"{answering} of {len(hosts)} sentinels answer"
     )
-    in_sync = any(r.get("state") == "online" for r in replicas)
+    in_sync = any(r.get("state") == "online" for r in listed)
     return ("ok" if in_sync and answering == len(hosts) else "warn"), detail

@@ -169,6 +169,19 @@ class Cluster:
             api = periodiq(api.app)
         return api
 
+    def firing(self, names: list[str]) -> Periodiq:
+        """Add ``names`` as 1 s entries of the recording task (owner "tests"), start a
+        worker and two beats, and wait until each entry ran; returns the API."""
+        api = self.api()
+        for name in names:
+            api.add(name, "record", every=1, owner="tests")
+        worker = self.worker()
+        self.beat("beat-1")
+        self.beat("beat-2")
+        wait_for(lambda: "ready" in worker.output(), 60, "the worker to be ready")
+        wait_for(lambda: all(self.runs_of(name) for name in names), 30, "a run of each")
+        return api
+
     def logs(self) -> str:
         return "\n".join(f"--- {p.log.name}\n{p.output()[-4000:]}" for p in self.processes)
 

@@ -137,14 +137,7 @@ def test_a_beat_and_a_worker_carry_on_across_a_killed_master(
         cluster(tmp_path, redis_cluster.url, broker.url, TEST_REDIS_CLUSTER="1") as running,
     ):
         names = [f"every-second-{n}" for n in range(12)]
-        api = running.api()
-        for name in names:
-            api.add(name, "record", every=1, owner="tests")
-        worker = running.worker()
-        running.beat("beat-1")
-        running.beat("beat-2")
-        wait_for(lambda: "ready" in worker.output(), 60, "the worker to be ready")
-        wait_for(lambda: all(running.runs_of(name) for name in names), 30, "a run of each")
+        api = running.firing(names)
 
         victim = redis_cluster.master_ports()[0]  # the master of slots 0-5460
         on_victim = [

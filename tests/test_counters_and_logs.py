@@ -18,7 +18,7 @@ import pytest
 import redis
 from celery import Celery
 
-from celery_periodiq import PeriodicTask, periodiq
+from celery_periodiq import PeriodicTask, Periodiq, periodiq
 from celery_periodiq.config import Settings
 from celery_periodiq.dispatch import Dispatcher
 from celery_periodiq.plan import tick_text, to_ms
@@ -35,6 +35,16 @@ def app(redis_url: str, broker_url: str) -> Iterator[Celery]:
     app.conf.periodiq_redis_url = redis_url
     yield app
     periodiq(app).store.client.close()
+
+
+def tenants(app: Celery, count: int) -> Periodiq:
+    """``count`` entries every 60 s from START, first due at START + 60 s."""
+    api = periodiq(app)
+    for index in range(count):
+        entry = api.add(f"tenant-{index}", "proj.t", every=60, start_at=START).entry
+        assert entry is not None
+        api.store.put("update", [entry], now_ms=to_ms(START))
+    return api
 
 
 def test_a_thousand_missed_ticks_count_as_a_thousand(app: Celery) -> None:
@@ -66,11 +76,7 @@ def test_a_triggered_run_counts_as_enqueued(app: Celery) -> None:
 def test_a_pass_sending_many_ticks_logs_one_summary_at_info(
     app: Celery, caplog: pytest.LogCaptureFixture
 ) -> None:
-    api = periodiq(app)
-    for index in range(25):
-        entry = api.add(f"tenant-{index}", "proj.t", every=60, start_at=START).entry
-        assert entry is not None
-        api.store.put("update", [entry], now_ms=to_ms(START))
+    api = tenants(app, 25)
     dispatcher = Dispatcher(app, api.store, "beat", lambda: float("inf"))
     caplog.set_level(logging.DEBUG, logger="celery_periodiq.dispatch")
 
@@ -189,11 +195,7 @@ def test_settlements_are_written_after_redis_forgot_the_scripts(
 ) -> None:
     # The beat sends a chunk's settlements without waiting (by script hash); a Redis
     # that restarted or ran SCRIPT FLUSH answers NOSCRIPT, and they must still land.
-    api = periodiq(app)
-    for index in range(60):
-        entry = api.add(f"tenant-{index}", "proj.t", every=60, start_at=START).entry
-        assert entry is not None
-        api.store.put("update", [entry], now_ms=to_ms(START))
+    api = tenants(app, 60)
     dispatcher = Dispatcher(app, api.store, "beat", lambda: float("inf"))
     redis_client.script_flush()
 

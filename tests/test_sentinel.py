@@ -19,6 +19,7 @@ from celery_periodiq import Periodiq, periodiq
 from celery_periodiq.config import Settings, redacted, sentinel_hosts
 from celery_periodiq.errors import ConfigurationError
 from celery_periodiq.localredis import LocalRedis, LocalSentinel
+from celery_periodiq.topology import replicas
 from tests.processes import cluster, wait_for
 
 MASTER = {"master_name": "mymaster"}
@@ -28,6 +29,14 @@ MASTER = {"master_name": "mymaster"}
 def sentinel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSentinel]:
     with LocalSentinel(tmp_path_factory.mktemp("sentinel")) as running:
         yield running
+
+
+def through(sentinel: LocalSentinel, broker_url: str, name: str) -> Periodiq:
+    """The API of an app whose schedule is behind ``sentinel``."""
+    app = Celery(name, broker=broker_url, set_as_current=False)
+    app.conf.periodiq_redis_url = sentinel.url
+    app.conf.periodiq_redis_options = MASTER
+    return periodiq(app)
 
 
 def settings_of(url: str, **options: object) -> Settings:
@@ -80,10 +89,7 @@ def test_sentinel_and_redis_cluster_do_not_combine() -> None:
 def test_the_api_works_through_sentinel_and_after_a_failover(
     sentinel: LocalSentinel, broker_url: str
 ) -> None:
-    app = Celery("through-sentinel", broker=broker_url, set_as_current=False)
-    app.conf.periodiq_redis_url = sentinel.url
-    app.conf.periodiq_redis_options = MASTER
-    api: Periodiq = periodiq(app)
+    api = through(sentinel, broker_url, "through-sentinel")
     api.add("report", "proj.report", every=60, owner="tests")
     first = sentinel.primary()
     assert first is not None
@@ -105,10 +111,8 @@ def test_the_api_works_through_sentinel_and_after_a_failover(
 def test_doctor_shows_the_primary_its_replicas_and_the_sentinels(
     sentinel: LocalSentinel, broker_url: str
 ) -> None:
-    app = Celery("doctor-sentinel", broker=broker_url, set_as_current=False)
-    app.conf.periodiq_redis_url = sentinel.url
-    app.conf.periodiq_redis_options = MASTER
-    api = periodiq(app)
+    api = through(sentinel, broker_url, "doctor-sentinel")
+    app = api.app
     # a primary killed by an earlier test rejoins as a replica a few seconds after it restarts
     wait_for(lambda: _online_replicas(api) == 2, 60, "both replicas to be in sync")
     primary = wait_for(sentinel.primary, 30, "the sentinels to agree on a primary")
@@ -132,10 +136,7 @@ def test_doctor_shows_the_primary_its_replicas_and_the_sentinels(
 
 
 def _online_replicas(api: Periodiq) -> int:
-    info = api.store.client.info("replication")
-    return sum(1 for key, value in info.items()
-               if key.startswith("slave") and isinstance(value, dict)
-               and value.get("state") == "online")  # fmt: skip
+    return len(replicas(api.store.client.info("replication"), "online"))
 
 
 def _get(api: Periodiq, name: str) -> object:
@@ -153,14 +154,7 @@ def test_beats_and_a_worker_follow_the_new_primary(tmp_path: Path, sentinel: Loc
                 TEST_REDIS_OPTIONS=json.dumps(MASTER)) as running,
     ):  # fmt: skip
         names = [f"every-second-{n}" for n in range(6)]
-        api = running.api()
-        for name in names:
-            api.add(name, "record", every=1, owner="tests")
-        worker = running.worker()
-        running.beat("beat-1")
-        running.beat("beat-2")
-        wait_for(lambda: "ready" in worker.output(), 60, "the worker to be ready")
-        wait_for(lambda: all(running.runs_of(name) for name in names), 30, "a run of each")
+        api = running.firing(names)
 
         killed = sentinel.kill_primary()
         killed_at = time.time()
