@@ -38,7 +38,7 @@ DEFAULTS: dict[str, Any] = {
     "periodiq_batch_size": 500,  # ticks claimed per Lua call
     "periodiq_history_length": 40,  # events kept per entry (about 12 runs)
     "periodiq_partitions": 16,  # entries spread over this many hash tags (Redis Cluster slots)
-    "periodiq_redis_cluster": False,  # True: periodiq_redis_url names a Redis Cluster node
+    "periodiq_redis_cluster": False,  # True: periodiq_redis_url names Redis Cluster nodes (;)
     "periodiq_replica_acks": 0,  # replicas that must have a claim before a beat publishes it
     "periodiq_replica_timeout": 0.5,  # seconds to wait for them (WAIT)
     "periodiq_catchup_cap": 100,  # most ticks catchup="all" publishes at once
@@ -141,9 +141,17 @@ class Settings:
         """Raise :class:`ConfigurationError` for any value out of bounds."""
         if self.redis_url.startswith("sentinel://"):
             self._check_sentinel()
-        elif not self.redis_url.startswith(("redis://", "rediss://", "unix://")):
+        elif ";" in self.redis_url and not self.redis_cluster:
             raise _bad(
-                "periodiq_redis_url", self.redis_url,
+                "periodiq_redis_url", redacted(self.redis_url),
+                "one URL; several nodes separated by ; only with periodiq_redis_cluster",
+            )  # fmt: skip
+        elif not all(
+            part.strip().startswith(("redis://", "rediss://", "unix://"))
+            for part in self.redis_url.split(";")
+        ):
+            raise _bad(
+                "periodiq_redis_url", redacted(self.redis_url),
                 "a redis://, rediss:// or unix:// URL, or sentinel://host:port;sentinel://...",
             )  # fmt: skip
         prefix = self.key_prefix
@@ -167,11 +175,6 @@ class Settings:
             )
         if not 0 <= self.replica_acks <= 16:
             raise _bad("periodiq_replica_acks", self.replica_acks, "0 to 16 replicas")
-        if self.replica_acks and self.redis_cluster:
-            raise _bad(
-                "periodiq_replica_acks", self.replica_acks,
-                "0 with periodiq_redis_cluster: not supported on a Redis Cluster yet",
-            )  # fmt: skip
         if not 0.01 <= self.replica_timeout <= 60:
             raise _bad("periodiq_replica_timeout", self.replica_timeout, "0.01 to 60 seconds")
         if not 0 <= self.default_grace <= 86400:

@@ -243,6 +243,11 @@ class LocalRedisCluster(_Started):
         """The URL of one node, from which a cluster client learns the rest."""
         return self.nodes[0].url
 
+    @property
+    def urls(self) -> str:
+        """Every node's URL, separated by ``;``: what ``periodiq_redis_url`` takes."""
+        return ";".join(node.url for node in self.nodes)
+
     def start(self) -> LocalRedisCluster:
         """Start every node, form the cluster and wait until it serves every slot.
 
@@ -409,15 +414,25 @@ class LocalSentinel(_Started):
                 client.close()
             if len(replicas) < len(self.nodes) - 1 or len(sentinels) < len(self._sentinels) - 1:
                 return False
-        primary: Any = redis.Redis(port=self.nodes[0].port, decode_responses=True)
+        return self.in_sync()
+
+    def in_sync(self) -> bool:
+        """Whether the primary the sentinels agree on has every other node as an online
+        replica."""
+        import redis
+
+        from celery_periodiq.topology import replicas
+
+        node = self.primary()
+        if node is None:
+            return False
+        primary: Any = redis.Redis(port=node.port, decode_responses=True)
         try:
             info = primary.info("replication")
         except redis.RedisError:
             return False
         finally:
             primary.close()
-        from celery_periodiq.topology import replicas
-
         return len(replicas(info, "online")) == len(self.nodes) - 1
 
     def primary(self) -> LocalRedis | None:

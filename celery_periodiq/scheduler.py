@@ -26,7 +26,7 @@ from celery_periodiq import registry
 from celery_periodiq.config import Settings, redacted
 from celery_periodiq.dispatch import Dispatcher
 from celery_periodiq.entry import Entry
-from celery_periodiq.errors import BrokerUnavailableError, ConfigurationError
+from celery_periodiq.errors import BrokerUnavailableError, ConfigurationError, ReplicasBehindError
 from celery_periodiq.heartbeat import ChangeListener, Heartbeat
 from celery_periodiq.store import Store, wrong_type
 
@@ -179,7 +179,7 @@ class Scheduler(celery_beat.Scheduler):
             logger.critical("periodiq: %s; the beat stops", error)
             raise SystemExit(1) from None
         except Exception as error:  # the beat must outlive anything one pass meets
-            if isinstance(error, redis.RedisError):
+            if isinstance(error, redis.RedisError) and not isinstance(error, ReplicasBehindError):
                 self._needs_reconcile = True  # a Redis that restarted may have lost entries
             if not self._failing:
                 self._failing = True
@@ -343,7 +343,9 @@ class Scheduler(celery_beat.Scheduler):
 def _log_failure(what: str, error: Exception) -> None:
     """Log a failure once, saying what kind it is: Redis unreachable, Redis refusing a
     command (WRONGTYPE: data written by something else), or anything else."""
-    if isinstance(error, redis.ResponseError):
+    if isinstance(error, ReplicasBehindError):
+        logger.error("periodiq: %s failed: %s; retrying, beat keeps running", what, error)
+    elif isinstance(error, redis.ResponseError):
         hint = " (a key of the schedule holds data written by something else)"
         logger.error(
             "periodiq: %s failed: Redis refused a command: %s%s; retrying, beat keeps running",

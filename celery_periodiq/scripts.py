@@ -7,21 +7,27 @@ sent with ``lua/_common.lua`` (clock, key types, defensive JSON) in front of it.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
+import logging
+import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from typing import Any
 
-from redis.cluster import RedisCluster
-from redis.exceptions import NoScriptError
+import redis
+from redis.exceptions import NoScriptError, RedisClusterException
 
+from celery_periodiq.cluster_client import is_cluster
 from celery_periodiq.errors import ReplicasBehindError
 from celery_periodiq.keys import Keys, Partition
 from celery_periodiq.plan import task_id_for
 
 __all__ = ["SCRIPT_NAMES", "Claim", "ClaimBatch", "Scripts", "script_source"]
+
+logger = logging.getLogger(__name__)
 
 
 SCRIPT_NAMES = ("claim", "ack", "put", "remove", "pause", "beat", "begin", "finish", "record")
@@ -70,6 +76,17 @@ class ClaimBatch:
     claims: list[Claim]
     vanished: list[str] = field(default_factory=list)
     """Due entries whose definition was gone (deleted outside periodiq)."""
+
+
+_warned_at = 0.0
+
+
+def _warn_now_and_then(message: str) -> None:
+    """Log ``message`` at WARNING, at most every 30 s (it may hold for every pass)."""
+    global _warned_at
+    if time.monotonic() - _warned_at >= 30:
+        _warned_at = time.monotonic()
+        logger.warning("periodiq: %s", message)
 
 
 def _decode_claims(partition: int, raw: list[Any]) -> ClaimBatch:
@@ -123,6 +140,9 @@ class RunStart:
     published: bool = True
     """True for messages from the beat or trigger(): their entry must still exist."""
     expires_ms: int | None = None
+    attempt: str = ""
+    """This delivery's own token: a begin sent again after its reply was lost (Redis
+    failing over) is recognised as the same attempt, not taken for a duplicate."""
     """When the message stops being worth running, on the Redis clock."""
 
 
@@ -178,7 +198,7 @@ class Scripts:
         self.replica_acks = replica_acks
         """Replicas that must have a beat's claims before it publishes them (``WAIT``)."""
         self._wait_ms = max(int(replica_timeout * 1000), 1)
-        self._clustered = isinstance(client, RedisCluster)
+        self._clustered = is_cluster(client)
         self._scripts = {name: client.register_script(script_source(name)) for name in SCRIPT_NAMES}
 
     def _run(self, name: str, keys: list[str], args: list[Any], client: Any = None) -> Any:
@@ -224,36 +244,86 @@ class Scripts:
     ) -> list[ClaimBatch]:
         """:meth:`claim` for several partitions in one round trip (a pipeline); one call
         after the other on a Redis Cluster, whose pipelines do not carry scripts."""
-        if self._clustered or (len(parts) < 2 and not self.replica_acks):
+        args = [beat_id, batch, lease_ms, "" if now_ms is None else now_ms, horizon_ms]
+        if self.replica_acks:
+            return self._replicated_claims(parts, args)
+        if self._clustered or len(parts) < 2:
             return [self.claim(part, beat_id, batch, lease_ms, now_ms, horizon_ms)
                     for part in parts]  # fmt: skip
-        if not parts:
-            return []
         pipe = self._client.pipeline(transaction=False)
         for part in parts:
-            self._run(
-                "claim",
-                self._claim_keys(part),
-                [beat_id, batch, lease_ms, "" if now_ms is None else now_ms, horizon_ms],
-                client=pipe,
-            )
-        if self.replica_acks:  # on the pipeline's connection: after its claims
-            pipe.execute_command("WAIT", self.replica_acks, self._wait_ms)
-        replies = pipe.execute()
-        if self.replica_acks:
-            self._replicated(replies.pop(), "claims")
+            self._run("claim", self._claim_keys(part), args, client=pipe)
         return [_decode_claims(part.index, raw)
-                for part, raw in zip(parts, replies, strict=True)]  # fmt: skip
+                for part, raw in zip(parts, pipe.execute(), strict=True)]  # fmt: skip
 
-    def _replicated(self, acked: Any, what: str) -> None:
-        """Raise :class:`ReplicasBehindError` unless ``acked`` (WAIT's reply) is enough."""
-        if int(acked) < self.replica_acks:
-            raise ReplicasBehindError(
-                f"{acked} of the {self.replica_acks} replicas required "
-                f"(periodiq_replica_acks) acknowledged the {what} within "
-                f"{self._wait_ms} ms; nothing of them is acted on, they are taken over "
-                "after their lease"
-            )
+    def _replicated_claims(self, parts: list[Partition], args: list[Any]) -> list[ClaimBatch]:
+        """Claims that ``replica_acks`` replicas have, per partition: a node whose replicas
+        fell behind gives no claims (they are taken over after their lease), the others
+        go on; when no node's replicas kept up, :class:`ReplicasBehindError`."""
+        replied = self._replicated_calls(
+            "claim", [(self._claim_keys(part), args) for part in parts], "claims",
+            "none of them is published; they are taken over after their lease",
+        )  # fmt: skip
+        behind = [error for _, error in replied if error is not None]
+        if behind and len(behind) == len(replied):
+            raise behind[0]
+        if behind:
+            _warn_now_and_then(str(behind[0]))
+        batches = []
+        for part, (raw, error) in zip(parts, replied, strict=True):
+            batch = _decode_claims(part.index, raw)
+            batches.append(batch if error is None else replace(batch, claims=[], vanished=[]))
+        return batches
+
+    def _replicated_calls(
+        self, name: str, calls: list[tuple[list[str], list[Any]]], what: str, then: str
+    ) -> list[tuple[Any, ReplicasBehindError | None]]:
+        """Run calls of one script, then ``WAIT`` for ``replica_acks`` replicas on the
+        same connection (WAIT counts that connection's writes), one pipeline per node.
+        Each call's reply, with the error of its node's replicas falling behind, if so."""
+        by_node: dict[str, tuple[Any, list[int]]] = {}
+        for position, (keys, _) in enumerate(calls):
+            node, client = self._node_of(keys[0])
+            by_node.setdefault(node, (client, []))[1].append(position)
+        replies: list[tuple[Any, ReplicasBehindError | None]] = [(None, None)] * len(calls)
+        for client, positions in by_node.values():
+            pipe = client.pipeline(transaction=False)
+            for position in positions:
+                self._run(name, *calls[position], client=pipe)
+            pipe.execute_command("WAIT", self.replica_acks, self._wait_ms)
+            try:
+                answered = pipe.execute()
+            except (redis.ConnectionError, redis.ResponseError):
+                self._relearn()  # a master failed or a slot moved
+                raise
+            acked = int(answered.pop())
+            behind = None
+            if acked < self.replica_acks:
+                behind = ReplicasBehindError(
+                    f"{acked} of the {self.replica_acks} replicas required "
+                    f"(periodiq_replica_acks) acknowledged the {what} within "
+                    f"{self._wait_ms} ms; {then}"
+                )
+            for position, reply in zip(positions, answered, strict=True):
+                replies[position] = (reply, behind)
+        return replies
+
+    def _node_of(self, key: str) -> tuple[str, Any]:
+        """The node holding ``key`` and a client of it alone (this client off a cluster)."""
+        if not self._clustered:
+            return "", self._client
+        try:
+            node = self._client.get_node_from_key(key)
+        except RedisClusterException as error:  # the slot's master is gone, no successor yet
+            self._relearn()
+            raise redis.ConnectionError(f"Redis Cluster: {error}") from error
+        return node.name, self._client.get_redis_connection(node)
+
+    def _relearn(self) -> None:
+        """Ask the cluster for its layout again (after a failover); quietly, if it fails."""
+        if self._clustered:
+            with contextlib.suppress(RedisClusterException, redis.RedisError):
+                self._client.nodes_manager.initialize()
 
     def ack(
         self, part: Partition, beat_id: str, history_length: int, settlements: list[dict[str, Any]]
@@ -309,10 +379,7 @@ class Scripts:
         horizon_ms: int = 0,
     ) -> Callable[[], list[ClaimBatch]]:
         """:meth:`claim_many`, sent now and read when the returned function is called."""
-        if self._clustered or not parts:
-            claimed = self.claim_many(parts, beat_id, batch, lease_ms, None, horizon_ms)
-            return lambda: claimed
-        if self.replica_acks:  # claimed and waited for in the next pass
+        if self._clustered or not parts or self.replica_acks:  # claimed (and waited for) now
             claimed = self.claim_many(parts, beat_id, batch, lease_ms, None, horizon_ms)
             return lambda: claimed
         args = [beat_id, batch, lease_ms, "", horizon_ms]
@@ -450,32 +517,35 @@ class Scripts:
     def begin(self, name: str, run: RunStart, now_ms: int | None = None) -> Admission:
         """The worker's guards before a run (begin.lua): one round trip."""
         part = self.keys.of(name)
-        outcome, now, last, note = self._run(
-            "begin",
-            [
-                part.entries,
-                part.state,
-                part.quarantine,
-                part.due,
-                part.history(name),
-                part.failures(name),
-            ],
-            [
-                run.task_id,
-                "" if run.tick_ms is None else run.tick_ms,
-                run.min_gap_ms,
-                run.overlap,
-                run.ttl_ms,
-                run.retries,
-                run.host,
-                run.history_length,
-                "" if now_ms is None else now_ms,
-                name,
-                "1" if run.published else "0",
-                "" if run.expires_ms is None else run.expires_ms,
-                self._recorded_id(name, run.task_id, run.tick_ms),
-            ],
-        )
+        keys = [part.entries, part.state, part.quarantine, part.due, part.history(name),
+                part.failures(name)]  # fmt: skip
+        args = [
+            run.task_id,
+            "" if run.tick_ms is None else run.tick_ms,
+            run.min_gap_ms,
+            run.overlap,
+            run.ttl_ms,
+            run.retries,
+            run.host,
+            run.history_length,
+            "" if now_ms is None else now_ms,
+            name,
+            "1" if run.published else "0",
+            "" if run.expires_ms is None else run.expires_ms,
+            self._recorded_id(name, run.task_id, run.tick_ms),
+            run.attempt,
+        ]
+        if self.replica_acks:
+            [(reply, behind)] = self._replicated_calls(
+                "begin", [(keys, args)], "start of the run",
+                "it is not run; a copy of its tick is dropped as a duplicate unless a "
+                "failover lost the start, then the copy runs",
+            )  # fmt: skip
+            if behind is not None:
+                raise behind
+            outcome, now, last, note = reply
+        else:
+            outcome, now, last, note = self._run("begin", keys, args)
         return Admission(
             outcome=outcome,
             now_ms=int(now),

@@ -18,9 +18,9 @@ from datetime import datetime
 from typing import Any, cast
 
 import redis
-import redis.cluster
 import redis.sentinel
 
+from celery_periodiq.cluster_client import ClusterOnDemand
 from celery_periodiq.config import Settings, sentinel_hosts
 from celery_periodiq.entry import Entry
 from celery_periodiq.errors import ConfigurationError, EntryError
@@ -44,7 +44,7 @@ with a tick, "at" is milliseconds after it."""
 
 def connect(settings: Settings) -> Any:
     """A client for the configured Redis URL (TLS and ACL users come from the URL): a
-    ``redis.Redis``, or a ``redis.cluster.RedisCluster`` with ``periodiq_redis_cluster``."""
+    ``redis.Redis``, or a Redis Cluster client with ``periodiq_redis_cluster``."""
     options: dict[str, Any] = {
         "decode_responses": True,
         "socket_timeout": 5.0,
@@ -52,7 +52,7 @@ def connect(settings: Settings) -> Any:
     }
     if settings.redis_cluster:
         options.update(settings.redis_options)
-        return redis.cluster.RedisCluster.from_url(settings.redis_url, **options)
+        return ClusterOnDemand(settings.redis_url, options)
     options["health_check_interval"] = 15
     options.update(settings.redis_options)
     if settings.redis_url.startswith("sentinel://"):
@@ -459,7 +459,7 @@ class Store:
             state = _state(states[index])
             damage = _damage(part.entry_keys(name), types[index * width : (index + 1) * width])
             running = state.get("running")
-            holds = isinstance(running, list) and len(running) == 2 and _int(running[1]) > now
+            holds = isinstance(running, list) and len(running) >= 2 and _int(running[1]) > now
             due = dues[index]
             loaded[name] = StoredEntry(
                 name=name,

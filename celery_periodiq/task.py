@@ -14,6 +14,7 @@ import logging
 import math
 import socket
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -26,7 +27,7 @@ from celery.signals import task_revoked
 
 from celery_periodiq import policy
 from celery_periodiq.checkpoint import Checkpoint
-from celery_periodiq.errors import ConfigurationError, PeriodiqError
+from celery_periodiq.errors import ConfigurationError, PeriodiqError, ReplicasBehindError
 from celery_periodiq.plan import from_ms, tick_text
 from celery_periodiq.publish import (
     HEADER_ENTRY,
@@ -47,6 +48,14 @@ __all__ = ["PeriodicTask", "RunContext"]
 logger = logging.getLogger(__name__)
 
 _HOST = socket.gethostname()
+_FAILOVER_PATIENCE = 30.0
+"""Seconds a run waits for Redis to answer its begin (a failover in progress) before it
+is dropped: longer than a Sentinel or Cluster failover with their usual settings."""
+_FAILING_OVER = (
+    redis.ConnectionError, redis.TimeoutError, redis.exceptions.ReadOnlyError,
+    redis.exceptions.ClusterDownError, redis.exceptions.TryAgainError,
+)  # fmt: skip
+"""Errors of a Redis that is failing over (or restarting): the begin is sent again."""
 
 
 @dataclass
@@ -157,6 +166,7 @@ class PeriodicTask(Task):  # type: ignore[type-arg]
             history_length=store.settings.history_length,
             published=bool(published_for),
             expires_ms=None if manual else _int_or_none(_header(request, HEADER_EXPIRES)),
+            attempt=uuid.uuid4().hex[:8],
         )
         context = RunContext(
             entry=entry,
@@ -179,10 +189,17 @@ class PeriodicTask(Task):  # type: ignore[type-arg]
             return super().__call__(*args, **kwargs)
         entry, start, context = prepared
         try:
-            store.ensure_layout()
-            admission = store.scripts.begin(entry, start, self._periodiq_now())
+            admission = self._begin(store, entry, start)
         except ConfigurationError as error:
             logger.error("periodiq: entry %r run %s not started: %s", entry, start.task_id, error)
+            raise Ignore() from error
+        except ReplicasBehindError as error:
+            logger.error("periodiq: entry %r run %s not started: %s", entry, start.task_id, error)
+            self._finish(store, entry, RunEnd(
+                task_id=start.task_id, tick_ms=start.tick_ms, outcome="revoked",
+                error=f"not run: {error}"[:500], duration_ms=0, host=_HOST,
+                history_length=start.history_length, ran=False,
+            ))  # fmt: skip
             raise Ignore() from error
         except redis.RedisError as error:
             logger.error(
@@ -240,17 +257,41 @@ class PeriodicTask(Task):  # type: ignore[type-arg]
                 final=final,
                 retry_ttl_ms=retry_ttl,
             )
-            try:
-                store.scripts.finish(entry, end, self._periodiq_now())
-            except redis.RedisError as failure:
-                logger.error(
-                    "periodiq: entry %r run %s: could not record %s: %s",
-                    entry,
-                    start.task_id,
-                    outcome,
-                    failure,
-                )
+            self._finish(store, entry, end)
             vars(self.request)["periodiq_run"] = None
+
+    def _begin(self, store: Store, entry: str, start: RunStart) -> Any:
+        """begin.lua, sent again while Redis fails over (up to ``_FAILOVER_PATIENCE``): the
+        attempt token makes a begin whose reply was lost come back "started", not
+        "duplicate"."""
+        deadline = time.monotonic() + _FAILOVER_PATIENCE
+        pause = 0.1
+        while True:
+            try:
+                store.ensure_layout()
+                return store.scripts.begin(entry, start, self._periodiq_now())
+            except _FAILING_OVER as error:
+                if time.monotonic() + pause > deadline:
+                    raise
+                if pause == 0.1:
+                    logger.warning(
+                        "periodiq: entry %r run %s waits for Redis (%s); trying again for up "
+                        "to %d s", entry, start.task_id, error, _FAILOVER_PATIENCE,
+                    )  # fmt: skip
+                time.sleep(pause)
+                pause = min(pause * 2, 2.0)
+
+    def _finish(self, store: Store, entry: str, end: RunEnd) -> None:
+        try:
+            store.scripts.finish(entry, end, self._periodiq_now())
+        except redis.RedisError as failure:
+            logger.error(
+                "periodiq: entry %r run %s: could not record %s: %s",
+                entry,
+                end.task_id,
+                end.outcome,
+                failure,
+            )
 
 
 def _int_or_none(value: Any) -> int | None:

@@ -27,12 +27,17 @@ T = TypeVar("T")
 
 
 def api_for(
-    redis_url: str, broker_url: str, app_name: str = "periodiq_app", **redis_options: Any
+    redis_url: str,
+    broker_url: str,
+    app_name: str = "periodiq_app",
+    clustered: bool = False,
+    **redis_options: Any,
 ) -> Periodiq:
     """The runtime API of an app named like the test processes' app (``tests/apps``), so
-    it shares their schedule, pointed at the test's Redis and broker."""
+    it shares their schedule, pointed at the test's Redis (or Redis Cluster) and broker."""
     app = CeleryApp(app_name, broker=broker_url, set_as_current=False)
     app.conf.periodiq_redis_url = redis_url
+    app.conf.periodiq_redis_cluster = clustered
     app.conf.periodiq_redis_options = redis_options
     return periodiq(app)
 
@@ -118,7 +123,7 @@ class Cluster:
         self.client: Any = (
             redis.Redis.from_url(runs_url, decode_responses=True)
             if runs_url
-            else RedisCluster.from_url(redis_url, decode_responses=True)
+            else RedisCluster.from_url(redis_url.split(";")[0], decode_responses=True)
             if self.clustered
             else redis.Redis.from_url(redis_url, decode_responses=True)
         )
@@ -162,25 +167,35 @@ class Cluster:
     def api(self) -> Periodiq:
         """The runtime API of this cluster's app, on its schedule (and Redis Cluster)."""
         options = json.loads(self.env.get("TEST_REDIS_OPTIONS", "{}"))
-        api = api_for(self.redis_url, self.env["TEST_BROKER_URL"], self.app, **options)
-        if self.clustered:
-            api.app.conf.periodiq_redis_cluster = True
-            vars(api.app).pop("_periodiq_client", None)
-            api = periodiq(api.app)
-        return api
+        return api_for(
+            self.redis_url, self.env["TEST_BROKER_URL"], self.app, self.clustered, **options
+        )
 
-    def firing(self, names: list[str]) -> Periodiq:
-        """Add ``names`` as 1 s entries of the recording task (owner "tests"), start a
-        worker and two beats, and wait until each entry ran; returns the API."""
+    def firing(self, names: list[str], task: str = "record") -> Periodiq:
+        """Add ``names`` as 1 s entries of the recording ``task`` (owner "tests"), start
+        a worker and two beats, and wait until both beats are ready and each entry ran;
+        returns the API."""
         api = self.api()
         for name in names:
-            api.add(name, "record", every=1, owner="tests")
+            api.add(name, task, every=1, owner="tests")
         worker = self.worker()
-        self.beat("beat-1")
-        self.beat("beat-2")
+        beats = [self.beat("beat-1"), self.beat("beat-2")]
         wait_for(lambda: "ready" in worker.output(), 60, "the worker to be ready")
+        wait_for(lambda: all(" ready; " in beat.output() for beat in beats), 60,
+                 "both beats to be ready")  # fmt: skip
         wait_for(lambda: all(self.runs_of(name) for name in names), 30, "a run of each")
         return api
+
+    def twice(self) -> list[tuple[str, int]]:
+        """The (entry, tick) pairs that ran more than once."""
+        seen: set[tuple[str, int]] = set()
+        again = []
+        for run in self.runs():
+            tick = (run["entry"], run["tick"])
+            if tick in seen:
+                again.append(tick)
+            seen.add(tick)
+        return again
 
     def logs(self) -> str:
         return "\n".join(f"--- {p.log.name}\n{p.output()[-4000:]}" for p in self.processes)

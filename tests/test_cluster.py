@@ -1,12 +1,14 @@
 """The schedule on a real Redis Cluster: three masters with a replica each, on loopback.
 
 Partitions spread the keys over every master; every Lua script runs there (each
-touches one slot, all its keys in KEYS); and a beat and a worker carry on across a
-master killed with SIGKILL while its replica takes over.
+touches one slot, all its keys in KEYS); and beats and a worker carry on across a
+master killed with SIGKILL while its replica takes over, with replica acks running
+no tick twice.
 """
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -18,6 +20,7 @@ from celery import Celery
 
 from celery_periodiq import PeriodicTask, Periodiq, periodiq
 from celery_periodiq.dispatch import Dispatcher
+from celery_periodiq.errors import ConfigurationError, StoreUnavailableError
 from celery_periodiq.localredis import LocalRedis, LocalRedisCluster
 from celery_periodiq.plan import to_ms
 from celery_periodiq.publish import HEADER_ENTRY, HEADER_TICK
@@ -129,15 +132,55 @@ def test_history_and_counters_on_the_cluster(cluster_api: Periodiq) -> None:
     }  # fmt: skip
 
 
-def test_a_beat_and_a_worker_carry_on_across_a_killed_master(
+def test_a_url_of_several_nodes_connects_through_any_that_answers(
+    redis_cluster: LocalRedisCluster, broker_url: str
+) -> None:
+    app = Celery("several-nodes", broker=broker_url, set_as_current=False)
+    app.conf.periodiq_redis_cluster = True
+    app.conf.periodiq_redis_url = f"redis://127.0.0.1:{_dead_port()};{redis_cluster.urls}"
+    api = periodiq(app)
+
+    api.add("reached", "proj.t", every=60, owner="tests")
+
+    assert [item.name for item in api.list(owner="tests")] == ["reached"]
+    api.delete_owner("tests")
+    api.store.client.close()
+
+
+def test_with_no_node_answering_the_api_is_made_and_its_calls_fail_as_unreachable(
+    broker_url: str,
+) -> None:
+    app = Celery("no-node", broker=broker_url, set_as_current=False)
+    app.conf.periodiq_redis_cluster = True
+    app.conf.periodiq_redis_url = f"redis://127.0.0.1:{_dead_port()}"
+    api = periodiq(app)  # made without connecting, as a beat or worker is at start
+
+    with pytest.raises(StoreUnavailableError, match="is unreachable: Redis Cluster cannot"):
+        api.list()
+
+
+def test_several_urls_need_a_cluster() -> None:
+    app = Celery("several-urls", set_as_current=False)
+    app.conf.periodiq_redis_url = "redis://:pw@h1:7000;redis://h2:7001"
+
+    with pytest.raises(ConfigurationError) as caught:
+        periodiq(app)
+
+    assert "only with periodiq_redis_cluster" in str(caught.value)
+    assert "pw" not in str(caught.value)
+
+
+def test_beats_and_a_worker_carry_on_across_a_killed_master_running_no_tick_twice(
     tmp_path: Path, redis_cluster: LocalRedisCluster
 ) -> None:
     with (
         LocalRedis(tmp_path / "broker") as broker,
-        cluster(tmp_path, redis_cluster.url, broker.url, TEST_REDIS_CLUSTER="1") as running,
-    ):
+        LocalRedis(tmp_path / "runs") as runs,
+        cluster(tmp_path, redis_cluster.urls, broker.url, TEST_REDIS_CLUSTER="1",
+                TEST_RUNS_URL=runs.url, TEST_REPLICA_ACKS="1") as running,
+    ):  # fmt: skip
         names = [f"every-second-{n}" for n in range(12)]
-        api = running.firing(names)
+        api = running.firing(names, task="guarded_record")
 
         victim = redis_cluster.master_ports()[0]  # the master of slots 0-5460
         on_victim = [
@@ -156,6 +199,10 @@ def test_a_beat_and_a_worker_carry_on_across_a_killed_master(
             30,
             "the replica to take over",
         )
+        # Restarted (as a process manager would), the node rejoins as the new master's
+        # replica: until then that master has none to acknowledge its writes, and with
+        # periodiq_replica_acks = 1 its entries wait.
+        redis_cluster.node_on(victim).start()
         wait_for(
             lambda: all(any(r["at"] > killed_at + 1 for r in running.runs_of(name))
                         for name in names),
@@ -163,12 +210,17 @@ def test_a_beat_and_a_worker_carry_on_across_a_killed_master(
         )  # fmt: skip
         failed_over = time.time() - killed_at
 
-        ticks = [(run["entry"], run["tick"]) for run in running.runs()]
-        assert len(ticks) == len(set(ticks)), "a tick ran twice"
-        assert all(process.running for process in running.processes)
+        assert running.twice() == []
+        assert all(process.running for process in running.processes), running.logs()
         assert failed_over < 30
         # the beats did meet the failover
         assert any("Redis unreachable" in process.output() for process in running.processes)
-        redis_cluster.node_on(victim).start()  # back, as a replica of its successor
         api.delete_owner("tests")
         api.store.client.close()
+
+
+def _dead_port() -> int:
+    """A loopback port nothing listens on."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])

@@ -109,7 +109,7 @@ def test_without_replica_acks_nothing_waits_for_replicas(
         ({"periodiq_replica_acks": -1}, ["periodiq_replica_acks=-1", "0 to 16"]),
         ({"periodiq_replica_acks": "1"}, ["periodiq_replica_acks='1'"]),
         ({"periodiq_replica_timeout": 0}, ["periodiq_replica_timeout=0", "0.01 to 60"]),
-        ({"periodiq_replica_acks": 1, "periodiq_redis_cluster": True}, ["Redis Cluster"]),
+        ({"periodiq_replica_acks": 17}, ["periodiq_replica_acks=17", "0 to 16"]),
     ],
 )
 def test_bad_replica_settings_are_refused(settings: dict[str, object], words: list[str]) -> None:

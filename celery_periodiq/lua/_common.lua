@@ -4,7 +4,7 @@
 --   next, version, prev, digest, created, updated, paused, note,
 --   last_run, last_task_id, last_status, last_finished, last_duration, last_error,
 --   last_enqueued, last_tick, waiting_since   (numbers in ms, or text)
---   running, queued   {task id, until ms}: markers that stop counting at "until"
+--   running, queued   {task id, until ms[, attempt]}: markers that stop counting at "until"
 --   top, seen         the newest started tick (ms) and how far before it (ms) the
 --                     other recently started ticks were (at most WINDOW of them)
 --   n                 {reason = count}

@@ -35,6 +35,8 @@
 -- ARGV[11] "1" if the message came from the beat or trigger() (the entry must exist)
 -- ARGV[12] the message's expiry (ms), or ""
 -- ARGV[13] the task id as the history records it: "" when the tick derives it
+-- ARGV[14] this delivery's attempt token, or "": a begin sent again after its reply was
+--          lost finds its own marker and is told "started" again, with no new writes
 --
 -- Returns {outcome, now_ms, last_run_ms or -1, note} where outcome is "started",
 -- "resumed" (a retry), "duplicate", "dropped_too_soon", "skipped_overlap",
@@ -61,6 +63,9 @@ end
 local state = load_state(states, name) or {}
 local last = tonumber(state.last_run)
 
+if ARGV[14] ~= '' and type(state.running) == 'table' and state.running[3] == ARGV[14] then
+  return {'started', now, last or -1, ''}
+end
 if type(state.queued) == 'table' and state.queued[1] == task_id then state.queued = nil end
 state.waiting_since = nil
 
@@ -76,7 +81,7 @@ local function refuse(outcome, note)
 end
 
 if retries > 0 then
-  state.running = {task_id, now + ttl}
+  state.running = {task_id, now + ttl, ARGV[14]}
   save_state(states, name, state)
   event('retry', 'attempt ' .. (retries + 1))
   return {'resumed', now, last or -1, ''}
@@ -108,7 +113,7 @@ end
 
 state.last_run, state.last_task_id, state.last_status = now, task_id, 'running'
 count(state, 'started', 1)
-state.running = {task_id, now + ttl}
+state.running = {task_id, now + ttl, ARGV[14]}
 if nominal then
   -- remember it: "seen" holds how far before "top" each other recent tick was, largest last
   local backs = {}

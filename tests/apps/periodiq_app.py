@@ -2,7 +2,7 @@
 
 Configured from the environment: TEST_BROKER_URL, TEST_REDIS_URL,
 TEST_LEASE (claim lease, s), TEST_BEAT_SCHEDULE (JSON: name -> {"task", "every"}),
-TEST_REDIS_CLUSTER=1 (TEST_REDIS_URL names a Redis Cluster node).
+TEST_REDIS_CLUSTER=1 (TEST_REDIS_URL names Redis Cluster nodes), TEST_REPLICA_ACKS.
 Every run records itself in the Redis list "runs" of TEST_RUNS_URL, else of
 TEST_REDIS_URL.
 """
@@ -19,12 +19,15 @@ import redis
 from celery import Celery
 from redis.cluster import RedisCluster
 
+from celery_periodiq import PeriodicTask
+
 app = Celery("periodiq_app", broker=os.environ["TEST_BROKER_URL"])
 app.conf.beat_scheduler = "celery_periodiq:Scheduler"
 app.conf.periodiq_redis_url = os.environ["TEST_REDIS_URL"]
 app.conf.periodiq_claim_lease = float(os.environ.get("TEST_LEASE", "2"))
 app.conf.periodiq_redis_options = json.loads(os.environ.get("TEST_REDIS_OPTIONS", "{}"))
 app.conf.periodiq_redis_cluster = os.environ.get("TEST_REDIS_CLUSTER") == "1"
+app.conf.periodiq_replica_acks = int(os.environ.get("TEST_REPLICA_ACKS", "0"))
 app.conf.beat_max_loop_interval = 5
 app.conf.broker_connection_retry_on_startup = True
 app.conf.worker_prefetch_multiplier = 1
@@ -36,7 +39,7 @@ app.conf.beat_schedule = {
 _results: Any = (
     redis.Redis.from_url(os.environ["TEST_RUNS_URL"], decode_responses=True)
     if os.environ.get("TEST_RUNS_URL")
-    else RedisCluster.from_url(os.environ["TEST_REDIS_URL"], decode_responses=True)
+    else RedisCluster.from_url(os.environ["TEST_REDIS_URL"].split(";")[0], decode_responses=True)
     if app.conf.periodiq_redis_cluster
     else redis.Redis.from_url(os.environ["TEST_REDIS_URL"], decode_responses=True)
 )
@@ -58,4 +61,10 @@ def _record(request: Any, **extra: Any) -> None:
 @app.task(bind=True, name="record")
 def record(self: Any, *args: Any, **kwargs: Any) -> None:
     """Record that this run happened."""
+    _record(self.request, args=list(args), kwargs=kwargs)
+
+
+@app.task(bind=True, base=PeriodicTask, name="guarded_record")
+def guarded_record(self: Any, *args: Any, **kwargs: Any) -> None:
+    """Record that this run happened, behind the worker's guards."""
     _record(self.request, args=list(args), kwargs=kwargs)
