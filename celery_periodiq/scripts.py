@@ -18,7 +18,13 @@ from importlib import resources
 from typing import Any
 
 import redis
-from redis.exceptions import NoScriptError, RedisClusterException
+from redis.exceptions import (
+    AskError,
+    ClusterDownError,
+    NoScriptError,
+    RedisClusterException,
+    TryAgainError,
+)
 
 from celery_periodiq.cluster_client import is_cluster
 from celery_periodiq.errors import ReplicasBehindError
@@ -76,6 +82,27 @@ class ClaimBatch:
     claims: list[Claim]
     vanished: list[str] = field(default_factory=list)
     """Due entries whose definition was gone (deleted outside periodiq)."""
+
+
+def _one_request(client: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
+    """Send ``commands`` in one write on one connection of ``client`` and read every
+    reply; an error reply is returned in its place (the others are read all the same)."""
+    pool = client.connection_pool
+    connection = pool.get_connection()
+    try:
+        connection.send_packed_command(connection.pack_commands(commands))
+        replies: list[Any] = []
+        for _ in commands:
+            try:
+                replies.append(connection.read_response())
+            except redis.ResponseError as error:
+                replies.append(error)
+    except BaseException:
+        connection.disconnect()
+        raise
+    finally:
+        pool.release(connection)
+    return replies
 
 
 _warned_at = 0.0
@@ -279,23 +306,31 @@ class Scripts:
         self, name: str, calls: list[tuple[list[str], list[Any]]], what: str, then: str
     ) -> list[tuple[Any, ReplicasBehindError | None]]:
         """Run calls of one script, then ``WAIT`` for ``replica_acks`` replicas on the
-        same connection (WAIT counts that connection's writes), one pipeline per node.
+        same connection (WAIT counts that connection's writes), one request per node.
         Each call's reply, with the error of its node's replicas falling behind, if so."""
         by_node: dict[str, tuple[Any, list[int]]] = {}
         for position, (keys, _) in enumerate(calls):
             node, client = self._node_of(keys[0])
             by_node.setdefault(node, (client, []))[1].append(position)
         replies: list[tuple[Any, ReplicasBehindError | None]] = [(None, None)] * len(calls)
+        script = self._scripts[name]
         for client, positions in by_node.values():
-            pipe = client.pipeline(transaction=False)
-            for position in positions:
-                self._run(name, *calls[position], client=pipe)
-            pipe.execute_command("WAIT", self.replica_acks, self._wait_ms)
+            commands = [("EVALSHA", script.sha, len(calls[position][0]), *calls[position][0],
+                         *calls[position][1]) for position in positions]  # fmt: skip
+            commands.append(("WAIT", self.replica_acks, self._wait_ms))
             try:
-                answered = pipe.execute()
-            except (redis.ConnectionError, redis.ResponseError):
+                answered = _one_request(client, commands)
+                if isinstance(answered[0], NoScriptError):  # then none of them ran
+                    client.script_load(script.script)
+                    answered = _one_request(client, commands)
+            except (redis.ConnectionError, redis.TimeoutError):
                 self._relearn()  # a master failed or a slot moved
                 raise
+            failed = next((reply for reply in answered if isinstance(reply, Exception)), None)
+            if failed is not None:
+                if isinstance(failed, AskError | ClusterDownError | TryAgainError):
+                    self._relearn()  # MOVED, ASK: the slot is elsewhere now
+                raise failed
             acked = int(answered.pop())
             behind = None
             if acked < self.replica_acks:

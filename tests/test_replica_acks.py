@@ -1,8 +1,10 @@
-"""periodiq_replica_acks: a beat publishes only claims a replica has (``WAIT``).
+"""periodiq_replica_acks: a beat publishes only claims a replica has, and a worker runs
+a body only once a replica has its start (``WAIT``).
 
 A real primary and a real replica on loopback. With the replica gone the claims are
 refused (ReplicasBehindError) and nothing reaches the broker; with it back, the
-claims are taken over after their lease and published, each tick once.
+claims are taken over after their lease and published, each tick once. A run whose
+start no replica acknowledged is not run, and says why.
 """
 
 from __future__ import annotations
@@ -15,12 +17,14 @@ import pytest
 import redis
 from celery import Celery
 
-from celery_periodiq import periodiq
+from celery_periodiq import PeriodicTask, periodiq
 from celery_periodiq.config import Settings
 from celery_periodiq.dispatch import Dispatcher
 from celery_periodiq.errors import ConfigurationError, ReplicasBehindError
 from celery_periodiq.localredis import LocalRedis
 from celery_periodiq.plan import to_ms
+from celery_periodiq.publish import HEADER_ENTRY, HEADER_TICK
+from celery_periodiq.scripts import RunStart
 from tests.processes import wait_for
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -121,3 +125,62 @@ def test_bad_replica_settings_are_refused(settings: dict[str, object], words: li
         Settings.from_app(app)
 
     assert all(word in str(caught.value) for word in words), str(caught.value)
+
+
+def test_a_run_starts_only_once_a_replica_has_its_start_and_is_refused_without_one(
+    tmp_path: Path, primary: LocalRedis, broker_url: str
+) -> None:
+    replica = replica_of(tmp_path, primary).start()
+    wait_for(lambda: in_sync(primary), 30, "the replica to sync")
+    app = Celery("acked-runs", broker=broker_url, set_as_current=False)
+    app.conf.periodiq_redis_url = primary.url
+    app.conf.periodiq_replica_acks = 1
+    app.conf.periodiq_replica_timeout = 0.2
+    bodies: list[int] = []
+
+    @app.task(base=PeriodicTask, name="proj.acked")
+    def acked(tick: int) -> None:
+        bodies.append(tick)
+
+    api = periodiq(app)
+    api.add("acked", "proj.acked", every=60, start_at=START)
+    api.store.client.script_flush()  # the first begin meets NOSCRIPT and loads it
+    first, second = to_ms(START + timedelta(seconds=60)), to_ms(START + timedelta(seconds=120))
+
+    ran = acked.apply(args=[first], headers={HEADER_ENTRY: "acked", HEADER_TICK: first})
+    replica.stop(kill=True)
+    refused = acked.apply(args=[second], headers={HEADER_ENTRY: "acked", HEADER_TICK: second})
+
+    assert ran.state == "SUCCESS"
+    assert bodies == [first]  # the second body never ran
+    assert refused.state == "IGNORED"
+    last = api.history("acked", limit=1)[0]
+    assert last.kind == "revoked"
+    assert "0 of the 1 replicas required" in last.fields.get("error", "")
+    assert api.get("acked").running is None  # its marker is cleared
+    replica.close()
+    api.store.client.close()
+
+
+def test_a_begin_sent_again_with_its_token_is_its_own_not_a_duplicate(
+    primary: LocalRedis, broker_url: str
+) -> None:
+    app = Celery("resent", broker=broker_url, set_as_current=False)
+    app.conf.periodiq_redis_url = primary.url
+    api = periodiq(app)
+    api.add("resent", "proj.t", every=60, start_at=START)
+    tick = to_ms(START + timedelta(seconds=60))
+
+    def start(attempt: str) -> RunStart:
+        return RunStart(
+            task_id="same-id", tick_ms=tick, min_gap_ms=0, overlap="skip", ttl_ms=60_000,
+            retries=0, host="h", history_length=10, attempt=attempt,
+        )  # fmt: skip
+
+    first = api.store.scripts.begin("resent", start("a1"), tick)
+    again = api.store.scripts.begin("resent", start("a1"), tick + 5)  # its reply was lost
+    copy = api.store.scripts.begin("resent", start("b2"), tick + 10)  # a re-published copy
+
+    assert (first.outcome, again.outcome, copy.outcome) == ("started", "started", "duplicate")
+    assert api.get("resent").counters == {"started": 1, "duplicate": 1}
+    api.store.client.close()
