@@ -166,6 +166,19 @@ def wait_for(condition: Any, timeout: float, what: str, interval: float = 0.02) 
         time.sleep(interval)
 
 
+def _wait_in_sync(primary: LocalRedis, timeout: float = 30.0) -> None:
+    """Wait until ``primary`` has an online replica."""
+    client = redis.Redis(port=primary.port, decode_responses=True)
+    deadline = time.monotonic() + timeout
+    try:
+        while client.info("replication").get("slave0", {}).get("state") != "online":
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no replica of {primary.url} in sync after {timeout} s")
+            time.sleep(0.05)
+    finally:
+        client.close()
+
+
 def sleep_until(epoch: float) -> None:
     delay = epoch - time.time()
     if delay > 0:
@@ -432,12 +445,22 @@ def run(
     max_interval: float | None = None,
     lock_timeout: float | None = None,
     broker_delay: float | None = None,
+    replica_acks: int | None = None,
 ) -> Iterator[Run]:
-    """Fresh Redis servers, a listener and (later) beats for one system; all stopped after."""
+    """Fresh Redis servers, a listener and (later) beats for one system; all stopped after.
+    With ``replica_acks`` (0 or more) the schedule's Redis has a replica, in sync before
+    the beats start, and celery_periodiq's beats wait for that many."""
     tmp = tmp_root / label
     tmp.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:
         schedule_redis = stack.enter_context(LocalRedis(tmp / "schedule-redis"))
+        if replica_acks is not None:
+            replica = stack.enter_context(LocalRedis(
+                tmp / "schedule-replica",
+                extra_args=["--replicaof", "127.0.0.1", str(schedule_redis.port)],
+            ))  # fmt: skip
+            _wait_in_sync(schedule_redis)
+            del replica
         broker_redis = stack.enter_context(LocalRedis(tmp / "broker-redis"))
         listener = Listener(tmp, broker_redis.url).start()
         stack.callback(listener.proc.stop)
@@ -467,6 +490,8 @@ def run(
             env["BENCH_MAX_INTERVAL"] = str(max_interval)
         if lock_timeout is not None:
             env["BENCH_LOCK_TIMEOUT"] = str(lock_timeout)
+        if replica_acks is not None:
+            env["BENCH_REPLICA_ACKS"] = str(replica_acks)
         current = Run(
             system, tmp, schedule_redis, broker_redis, broker_url, listener, env, loglevel
         )

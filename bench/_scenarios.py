@@ -275,6 +275,40 @@ def burst(cfg: Config) -> list[Row]:
     ]  # fmt: skip
 
 
+def replicated(cfg: Config) -> list[Row]:
+    """The burst with one beat whose schedule Redis has a replica: replica acks 0 and 1."""
+    count = 5_000 if cfg.quick else 10_000
+    found: dict[str, dict[str, float]] = {}
+    for acks in (0, 1, 0, 1):  # twice each, alternating: the machine's load drifts
+        label = f"acks-{acks}"
+        with run("periodiq", cfg.tmp, f"replicated-{label}-{len(found)}",
+                 loglevel=cfg.loglevel, replica_acks=acks) as current:  # fmt: skip
+            current.start_beats(1)
+            t0 = _t0(2 + count / 4000)
+            specs = [Spec(f"burst-{i:06d}", t0 + i // 100, 3600) for i in range(count)]
+            current.load([_warmup(t0), *specs])
+            sleep_until(t0 / 1000)
+            current.listener.wait_settled(count + 1, 180)
+            stats = _burst_stats(_of(current.listener.stop(), "burst-"), count, "periodiq")
+        cfg.log(f"replicated acks={acks}: {json.dumps(stats)}")
+        if label in found:
+            found[label] = {key: (found[label][key] + stats[key]) / 2 for key in stats}
+        else:
+            found[label] = stats
+    cfg.details["replicated"] = found
+    a0, a1 = found["acks-0"], found["acks-1"]
+    return [
+        Row("replicated", f"{count:,} due: msgs/s, 1 beat, replica acks 0", a0["rate"],
+            fmt="{:,.0f}"),
+        Row("replicated", f"{count:,} due: msgs/s, 1 beat, replica acks 1", a1["rate"],
+            ratio=_versus(a1["rate"], a0["rate"], "acks 0"), fmt="{:,.0f}"),
+        Row("replicated", "last tick waited (ms), acks 0 / 1",
+            f"{a0['last_wait_ms']:,.0f} / {a1['last_wait_ms']:,.0f}"),
+        Row("replicated", "duplicates / missing ticks, acks 1",
+            f"{a1['duplicates']:.0f} / {a1['missing']:.0f}"),
+    ]  # fmt: skip
+
+
 # ---------------------------------------------------------------------- spread
 
 
@@ -671,6 +705,7 @@ def slow(cfg: Config) -> list[Row]:
 SCENARIOS: dict[str, Callable[[Config], list[Row]]] = {
     "rest": rest,
     "burst": burst,
+    "replicated": replicated,
     "spread": spread,
     "spread-large": spread_large,
     "scale": scale,

@@ -1,17 +1,19 @@
 """Overhead of PeriodicTask's guards per run, and the Redis round trips they cost.
 
-    .venv/bin/python bench/task.py [--runs 10000]
+    .venv/bin/python bench/task.py [--runs 10000] [--replica-acks 1]
 
 Runs the same no-op task eagerly in this process, once as a plain Celery task
 and once as a PeriodicTask (begin.lua + finish.lua against a private
 redis-server on loopback), and prints p50/p99 per run of each and of the
 difference, plus Redis commands per guarded run (target: exactly 2).
-Target: p50 overhead under 1 ms.
+Target: p50 overhead under 1 ms. With ``--replica-acks N`` the Redis has N
+replicas and every begin waits for them (``periodiq_replica_acks``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import time
 from typing import Any
@@ -22,6 +24,7 @@ from celery import Celery
 from celery_periodiq import PeriodicTask, periodiq
 from celery_periodiq.localredis import LocalRedis
 from celery_periodiq.publish import HEADER_ENTRY, HEADER_INTERVAL, HEADER_MIN_GAP, HEADER_TICK
+from celery_periodiq.topology import replicas
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -52,14 +55,31 @@ class RoundTrips:
         redis.connection.AbstractConnection.send_packed_command = counted  # type: ignore[method-assign]
 
 
+def _wait_for_replicas(server: LocalRedis, count: int) -> None:
+    client = redis.Redis(port=server.port, decode_responses=True)
+    deadline = time.monotonic() + 30
+    while len(replicas(client.info("replication"), "online")) < count:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"the {count} replicas did not sync in 30 s")
+        time.sleep(0.05)
+    client.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10_000)
+    parser.add_argument("--replica-acks", type=int, default=0)
     args = parser.parse_args()
 
-    with LocalRedis() as server:
+    with LocalRedis() as server, contextlib.ExitStack() as replicas:
+        for _ in range(args.replica_acks):
+            replicas.enter_context(
+                LocalRedis(extra_args=["--replicaof", "127.0.0.1", str(server.port)])
+            )
+        _wait_for_replicas(server, args.replica_acks)
         app = Celery("bench", broker="memory://", set_as_current=False)
         app.conf.periodiq_redis_url = server.url
+        app.conf.periodiq_replica_acks = args.replica_acks
         app.conf.task_store_eager_result = False
 
         @app.task(name="plain")
@@ -96,7 +116,8 @@ def main() -> None:
         per_run = (trips.count - before) / args.runs
         overhead = [g - p for g, p in zip(sorted(guarded_ms), sorted(plain_ms), strict=True)]
 
-    print(f"runs: {args.runs} each, eager, in-process; Redis {server.url} (loopback)")
+    print(f"runs: {args.runs} each, eager, in-process; Redis {server.url} (loopback), "
+          f"replica acks {args.replica_acks}")  # fmt: skip
     print(f"{'':24} {'p50 ms':>8} {'p99 ms':>8}")
     for label, values in (
         ("plain task", plain_ms),
