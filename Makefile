@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint tools demo bench venv clean
+.PHONY: test lint tools demo bench soak venv clean
 
 venv: $(STAMP)
 
@@ -37,6 +37,10 @@ demo: venv
 
 bench: venv
 	$(BIN)/python bench/schedules.py
+
+# A Sentinel failover every 30 s for 10 minutes, with figures per failover (not in CI).
+soak: venv
+	$(BIN)/python -m pytest -m soak -s tests/test_soak.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
