@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/beat.py [--scenario NAME] [--quick] [--json FILE]
 
-NAME is one of rest, burst, spread, spread-large, scale, failover, slow, all (the
+NAME is one of rest, burst, replicated, spread, spread-large, scale, failover, slow, all (the
 default).
 
 celery-redbeat is never a dependency of the project: the first run creates a
@@ -26,7 +26,7 @@ from pathlib import Path
 
 from _venv import bootstrap
 
-NAMES = ("rest", "burst", "spread", "spread-large", "scale", "failover", "slow")
+NAMES = ("rest", "burst", "replicated", "spread", "spread-large", "scale", "failover", "slow")
 
 
 def main() -> None:
