@@ -6,9 +6,10 @@ Not run by ``make test`` (the ``soak`` marker is deselected there); run it with
 
 ``PERIODIQ_SOAK_MINUTES`` and ``PERIODIQ_SOAK_EVERY`` (seconds between failovers)
 change its length. It prints, per failover: ticks due, ticks run, ticks folded
-into a later run by the catch-up policy, duplicates, ticks lost (neither run nor
-folded) and the longest gap between two runs of an entry; and asserts no tick ran
-twice, with ``periodiq_replica_acks = 1``.
+into a later run by the catch-up policy, duplicates, ticks not run (neither run nor
+folded) and the longest gap between two runs of an entry; then why the worker's
+guards refused runs (a tick not run is one of these, or lost); and asserts no tick
+ran twice, with ``periodiq_replica_acks = 1``.
 """
 
 from __future__ import annotations
@@ -66,7 +67,9 @@ def test_a_failover_every_30_s_runs_no_tick_twice(tmp_path: Path, sentinel: Loca
 
         print(f"\nsoak: {len(kills)} failovers in {(time.time() - began) / 60:.1f} min, "
               f"{ENTRIES} entries every second, 2 beats, 1 worker, replica acks 1")  # fmt: skip
-        print(f"{'#':>3} {'due':>6} {'run':>6} {'folded':>6} {'dupes':>6} {'lost':>6} {'gap s':>6}")
+        print(
+            f"{'#':>3} {'due':>6} {'run':>6} {'folded':>6} {'dupes':>6} {'notrun':>6} {'gap s':>6}"
+        )
         for index, row in enumerate(rows, 1):
             print(f"{index:>3} {row['due']:>6} {row['run']:>6} {row['folded']:>6} "
                   f"{row['duplicates']:>6} {row['lost']:>6} {row['gap']:>6.1f}")  # fmt: skip
@@ -74,6 +77,14 @@ def test_a_failover_every_30_s_runs_no_tick_twice(tmp_path: Path, sentinel: Loca
         print(f"all {totals['due']:>6} {totals['run']:>6} {totals['folded']:>6} "
               f"{len(running.twice()):>6} {totals['lost']:>6} "
               f"{max(row['gap'] for row in rows):>6.1f}")  # fmt: skip
+
+        counted: dict[str, int] = {}
+        for name in names:
+            for reason, count in api.get(name).counters.items():
+                counted[reason] = counted.get(reason, 0) + count
+        refused = ("dropped_too_soon", "duplicate", "expired", "revoked", "skipped_overlap")
+        print("runs refused by the worker's guards, all windows: "
+              + ", ".join(f"{reason} {counted.get(reason, 0)}" for reason in refused))  # fmt: skip
 
         assert running.twice() == []
         assert all(process.running for process in running.processes), running.logs()
