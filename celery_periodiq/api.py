@@ -147,6 +147,16 @@ def _check_entries(stored: list[StoredEntry]) -> Check:
     return Check("entries", "ok", f"{len(stored)} {noun}, none quarantined")
 
 
+def _check_alerts(stored: list[StoredEntry]) -> Check:
+    overdue = [item.name for item in stored if item.overdue_since]
+    failing = [item.name for item in stored if item.failing_since]
+    if not overdue and not failing:
+        return Check("alerts", "ok", "no entry is overdue or failing")
+    parts = [f"{len(names)} {kind}: {_some(names, 3)}"
+             for kind, names in (("overdue", overdue), ("failing", failing)) if names]  # fmt: skip
+    return Check("alerts", "fail", "; ".join(parts))
+
+
 def _version(text: str) -> tuple[int, ...]:
     parts = []
     for part in text.split(".")[:2]:
@@ -252,6 +262,9 @@ class Periodiq:
         start_at: datetime | None = None,
         end_at: datetime | None = None,
         enabled: bool = True,
+        alert_after: float | str | None = AUTO,
+        failure_threshold: int = 3,
+        pause_on_failure: bool = False,
     ) -> StoredEntry:
         """Create a runtime entry; beats pick it up within a second.
 
@@ -261,6 +274,10 @@ class Periodiq:
             cron: a cron expression or macro (``@daily``, ``@reboot``).
             every: an interval: seconds, a ``timedelta`` or ``"@every 1h30m"``.
             calendar: a systemd calendar event (``"Mon..Fri 09:00"``).
+            alert_after: seconds without a successful run before the entry is overdue
+                (``"auto"``: two intervals plus the timebox; None: never).
+            failure_threshold: consecutive failed or timeboxed runs before it is failing.
+            pause_on_failure: pause the entry when it becomes failing.
 
         Returns:
             The stored entry with its first tick.
@@ -278,7 +295,8 @@ class Periodiq:
             grace=grace, overlap=overlap, catchup=catchup, catchup_window=catchup_window,
             expires=expires,
             jitter=jitter, start_at=start_at, end_at=end_at, enabled=enabled, source="runtime",
-            defaults=Defaults.of(self.settings),
+            defaults=Defaults.of(self.settings), alert_after=alert_after,
+            failure_threshold=failure_threshold, pause_on_failure=pause_on_failure,
         )  # fmt: skip
         with self._guard():
             (status,) = self.store.put("add", [entry])
@@ -446,14 +464,15 @@ class Periodiq:
 
         In order: Redis reachable and at least 6.2, the Lua scripts load, at
         least one live beat, this host's clock against Redis's, the broker
-        reachable, no quarantined entries, every entry's task known to the app,
+        reachable, no quarantined entries, none overdue or failing, every entry's
+        task known to the app,
         and no entry whose sent runs no worker started for several intervals.
         """
         first = self._check_redis()
         if first.status == "fail":
             unchecked = [
                 Check(name, "skip", "not checked: Redis is unreachable")
-                for name in ("scripts", "beats", "clock", "entries", "tasks", "runs")
+                for name in ("scripts", "beats", "clock", "entries", "alerts", "tasks", "runs")
             ]
             return [first, *unchecked[:3], self._check_broker(), *unchecked[3:]]
         checks = [
@@ -469,11 +488,12 @@ class Periodiq:
             problem = f"cannot read the entries: {error}"
             return [
                 *checks,
-                *(Check(name, "fail", problem) for name in ("entries", "tasks", "runs")),
+                *(Check(name, "fail", problem) for name in ("entries", "alerts", "tasks", "runs")),
             ]
         return [
             *checks,
             _check_entries(stored),
+            _check_alerts(stored),
             self._check_tasks(stored),
             self._check_runs(stored, now_ms),
         ]

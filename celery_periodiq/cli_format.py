@@ -153,6 +153,9 @@ def list_text(
             extras.append(f"note: {stored.note}")
         if stored.invalid:
             extras.append(f"problem: {stored.invalid}")
+        for kind, since in (("overdue", stored.overdue_since), ("failing", stored.failing_since)):
+            if since is not None:
+                extras.append(f"{kind} since {relative(since, now, coarse=True)}")
         if _glance(stored):
             extras.append(_glance(stored))
         if extras:
@@ -217,7 +220,21 @@ def _policy(entry: Entry, numbers: dict[str, float | None]) -> list[tuple[str, s
         ("window", "none" if window is None else f"a tick may still run {seconds(window)} late"),
         ("expires", _expires_text(entry)),
         ("jitter", "none" if not entry.jitter else f"up to {seconds(entry.jitter)}"),
+        ("overdue", _overdue_text(entry, numbers["alert_after"], now)),
+        (
+            "failing",
+            f"after {entry.failure_threshold} failed or timeboxed runs in a row"
+            + ("; then paused" if entry.pause_on_failure else ""),
+        ),
     ]
+
+
+def _overdue_text(entry: Entry, after: float | None, now: str) -> str:
+    if after is None:
+        return "never" if entry.alert_after is None else "never: the entry has no interval"
+    if entry.alert_after == AUTO:
+        return f"auto: 2 intervals + the timebox without a success ({seconds(after)}{now})"
+    return f"after {seconds(after)} without a successful run"
 
 
 def _definition(entry: Entry, schedule: Schedule) -> list[tuple[str, str]]:

@@ -12,12 +12,14 @@ Every key is always present (null when there is no value). Instants are ISO
     enabled, next_run, last_run (when the last run began), last_status,
     last_error, last_duration_ms, last_finished, last_task_id, running_task_id,
     counters ({reason: count}: enqueued, started, succeeded, failed, timeboxed,
-    revoked, retrying, expired, duplicate, dropped_too_soon, skipped_overlap, missed)
+    revoked, retrying, expired, duplicate, dropped_too_soon, skipped_overlap, missed),
+    last_success, overdue_since and failing_since (null when the entry is not
+    overdue, failing), failures_in_a_row
 
 - **show**: an entry, then version, definition (the stored definition as an
   object; null when quarantined), raw_definition (the stored text when
   quarantined, else null), effective ({interval, tolerance, timebox,
-  time_limit} in seconds for the next tick), upcoming (10 instants),
+  time_limit, alert_after} in seconds for the next tick), upcoming (10 instants),
   checkpoint (true when a checkpoint is saved), history (10 events).
 - **event** (``history`` prints an array of them; ``failures`` adds ``entry``
   first)::
@@ -88,13 +90,14 @@ def zone_of(stored: StoredEntry) -> tzinfo:
 
 def effective(entry: Entry, now: datetime, default_grace: float) -> dict[str, Any]:
     """Policy numbers for the entry's next tick after ``now``, in seconds: interval,
-    tolerance, timebox, time_limit."""
+    tolerance, timebox, time_limit, alert_after (None: never overdue)."""
     numbers = policy.now_limits(entry, now, default_grace)
     return {
         "interval": numbers.interval,
         "tolerance": numbers.tolerance,
         "timebox": numbers.timebox,
         "time_limit": numbers.time_limit,
+        "alert_after": policy.alert_after(entry, numbers.interval),
     }
 
 
@@ -133,6 +136,10 @@ def entry_json(stored: StoredEntry) -> dict[str, Any]:
         "last_task_id": state.get("last_task_id") or None,
         "running_task_id": stored.running,
         "counters": dict(sorted(stored.counters.items())),
+        "last_success": utc_iso(stored.last_success),
+        "overdue_since": utc_iso(stored.overdue_since),
+        "failing_since": utc_iso(stored.failing_since),
+        "failures_in_a_row": number(state.get("fails")) or 0,
     }
 
 

@@ -277,6 +277,7 @@ def _option(*decls: str, group: str, **attrs: Any) -> Callable[[F], F]:
 
 
 _SCHEDULE, _MESSAGE, _POLICY = "Schedule (add needs exactly one form)", "Message", "Policy"
+_ALERTS = "Alerts"
 _ENTRY_OPTIONS: list[Callable[[F], F]] = [
     _option("--cron", metavar="SPEC", group=_SCHEDULE,
             help="Cron (5, 6 or 7 fields, seconds first), macro (@daily) or @reboot/@shutdown."),
@@ -317,11 +318,19 @@ _ENTRY_OPTIONS: list[Callable[[F], F]] = [
             help="How long a sent run may wait to start (auto: until the next tick)."),
     _option("--jitter", type=Seconds(), group=_POLICY,
             help="Delay each tick by a stable random amount below this."),
+    _option("--alert-after", type=Seconds(auto=AUTO, none=None), group=_ALERTS,
+            help="Overdue after this long without a successful run (auto: two intervals "
+                 "plus the timebox; none: never)."),
+    _option("--failure-threshold", type=click.IntRange(1, 10_000), metavar="N",
+            group=_ALERTS, help="Failing after N failed or timeboxed runs in a row (3)."),
+    _option("--pause-on-failure/--no-pause-on-failure", default=None, group=_ALERTS,
+            help="Pause the entry when it becomes failing."),
 ]  # fmt: skip
 _ENTRY_KEYS = frozenset({
     "cron", "every", "calendar", "tz", "start_at", "end_at", "enabled", "args", "kwargs",
     "queue", "priority", "owner", "tolerance", "timebox", "grace", "overlap", "catchup",
-    "catchup_window", "expires", "jitter", "task",
+    "catchup_window", "expires", "jitter", "task", "alert_after", "failure_threshold",
+    "pause_on_failure",
 })  # fmt: skip
 
 

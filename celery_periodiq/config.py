@@ -45,6 +45,7 @@ DEFAULTS: dict[str, Any] = {
     "periodiq_default_catchup": DEFAULT_CATCHUP,
     "periodiq_default_overlap": DEFAULT_OVERLAP,
     "periodiq_default_grace": DEFAULT_GRACE,  # seconds between soft and hard time limit, at most
+    "periodiq_alert_task": None,  # a task name: it gets one JSON payload per alert transition
 }
 
 
@@ -66,6 +67,7 @@ class Settings:
     redis_cluster: bool = False
     replica_acks: int = 0
     replica_timeout: float = 0.5
+    alert_task: str | None = None
     namespace: str = "default"
     """The app's main name: what the default prefix is derived from."""
     url_origin: str = "periodiq_redis_url"
@@ -117,6 +119,7 @@ class Settings:
             replica_timeout=float(
                 _typed("periodiq_replica_timeout", get("periodiq_replica_timeout"), float)
             ),
+            alert_task=_alert_task(get("periodiq_alert_task")),
             namespace=namespace,
             url_origin=origin,
         )
@@ -191,6 +194,14 @@ class Settings:
 _KINDS = {
     str: "text", int: "a whole number", float: "a number", dict: "a dict", bool: "True or False"
 }  # fmt: skip
+
+
+def _alert_task(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise _bad("periodiq_alert_task", value, "a task name such as 'proj.alert', or None")
+    return value
 
 
 def _typed(name: str, value: Any, kind: type) -> Any:

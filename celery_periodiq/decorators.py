@@ -44,6 +44,9 @@ def periodic(
     start_at: datetime | None = None,
     end_at: datetime | None = None,
     enabled: bool = True,
+    alert_after: float | str | None = AUTO,
+    failure_threshold: int = 3,
+    pause_on_failure: bool = False,
     queue: str | None = None,
     priority: int | None = None,
     routing_key: str | None = None,
@@ -71,6 +74,10 @@ def periodic(
         catchup: ``"last"`` (default), ``"skip"`` or ``"all"``.
         expires: how long a published run may wait to start: ``"auto"`` (until the
             next tick is due), seconds after its tick, or None (no limit).
+        alert_after: seconds without a successful run before the entry is overdue
+            (``"auto"``: two intervals plus the timebox; None: never).
+        failure_threshold: consecutive failed or timeboxed runs before it is failing.
+        pause_on_failure: pause the entry when it becomes failing.
 
     Raises:
         EntryError: at decoration time, for a missing or doubled schedule, a bad
@@ -86,7 +93,8 @@ def periodic(
         "options": routing, "tz": tz, "owner": owner, "tolerance": tolerance, "timebox": timebox,
         "grace": grace, "overlap": overlap, "catchup": catchup, "catchup_window": catchup_window,
         "expires": expires, "jitter": jitter, "start_at": start_at, "end_at": end_at,
-        "enabled": enabled,
+        "enabled": enabled, "alert_after": alert_after, "failure_threshold": failure_threshold,
+        "pause_on_failure": pause_on_failure,
     }  # fmt: skip
 
     def decorate(target: Any) -> Any:

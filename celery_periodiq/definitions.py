@@ -21,7 +21,8 @@ UPDATABLE = frozenset(
     {
         "task", "cron", "every", "calendar", "args", "kwargs", "options", "tz", "owner",
         "tolerance", "timebox", "grace", "overlap", "catchup", "catchup_window", "expires",
-        "jitter", "start_at", "end_at", "enabled",
+        "jitter", "start_at", "end_at", "enabled", "alert_after", "failure_threshold",
+        "pause_on_failure",
     }
 )  # fmt: skip
 
@@ -94,6 +95,9 @@ def build_entry(
     enabled: bool = True,
     source: Source = "runtime",
     defaults: Defaults = OUR_DEFAULTS,
+    alert_after: float | str | None = AUTO,
+    failure_threshold: int = 3,
+    pause_on_failure: bool = False,
 ) -> Entry:
     """Build and validate an entry from keyword options.
 
@@ -130,6 +134,9 @@ def build_entry(
         expires=expires,
         jitter=jitter,
         source=source,
+        alert_after=alert_after,
+        failure_threshold=failure_threshold,
+        pause_on_failure=pause_on_failure,
     )
 
 
@@ -152,6 +159,8 @@ def changed_entry(entry: Entry, changes: dict[str, Any]) -> Entry:
         "grace": entry.grace, "overlap": entry.overlap, "catchup": entry.catchup,
         "catchup_window": entry.catchup_window, "expires": entry.expires, "jitter": entry.jitter,
         "start_at": entry.start_at, "end_at": entry.end_at, "enabled": entry.enabled,
+        "alert_after": entry.alert_after, "failure_threshold": entry.failure_threshold,
+        "pause_on_failure": entry.pause_on_failure,
     }  # fmt: skip
     if any(key in changes for key in SCHEDULE_OPTIONS):
         current.update({key: changes.pop(key, None) for key in SCHEDULE_OPTIONS})

@@ -203,6 +203,11 @@ class Dispatcher:
         watched = self._watched
         return self.store.keys.partitions if watched is None else len(watched)
 
+    def mine(self) -> list[Partition]:
+        """The partitions the ring gives this beat (all of them until it is known)."""
+        with self._lock:
+            return [part for part in self.store.keys.all() if self._mine(part.index, False)]
+
     def _mine(self, index: int, sweeping: bool) -> bool:
         watched = self._watched
         return sweeping or watched is None or index in watched

@@ -42,7 +42,7 @@ OPTION_KEYS = {
 }
 _MAX_NAME = 200
 _KEEP = object()
-_NUMBERS = ("tolerance", "timebox", "grace", "catchup_window", "expires", "jitter")
+_NUMBERS = ("tolerance", "timebox", "grace", "catchup_window", "expires", "jitter", "alert_after")
 _INSTANTS = ("start_at", "end_at")
 # Fields left out of the stored JSON when they hold this: nothing, or the structural
 # default (never a policy, whose default could one day change).
@@ -50,6 +50,8 @@ _OMITTED: dict[str, object] = {
     "args": [], "kwargs": {}, "options": {}, "owner": None, "start_at": None, "end_at": None,
     "grace": None, "catchup_window": None, "jitter": 0.0, "enabled": True, "tz": "UTC",
     "form": "cron", "source": "runtime",
+    # alerts: left out at their defaults, so entries stored before them keep their digest
+    "alert_after": AUTO, "failure_threshold": 3, "pause_on_failure": False,
 }  # fmt: skip
 
 Form = Literal["cron", "calendar", "every"]
@@ -112,6 +114,13 @@ class Entry:
     due, seconds after its own tick, or None for no limit."""
     jitter: float = 0.0
     source: Source = "runtime"
+    alert_after: float | str | None = AUTO
+    """Seconds without a successful run before the entry is overdue: "auto" for two
+    intervals plus the timebox, or None for never."""
+    failure_threshold: int = 3
+    """Consecutive failed or timeboxed runs before the entry is failing."""
+    pause_on_failure: bool = False
+    """Pause the entry when it becomes failing (with a note saying why)."""
 
     def __post_init__(self) -> None:
         self._check()
@@ -184,6 +193,17 @@ class Entry:
         _number(name, "jitter", self.jitter)
         if self.source not in SOURCES:
             raise _fail(name, "source", self.source, ", ".join(SOURCES))
+        if self.alert_after not in (AUTO, None) and not _positive(self.alert_after):
+            raise _fail(name, "alert_after", self.alert_after, "seconds > 0, 'auto' or None")
+        threshold = self.failure_threshold
+        if (
+            isinstance(threshold, bool)
+            or not isinstance(threshold, int)
+            or not (1 <= threshold <= 10_000)
+        ):
+            raise _fail(name, "failure_threshold", threshold, "a whole number from 1 to 10000")
+        if not isinstance(self.pause_on_failure, bool):
+            raise _fail(name, "pause_on_failure", self.pause_on_failure, "True or False")
         try:
             schedule = self.parsed_schedule()
         except ScheduleError as error:

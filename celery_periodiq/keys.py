@@ -76,6 +76,11 @@ class Partition:
         so that claim.lua can tell a live claim owner within the partition's slot."""
         return f"{self.tag}:alive"
 
+    @property
+    def alerts(self) -> str:
+        """list: alert transitions (overdue, failing, recovered) not yet sent, oldest first."""
+        return f"{self.tag}:alerts"
+
     def history(self, name: str) -> str:
         """list: the entry's newest events, newest first, each a JSON array (capped)."""
         return f"{self.tag}:history:{name}"

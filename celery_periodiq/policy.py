@@ -21,11 +21,13 @@ __all__ = [
     "AUTO",
     "CATCHUP_POLICIES",
     "DEFAULT_CATCHUP",
+    "DEFAULT_FAILURE_THRESHOLD",
     "DEFAULT_GRACE",
     "DEFAULT_OVERLAP",
     "OVERLAP_POLICIES",
     "Defaults",
     "Limits",
+    "alert_after",
     "grace",
     "interval_at",
     "limits",
@@ -41,6 +43,8 @@ OVERLAP_POLICIES = ("skip", "allow", "buffer_one")
 CATCHUP_POLICIES = ("last", "skip", "all")
 DEFAULT_OVERLAP = "skip"
 DEFAULT_CATCHUP = "last"
+DEFAULT_FAILURE_THRESHOLD = 3
+"""Consecutive failed or timeboxed runs before an entry is failing."""
 DEFAULT_GRACE = 10.0
 """``periodiq_default_grace``: the most the derived grace may be, in seconds."""
 
@@ -52,6 +56,7 @@ _MIN_GRACE = 1.0
 # many intervals, or this many seconds for a run with no interval at all.
 _TTL_INTERVALS = 2
 _TTL_FALLBACK = 3600.0
+_ALERT_INTERVALS = 2  # intervals without a success (plus the timebox) before "overdue"
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +137,19 @@ def limits(entry: Entry, interval: float | None, default_grace: float) -> Limits
     soft = timebox(entry, interval)
     hard = None if soft is None else soft + grace(entry, soft, default_grace)
     return Limits(interval, tolerance(entry, interval), soft, hard)
+
+
+def alert_after(entry: Entry, interval: float | None) -> float | None:
+    """Seconds without a successful run before the entry is overdue: the entry's own,
+    else two intervals plus the timebox; None for never (``alert_after=None``, or an
+    entry with no interval, such as ``@reboot``)."""
+    if entry.alert_after is None:
+        return None
+    if entry.alert_after != AUTO:
+        return float(entry.alert_after)
+    if interval is None or interval <= 0:
+        return None
+    return interval * _ALERT_INTERVALS + (timebox(entry, interval) or 0.0)
 
 
 def min_gap_ms(entry: Entry, gap_before: float) -> int:

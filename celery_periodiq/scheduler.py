@@ -23,6 +23,7 @@ from celery import Celery
 from celery import beat as celery_beat
 
 from celery_periodiq import registry
+from celery_periodiq.alerts import Alerts
 from celery_periodiq.config import Settings, redacted
 from celery_periodiq.dispatch import Dispatcher
 from celery_periodiq.entry import Entry
@@ -36,6 +37,7 @@ logger = logging.getLogger(__name__)
 
 _RECONCILE_CHUNK = 500
 _MAX_BACKOFF = 5.0
+_ALERT_EVERY = 1.0  # seconds between two rounds of sending alert transitions
 _LEGACY_PREFIX = "periodiq"
 """The prefix every app shared before each app got its own."""
 
@@ -60,6 +62,8 @@ class Scheduler(celery_beat.Scheduler):
         self._reconcile_failing = False
         self._reconcile_after = 0.0
         self._pending_events: dict[str, set[str]] = {}
+        self._alerts_at = 0.0
+        """When to send the pending alert transitions next (monotonic)."""
         """@reboot/@shutdown events still to send, with the entries already sent."""
         self._events_failing = False
         super().__init__(app, *args, **kwargs)
@@ -93,6 +97,7 @@ class Scheduler(celery_beat.Scheduler):
             self._beat_info,
             on_beats=self._dispatcher.watch,
         )
+        self._alerts = Alerts(self.app, self.store, self.settings.alert_task)
         self._listener = ChangeListener(self.store.client, self.store.keys.changes, self._changed)
         self._listener.start()
         self._log_settings()
@@ -158,6 +163,9 @@ class Scheduler(celery_beat.Scheduler):
             done = dispatcher.dispatch()
             if not done.full or not done.complete:
                 break
+        if time.monotonic() >= self._alerts_at:
+            self._alerts_at = time.monotonic() + _ALERT_EVERY
+            self._alerts.send(dispatcher.mine())
         if self._failing:
             logger.info("periodiq: usable again; missed ticks follow their catch-up policy")
             self._failing = False

@@ -467,6 +467,7 @@ class Scripts:
         keys = [part.due, part.inflight, part.ticks, part.entries, part.state, part.quarantine]
         for item in settlements:
             keys += [part.history(item["name"]), part.failures(item["name"])]
+        keys.append(part.alerts)
         args: list[Any] = [beat_id, history_length]
         args.extend(json.dumps(item, separators=(",", ":")) for item in settlements)
         return keys, args
@@ -594,7 +595,7 @@ class Scripts:
         cleared = self._run(
             "finish",
             [part.entries, part.state, part.quarantine, part.due, part.history(name),
-             part.failures(name)],
+             part.failures(name), part.alerts],
             [
                 end.task_id,
                 "" if end.tick_ms is None else end.tick_ms,
@@ -608,6 +609,7 @@ class Scripts:
                 "" if now_ms is None else now_ms,
                 name,
                 self._recorded_id(name, end.task_id, end.tick_ms),
+                self.keys.changes,
             ],
         )  # fmt: skip
         return bool(cleared)

@@ -20,6 +20,7 @@ from typing import Any, cast
 import redis
 import redis.sentinel
 
+from celery_periodiq import policy
 from celery_periodiq.cluster_client import ClusterOnDemand
 from celery_periodiq.config import Settings, sentinel_hosts
 from celery_periodiq.entry import Entry
@@ -143,6 +144,27 @@ class StoredEntry:
     @property
     def paused(self) -> bool:
         return self.state.get("paused") == "1"
+
+    @property
+    def overdue_since(self) -> datetime | None:
+        """Since when no run has succeeded for longer than ``alert_after``; None if not so."""
+        return _ms(self.state.get("overdue"))
+
+    @property
+    def failing_since(self) -> datetime | None:
+        """Since when ``failure_threshold`` runs in a row failed; None if not so."""
+        return _ms(self.state.get("failing"))
+
+    @property
+    def last_success(self) -> datetime | None:
+        """When a run last succeeded."""
+        return _ms(self.state.get("last_ok"))
+
+    @property
+    def alerts(self) -> list[str]:
+        """``overdue`` and/or ``failing``, or nothing."""
+        return [kind for kind, since in (("overdue", self.overdue_since),
+                                        ("failing", self.failing_since)) if since]  # fmt: skip
 
     @property
     def note(self) -> str | None:
@@ -283,6 +305,7 @@ class Store:
         computed from ``now_ms``."""
         schedule = entry.parsed_schedule()
         upcoming = next_tick(entry, schedule, from_ms(now_ms)) if entry.enabled else None
+        alert = policy.alert_after(entry, policy.interval_at(schedule, from_ms(now_ms)))
         return {
             "name": entry.name,
             "digest": entry.digest,
@@ -292,6 +315,7 @@ class Store:
             "due": None if upcoming is None else to_ms(upcoming[1]),
             "schedule": upcoming is not None,
             "event": schedule.event if isinstance(schedule, EventSchedule) else None,
+            "alert": None if alert is None else int(alert * 1000),
         }, entry.to_json()
 
     def put(self, mode: str, entries: list[Entry], now_ms: int | None = None) -> list[str]:

@@ -212,6 +212,7 @@ def test_list_json_has_the_documented_shape(populated: Periodiq) -> None:
         "name", "state", "note", "problem", "task", "schedule", "form", "description", "tz",
         "owner", "source", "enabled", "next_run", "last_run", "last_status", "last_error",
         "last_duration_ms", "last_finished", "last_task_id", "running_task_id", "counters",
+        "last_success", "overdue_since", "failing_since", "failures_in_a_row",
     ]  # fmt: skip
     assert report["next_run"] == "2090-01-01T00:00:00+00:00"
     assert report["last_run"] == "2089-12-31T22:01:00+00:00"
@@ -256,7 +257,8 @@ def test_show_json_adds_definition_effective_policy_upcoming_and_history(
     shown = json.loads(result.stdout)
     assert shown["definition"]["kwargs"] == {}
     assert shown["effective"] == {
-        "interval": 60.0, "tolerance": 6.0, "timebox": 30.0, "time_limit": 36.0
+        "interval": 60.0, "tolerance": 6.0, "timebox": 30.0, "time_limit": 36.0,
+        "alert_after": 150.0,
     }  # fmt: skip
     assert shown["upcoming"][:2] == ["2090-01-01T00:00:00+00:00", "2090-01-01T00:01:00+00:00"]
     assert [event["kind"] for event in shown["history"]] == [
@@ -571,7 +573,7 @@ def test_doctor_fails_without_a_beat_and_with_a_quarantined_entry(
     statuses = {check["name"]: check["status"] for check in report["checks"]}
     assert statuses == {
         "redis": "ok", "scripts": "ok", "beats": "fail", "clock": "ok", "broker": "ok",
-        "entries": "fail", "tasks": "ok", "runs": "ok",
+        "entries": "fail", "alerts": "ok", "tasks": "ok", "runs": "ok",
     }  # fmt: skip
     assert "quarantined: broken (entry data is not JSON" in report["checks"][5]["detail"]
 
@@ -585,7 +587,7 @@ def test_doctor_reports_an_unreachable_redis_and_skips_what_needs_it(offline: Ce
     assert "  → check periodiq_redis_url" in result.stdout
     assert [line.split()[:2] for line in lines if line.startswith("skip")] == [
         ["skip", "scripts"], ["skip", "beats"], ["skip", "clock"], ["skip", "entries"],
-        ["skip", "tasks"], ["skip", "runs"],
+        ["skip", "alerts"], ["skip", "tasks"], ["skip", "runs"],
     ]  # fmt: skip
     assert result.stdout.endswith("\n1 problem found.\n")
 

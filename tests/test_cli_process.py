@@ -165,11 +165,19 @@ def test_beats_lists_the_live_beat(running: Cluster) -> None:
     assert beats[0]["ticks_claimed"] > 0
 
 
-def test_doctor_finds_nothing_wrong(running: Cluster) -> None:
-    result = periodiq_cli(running, "doctor")
+def test_doctor_finds_nothing_wrong_but_the_overdue_failing_entry(running: Cluster) -> None:
+    api = api_for(running.redis_url, running.env["TEST_BROKER_URL"], "guarded_app")
+    wait_for(lambda: api.get("broken").overdue_since, 30, "broken to be overdue")
+    api.store.client.close()
 
-    assert result.returncode == 0, result.stdout
-    assert result.stdout.endswith("\nAll checks passed.\n")
+    result = periodiq_cli(running, "doctor", "--json")
+
+    # "broken" raises on every run: after 3 in a row it is failing, and as none succeeds
+    # it is overdue too (2 intervals + the timebox: 5 s); nothing else is wrong
+    checks = {check["name"]: check for check in json.loads(result.stdout)["checks"]}
+    assert result.returncode == 1, result.stdout
+    assert [name for name, check in checks.items() if check["status"] != "ok"] == ["alerts"]
+    assert checks["alerts"]["detail"] == "1 overdue: broken; 1 failing: broken"
 
 
 @pytest.mark.skipif(

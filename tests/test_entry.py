@@ -55,6 +55,9 @@ def full_entry() -> Entry:
         end_at=datetime(2030, 1, 1, tzinfo=berlin),
         enabled=False,
         source="code",
+        alert_after=7200,
+        failure_threshold=4,
+        pause_on_failure=True,
     )
 
 
@@ -533,6 +536,9 @@ _CHANGES: dict[str, dict[str, Any]] = {
     "expires": {"expires": 90},
     "jitter": {"jitter": 10.5},
     "source": {"source": "runtime"},
+    "alert_after": {"alert_after": 300},
+    "failure_threshold": {"failure_threshold": 5},
+    "pause_on_failure": {"pause_on_failure": False},
 }
 
 
@@ -813,7 +819,9 @@ def test_a_setting_of_the_wrong_type_raises_a_configuration_error_naming_it(
 def test_stored_json_is_to_dict_sorted_without_the_fields_that_hold_nothing(entry: Entry) -> None:
     nothing = {"args": [], "kwargs": {}, "options": {}, "owner": None, "start_at": None,
                "end_at": None, "grace": None, "catchup_window": None, "jitter": 0.0,
-               "enabled": True, "tz": "UTC", "form": "cron", "source": "runtime"}  # fmt: skip
+               "enabled": True, "tz": "UTC", "form": "cron", "source": "runtime",
+               "alert_after": "auto", "failure_threshold": 3,
+               "pause_on_failure": False}  # fmt: skip
     expected = {key: value for key, value in entry.to_dict().items()
                 if key not in nothing or nothing[key] != value}  # fmt: skip
 

@@ -7,6 +7,10 @@
 --   running, queued   {task id, until ms[, attempt]}: markers that stop counting at "until"
 --   top, seen         the newest started tick (ms) and how far before it (ms) the
 --                     other recently started ticks were (at most WINDOW of them)
+--   alert             ms without a success before the entry is overdue (none: never)
+--   last_ok, resumed  when the last run succeeded, when the entry was last resumed
+--   fails             failed or timeboxed runs in a row
+--   overdue, failing  since when the entry is overdue, failing (absent: it is not)
 --   n                 {reason = count}
 -- An event in an entry's history is a JSON array (see record() below); its task_id is
 --   "" when it is the one derived from the tick (the caller knows), "-" for none.
@@ -74,6 +78,25 @@ local function record(key, keep, kind, at, tick, task_id, host, note, duration, 
   for i = 1, last do packed[i] = event[i] end
   redis.call('LPUSH', key, cjson.encode(packed))
   redis.call('LTRIM', key, 0, keep - 1)
+end
+
+-- Alerts. An entry is overdue when no run succeeded for state.alert ms (counted from
+-- its creation or its last resume when later), failing once state.fails reached its
+-- threshold; recovered when a run succeeds again. Each change is recorded in the state
+-- and pushed once onto the partition's alerts list, which a beat drains and sends.
+local function push_alert(list, name, kind, at, note)
+  redis.call('RPUSH', list, cjson.encode({name, kind, at, note}))
+  redis.call('LTRIM', list, -1000, -1)
+end
+
+-- How long the entry has gone without a success if that makes it newly overdue, else nil.
+local function newly_overdue(state, now)
+  local after = tonumber(state.alert)
+  if not after or state.overdue or state.paused == '1' then return nil end
+  local since = math.max(tonumber(state.last_ok) or 0, tonumber(state.created) or 0,
+    tonumber(state.resumed) or 0)
+  if now - since > after then return now - since end
+  return nil
 end
 
 -- A set key that can take SADD/SREM: replaced when something else holds its name.

@@ -15,7 +15,8 @@
 -- KEYS[4] entries     hash  entry name -> definition JSON
 -- KEYS[5] state       hash  entry name -> state JSON
 -- KEYS[6] quarantine  hash  entry name -> why it is quarantined
--- KEYS[7..] two per tick, in ARGV's order: its entry's history and failures lists
+-- KEYS[7..] two per tick, in ARGV's order: its entry's history and failures lists;
+--           then, last, the partition's alerts list (an entry newly overdue is pushed)
 -- ARGV[1] caller's beat id; ARGV[2] history length
 -- ARGV[3..] one JSON object per tick:
 --   id          tick id from claim.lua
@@ -85,11 +86,18 @@ for i = 3, #ARGV do
         for field, value in pairs(a.last) do state[field] = value end
       end
       if given(a.queued) then state.queued = {a.queued[1], now + a.queued[2]} end
+      local without = newly_overdue(state, now)
+      if without then state.overdue = now end
       save_state(states, a.name, state)
       if a.events then
         for _, e in ipairs(a.events) do
           record(history, keep, e[1], now, e[2], e[3], '', e[5], '', e[4], '')
         end
+      end
+      if without then
+        local note = 'no successful run for ' .. math.floor(without / 1000) .. ' s'
+        record(history, keep, 'overdue', now, '', '-', '', note)
+        push_alert(KEYS[#KEYS], a.name, 'overdue', now, note)
       end
     end
   end

@@ -25,6 +25,13 @@
 -- ARGV[10] now (ms) instead of the server clock, or ""
 -- ARGV[11] entry name: nothing is written for an entry that no longer exists
 -- ARGV[12] the task id as the history records it: "" when the tick derives it
+-- KEYS[7] alerts     list  the partition's alert transitions, for a beat to send
+-- ARGV[13] the changes channel: told the entry's name when its alert state changed
+--
+-- A final run keeps the alert state: a success clears the failures in a row and, if the
+-- entry was overdue or failing, records "recovered"; a failed or timeboxed run that
+-- makes the failures in a row reach the entry's failure_threshold records "failing"
+-- and, with pause_on_failure, pauses the entry with a note saying why.
 --
 -- Returns the number of markers cleared (0 or 1).
 
@@ -57,7 +64,33 @@ elseif kind == '0' and holder == task_id then
   state.running = {task_id, now + tonumber(ARGV[9])}
 end
 count(state, outcome, 1)
+local change, note = nil, nil
+if kind == '1' and outcome == 'succeeded' then
+  state.last_ok, state.fails = now, nil
+  if state.overdue or state.failing then
+    change, note = 'recovered', 'a run succeeded'
+    state.overdue, state.failing = nil, nil
+  end
+elseif kind == '1' and (outcome == 'failed' or outcome == 'timeboxed') then
+  state.fails = (tonumber(state.fails) or 0) + 1
+  local definition = decoded(redis.call('HGET', entries, name))
+  local threshold = tonumber(definition.failure_threshold) or 3
+  if not state.failing and state.fails >= threshold then
+    state.failing = now
+    change, note = 'failing', state.fails .. ' failed runs in a row' .. (err and (', the last: ' .. err) or '')
+    if definition.pause_on_failure == true and state.paused ~= '1' then
+      state.paused, state.note = '1', 'paused after ' .. note
+      state.version = (tonumber(state.version) or 0) + 1
+      redis.call('ZREM', due, name)
+    end
+  end
+end
 save_state(states, name, state)
+if change then
+  record(history, keep, change, now, '', '-', '', note)
+  push_alert(KEYS[7], name, change, now, note)
+  redis.call('PUBLISH', ARGV[13], name)  -- wakes the beats: one of them sends it
+end
 -- a run that succeeded is told by its "started" event where it ran
 local where = outcome == 'succeeded' and '' or host
 local took = tonumber(duration) or ''

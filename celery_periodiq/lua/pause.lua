@@ -13,6 +13,7 @@
 
 local entries, due, states, quarantine = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local channel, name, action = ARGV[1], ARGV[2], ARGV[3]
+local now = clock_ms('')
 
 if redis.call('HEXISTS', entries, name) == 0 then return 'missing' end
 local state, unreadable = load_state(states, name)
@@ -22,7 +23,7 @@ if action == 'pause' then
   state.paused, state.note = '1', ARGV[4]
   redis.call('ZREM', due, name)
 else
-  state.paused, state.note = nil, nil
+  state.paused, state.note, state.resumed = nil, nil, now
   state.next = ARGV[4]
   if ARGV[4] ~= '' and redis.call('HEXISTS', quarantine, name) == 0 then
     redis.call('ZADD', due, ARGV[5], name)

@@ -28,6 +28,7 @@
 --   next, due   nominal and jittered instants of the first tick (ms), or null
 --   schedule    true if the entry should be in the due set (enabled, clock-driven)
 --   event       "reboot" or "shutdown" for a cluster-event entry, else null
+--   alert       ms without a successful run before the entry is overdue, or null
 --
 -- Returns one status per entry: "created", "replaced", "unchanged", "exists" (add on
 -- an existing name), "missing" (update on an unknown name), "runtime" (reconcile met a
@@ -76,6 +77,11 @@ for i = 3, #ARGV, 2 do
       and redis.call('HEXISTS', quarantine, e.name) == 0
       and not wrong_type(history, 'list') and not wrong_type(failures, 'list') then
     status = 'unchanged'
+    local alert = given(e.alert) and e.alert or nil
+    if state.alert ~= alert then  -- the default changed, or the entry predates alerts
+      state.alert = alert
+      save_state(states, e.name, state)
+    end
   else
     status = old and 'replaced' or 'created'
     if old and owner_of(old) then redis.call('SREM', usable_set(was_set), e.name) end
@@ -104,6 +110,7 @@ for i = 3, #ARGV, 2 do
     state.digest = e.digest
     state.updated = now
     state.created = state.created or now
+    state.alert = given(e.alert) and e.alert or nil
     if e.schedule and state.paused ~= '1' and given(e.next) then
       state.next = e.next
       redis.call('ZADD', due, e.due, e.name)
