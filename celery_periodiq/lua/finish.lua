@@ -86,16 +86,16 @@ elseif kind == '1' and (outcome == 'failed' or outcome == 'timeboxed') then
   end
 end
 save_state(states, name, state)
-if change then
-  record(history, keep, change, now, '', '-', '', note)
-  push_alert(KEYS[7], name, change, now, note)
-  redis.call('PUBLISH', ARGV[13], name)  -- wakes the beats: one of them sends it
-end
 -- a run that succeeded is told by its "started" event where it ran
 local where = outcome == 'succeeded' and '' or host
 local took = tonumber(duration) or ''
 record(history, keep, outcome, now, tick, shown_id, where, '', took, '', err)
 if outcome == 'failed' or outcome == 'timeboxed' then
   record(failures, 5, outcome, now, tick, shown_id, host, '', took, '', err)
+end
+if change then  -- after the run's own event: history reads newest first
+  record(history, keep, change, now, '', '-', '', note)
+  push_alert(KEYS[7], name, change, now, note)
+  redis.call('PUBLISH', ARGV[13], name)  -- wakes the beats: one of them sends it
 end
 return cleared
