@@ -2,7 +2,9 @@
 
 Configured from the environment: TEST_BROKER_URL, TEST_REDIS_URL,
 TEST_LEASE (claim lease, s), TEST_BEAT_SCHEDULE (JSON: name -> {"task", "every"}),
-TEST_REDIS_CLUSTER=1 (TEST_REDIS_URL names Redis Cluster nodes), TEST_REPLICA_ACKS.
+TEST_REDIS_CLUSTER=1 (TEST_REDIS_URL names Redis Cluster nodes), TEST_REPLICA_ACKS,
+TEST_ALERT_TASK (``periodiq_alert_task``; the task ``alert`` records each payload in
+the list "alerts").
 Every run records itself in the Redis list "runs" of TEST_RUNS_URL, else of
 TEST_REDIS_URL.
 """
@@ -28,6 +30,7 @@ app.conf.periodiq_claim_lease = float(os.environ.get("TEST_LEASE", "2"))
 app.conf.periodiq_redis_options = json.loads(os.environ.get("TEST_REDIS_OPTIONS", "{}"))
 app.conf.periodiq_redis_cluster = os.environ.get("TEST_REDIS_CLUSTER") == "1"
 app.conf.periodiq_replica_acks = int(os.environ.get("TEST_REPLICA_ACKS", "0"))
+app.conf.periodiq_alert_task = os.environ.get("TEST_ALERT_TASK") or None
 app.conf.beat_max_loop_interval = 5
 app.conf.broker_connection_retry_on_startup = True
 app.conf.worker_prefetch_multiplier = 1
@@ -68,3 +71,16 @@ def record(self: Any, *args: Any, **kwargs: Any) -> None:
 def guarded_record(self: Any, *args: Any, **kwargs: Any) -> None:
     """Record that this run happened, behind the worker's guards."""
     _record(self.request, args=list(args), kwargs=kwargs)
+
+
+@app.task(bind=True, base=PeriodicTask, name="guarded_fail")
+def guarded_fail(self: Any) -> None:
+    """A guarded task that always raises."""
+    _record(self.request)
+    raise RuntimeError("this task always fails")
+
+
+@app.task(name="alert")
+def alert(payload: dict[str, Any]) -> None:
+    """Record an alert transition, as a user's task would send it to a pager."""
+    _results.rpush("alerts", json.dumps(payload))
