@@ -258,7 +258,7 @@ class Scripts:
     @staticmethod
     def _claim_keys(part: Partition) -> list[str]:
         return [part.due, part.inflight, part.ticks, part.entries, part.state, part.quarantine,
-                part.alive]  # fmt: skip
+                part.alive, part.alerts]  # fmt: skip
 
     def claim_many(
         self,
@@ -554,7 +554,7 @@ class Scripts:
         """The worker's guards before a run (begin.lua): one round trip."""
         part = self.keys.of(name)
         keys = [part.entries, part.state, part.quarantine, part.due, part.history(name),
-                part.failures(name)]  # fmt: skip
+                part.failures(name), part.alerts]  # fmt: skip
         args = [
             run.task_id,
             "" if run.tick_ms is None else run.tick_ms,

@@ -268,3 +268,22 @@ def test_the_cli_refuses_a_bad_failure_threshold_and_writes_nothing(app: Celery)
     assert result.exit_code == 2
     assert "--failure-threshold" in result.output
     assert periodiq(app).count() == 0
+
+
+def test_an_entry_quarantined_is_an_alert_once(app: Celery) -> None:
+    api = periodiq(app)
+    entry = api.add("victim", "proj.t", every=60, start_at=START).entry
+    assert entry is not None
+    api.store.put("update", [entry], now_ms=to_ms(START))
+    part = api.store.keys.of("victim")
+    api.store.client.delete(part.history("victim"))
+    api.store.client.set(part.history("victim"), "not a list")  # damage, by someone else
+    dispatcher = Dispatcher(app, api.store, "beat", lambda: float("inf"))
+
+    dispatcher.dispatch(now_ms=to_ms(START + timedelta(minutes=1)))
+    dispatcher.dispatch(now_ms=to_ms(START + timedelta(minutes=2)))
+
+    said = pending(api, "victim")
+    assert [(item[0], item[1]) for item in said] == [("victim", "quarantined")]
+    assert "history" in said[0][3]
+    assert api.get("victim").status == "quarantined"

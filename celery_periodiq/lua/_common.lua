@@ -89,6 +89,13 @@ local function push_alert(list, name, kind, at, note)
   redis.call('LTRIM', list, -1000, -1)
 end
 
+-- Quarantine an entry; the first time (not already quarantined) is an alert transition.
+local function quarantine_entry(key, name, problem, alerts, now)
+  if redis.call('HSET', key, name, problem) == 1 then
+    push_alert(alerts, name, 'quarantined', now, problem)
+  end
+end
+
 -- How long the entry has gone without a success if that makes it newly overdue, else nil.
 local function newly_overdue(state, now)
   local after = tonumber(state.alert)

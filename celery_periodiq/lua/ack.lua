@@ -16,7 +16,8 @@
 -- KEYS[5] state       hash  entry name -> state JSON
 -- KEYS[6] quarantine  hash  entry name -> why it is quarantined
 -- KEYS[7..] two per tick, in ARGV's order: its entry's history and failures lists;
---           then, last, the partition's alerts list (an entry newly overdue is pushed)
+--           then, last, the partition's alerts list (an entry newly overdue or
+--           quarantined is pushed)
 -- ARGV[1] caller's beat id; ARGV[2] history length
 -- ARGV[3..] one JSON object per tick:
 --   id          tick id from claim.lua
@@ -57,13 +58,14 @@ for i = 3, #ARGV do
   -- behind means the definition alone was deleted, outside periodiq: say so.
   local exists = redis.call('HEXISTS', entries, a.name) == 1
   if mine and not exists and redis.call('HEXISTS', states, a.name) == 1 then
-    redis.call('HSET', quarantine, a.name, 'its definition is missing (deleted outside periodiq?)')
+    quarantine_entry(quarantine, a.name, 'its definition is missing (deleted outside periodiq?)',
+      KEYS[#KEYS], now)
   end
   if mine and exists then
     local problem = wrong_type(history, 'list') or wrong_type(failures, 'list')
     if problem == nil and given(a.quarantine) then problem = a.quarantine end
     if problem then
-      redis.call('HSET', quarantine, a.name, problem)
+      quarantine_entry(quarantine, a.name, problem, KEYS[#KEYS], now)
       redis.call('ZREM', due, a.name)
     else
       local state = load_state(states, a.name) or {version = a.version}

@@ -22,6 +22,7 @@
 -- KEYS[4] due         zset  entry name -> due instant
 -- KEYS[5] history     list  the entry's history
 -- KEYS[6] failures    list  the entry's newest failed runs (its type is checked)
+-- KEYS[7] alerts      list  alert transitions (an entry newly quarantined is pushed)
 -- ARGV[1] task id
 -- ARGV[2] tick: nominal instant (ms), or "" for a manual run (no tolerance drop)
 -- ARGV[3] min_gap (ms): interval - tolerance, or 0
@@ -56,7 +57,7 @@ if redis.call('HEXISTS', entries, name) == 0 then
 end
 local problem = wrong_type(history, 'list') or wrong_type(KEYS[6], 'list')
 if problem then
-  redis.call('HSET', quarantine, name, problem)
+  quarantine_entry(quarantine, name, problem, KEYS[7], now)
   redis.call('ZREM', due, name)
   return {'damaged', now, -1, problem}
 end

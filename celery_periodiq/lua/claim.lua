@@ -18,6 +18,7 @@
 -- KEYS[5] state       hash  entry name -> state JSON (read: next, version, prev, markers)
 -- KEYS[6] quarantine  hash  entry name -> why it is quarantined
 -- KEYS[7] alive       zset  beat id -> heartbeat expiry (ms)
+-- KEYS[8] alerts      list  alert transitions (an entry newly quarantined is pushed)
 -- ARGV[1] caller's beat id
 -- ARGV[2] most ticks to return
 -- ARGV[3] lease (ms)
@@ -81,7 +82,8 @@ if taken < batch then
     local definition = redis.call('HGET', entries, name)
     if not definition then
       vanished[#vanished + 1] = name
-      redis.call('HSET', quarantine, name, 'its definition is missing (deleted outside periodiq?)')
+      quarantine_entry(quarantine, name, 'its definition is missing (deleted outside periodiq?)',
+        KEYS[8], now)
     else
       local state = load_state(states, name) or {}
       local nominal = tonumber(state.next)

@@ -45,7 +45,7 @@ local now = clock_ms(ARGV[10])
 if redis.call('HEXISTS', entries, name) == 0 then return 0 end
 local problem = wrong_type(history, 'list') or wrong_type(failures, 'list')
 if problem then
-  redis.call('HSET', quarantine, name, problem)
+  quarantine_entry(quarantine, name, problem, KEYS[7], now)
   redis.call('ZREM', due, name)
   return 0
 end
