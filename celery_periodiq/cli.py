@@ -480,3 +480,35 @@ def doctor_command(ctx: click.Context, as_json: bool) -> None:
         print_text(ctx, text.doctor_text(checks, style_of(ctx), width()))
     if not report["ok"]:
         ctx.exit(EXIT_PROBLEM)
+
+
+@periodiq.command("metrics")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", type=click.IntRange(0, 65535), default=9808, show_default=True,
+              help="Port to listen on (0: any free one).")  # fmt: skip
+@click.option("--max-entries", type=click.IntRange(min=0), default=500, show_default=True,
+              help="Entries labelled by name; the others are summed as _other.")  # fmt: skip
+@click.option("--once", is_flag=True, help="Print the metrics once and exit.")
+@click.pass_context
+@handled
+def metrics_command(ctx: click.Context, host: str, port: int, max_entries: int, once: bool) -> None:
+    """Serve Prometheus metrics of the whole schedule at http://HOST:PORT/metrics.
+
+    Read from Redis at each scrape: beats, entries by state, runs and skips per
+    entry, overdue and failing entries, tick lateness and start delay. Needs the
+    metrics extra: pip install 'celery-periodiq[metrics]'.
+    """
+    try:
+        from prometheus_client import CollectorRegistry, generate_latest, start_http_server
+
+        from celery_periodiq.metrics import PeriodiqCollector
+    except ImportError:
+        fail("metrics need prometheus-client: pip install 'celery-periodiq[metrics]'")
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(PeriodiqCollector(api_of(ctx), max_entries))
+    if once:
+        click.echo(generate_latest(registry).decode(), nl=False)
+        return
+    server, thread = start_http_server(port, host, registry)
+    click.echo(f"periodiq metrics at http://{host}:{server.server_port}/metrics", err=True)
+    thread.join()

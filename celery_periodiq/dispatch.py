@@ -532,6 +532,9 @@ class Dispatcher:
             events.append(["enqueued", to_ms(tick.nominal), "", _missed(tick), ""])
         if plan.publish:
             counts["enqueued"] = len(plan.publish)
+            # due -> published; the claimed tick is due at its jittered instant
+            late = [sent_at_ms - (claim.due_ms if to_ms(tick.nominal) == claim.nominal_ms
+                                  else to_ms(tick.nominal)) for tick in plan.publish]  # fmt: skip
         for reason, instants, total in (
             ("missed", plan.missed, plan.missed_count),
             ("skipped_overlap", plan.skipped_overlap, len(plan.skipped_overlap)),
@@ -546,6 +549,8 @@ class Dispatcher:
                 events[-1][4] = f"{total - listed} earlier not listed"
             logger.info("periodiq: entry %r: %d ticks %s", claim.name, total, reason)
         accounting: dict[str, Any] = {"counts": counts, "events": events}
+        if plan.publish:
+            accounting["late"] = late
         if plan.newest is not None:
             accounting["prev"] = to_ms(plan.newest)
         if plan.next_nominal is not None and plan.next_due is not None:

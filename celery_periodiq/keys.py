@@ -81,6 +81,11 @@ class Partition:
         """list: alert transitions (overdue, failing, recovered) not yet sent, oldest first."""
         return f"{self.tag}:alerts"
 
+    @property
+    def stats(self) -> str:
+        """hash: histogram buckets of the partition's ticks (lateness "l", start delay "s")."""
+        return f"{self.tag}:stats"
+
     def history(self, name: str) -> str:
         """list: the entry's newest events, newest first, each a JSON array (capped)."""
         return f"{self.tag}:history:{name}"

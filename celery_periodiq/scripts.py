@@ -467,7 +467,7 @@ class Scripts:
         keys = [part.due, part.inflight, part.ticks, part.entries, part.state, part.quarantine]
         for item in settlements:
             keys += [part.history(item["name"]), part.failures(item["name"])]
-        keys.append(part.alerts)
+        keys += [part.alerts, part.stats]
         args: list[Any] = [beat_id, history_length]
         args.extend(json.dumps(item, separators=(",", ":")) for item in settlements)
         return keys, args
@@ -554,7 +554,7 @@ class Scripts:
         """The worker's guards before a run (begin.lua): one round trip."""
         part = self.keys.of(name)
         keys = [part.entries, part.state, part.quarantine, part.due, part.history(name),
-                part.failures(name), part.alerts]  # fmt: skip
+                part.failures(name), part.alerts, part.stats]  # fmt: skip
         args = [
             run.task_id,
             "" if run.tick_ms is None else run.tick_ms,

@@ -89,6 +89,20 @@ local function push_alert(list, name, kind, at, note)
   redis.call('LTRIM', list, -1000, -1)
 end
 
+-- Histograms for /metrics, per partition: one hash field per bucket (counts not
+-- cumulative: "<prefix><index>") and the sum in ms ("<prefix>sum"). Bounds in ms; the
+-- same as metrics.BUCKETS.
+local BUCKETS = {10, 50, 100, 500, 1000, 5000, 30000, 60000, 300000}
+local function observe(key, prefix, ms)
+  ms = math.max(ms, 0)
+  local index = #BUCKETS + 1
+  for i, bound in ipairs(BUCKETS) do
+    if ms <= bound then index = i break end
+  end
+  redis.call('HINCRBY', key, prefix .. index, 1)
+  redis.call('HINCRBY', key, prefix .. 'sum', ms)
+end
+
 -- Quarantine an entry; the first time (not already quarantined) is an alert transition.
 local function quarantine_entry(key, name, problem, alerts, now)
   if redis.call('HSET', key, name, problem) == 1 then

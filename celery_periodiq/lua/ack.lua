@@ -16,8 +16,8 @@
 -- KEYS[5] state       hash  entry name -> state JSON
 -- KEYS[6] quarantine  hash  entry name -> why it is quarantined
 -- KEYS[7..] two per tick, in ARGV's order: its entry's history and failures lists;
---           then, last, the partition's alerts list (an entry newly overdue or
---           quarantined is pushed)
+--           then the partition's alerts list (an entry newly overdue or quarantined is
+--           pushed) and, last, its stats hash (the ticks' lateness, "l" fields)
 -- ARGV[1] caller's beat id; ARGV[2] history length
 -- ARGV[3..] one JSON object per tick:
 --   id          tick id from claim.lua
@@ -30,11 +30,13 @@
 --   queued      {task_id, ttl_ms} marks a published run that has not started, or null
 --   quarantine  reason text: flag the entry as invalid and stop scheduling it, or null
 --   prev        the newest tick this claim handled (ms): the next tick's tolerance counts from it
+--   late        for each tick published, ms from its due instant to its publishing
 --
 -- Returns the number of ticks settled.
 
 local due, inflight, ticks, entries, states = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local quarantine = KEYS[6]
+local alerts, stats = KEYS[#KEYS - 1], KEYS[#KEYS]
 local me, keep = ARGV[1], tonumber(ARGV[2])
 
 local now = clock_ms('')
@@ -49,6 +51,9 @@ for i = 3, #ARGV do
   local history, failures = KEYS[7 + (i - 3) * 2], KEYS[8 + (i - 3) * 2]
   local raw = redis.call('HGET', ticks, a.id)
   local mine = raw and decoded(raw).owner == me
+  if mine and type(a.late) == 'table' then
+    for _, ms in ipairs(a.late) do observe(stats, 'l', tonumber(ms) or 0) end
+  end
   if mine then
     redis.call('ZREM', inflight, a.id)
     redis.call('HDEL', ticks, a.id)
@@ -59,13 +64,13 @@ for i = 3, #ARGV do
   local exists = redis.call('HEXISTS', entries, a.name) == 1
   if mine and not exists and redis.call('HEXISTS', states, a.name) == 1 then
     quarantine_entry(quarantine, a.name, 'its definition is missing (deleted outside periodiq?)',
-      KEYS[#KEYS], now)
+      alerts, now)
   end
   if mine and exists then
     local problem = wrong_type(history, 'list') or wrong_type(failures, 'list')
     if problem == nil and given(a.quarantine) then problem = a.quarantine end
     if problem then
-      quarantine_entry(quarantine, a.name, problem, KEYS[#KEYS], now)
+      quarantine_entry(quarantine, a.name, problem, alerts, now)
       redis.call('ZREM', due, a.name)
     else
       local state = load_state(states, a.name) or {version = a.version}
@@ -99,7 +104,7 @@ for i = 3, #ARGV do
       if without then
         local note = 'no successful run for ' .. math.floor(without / 1000) .. ' s'
         record(history, keep, 'overdue', now, '', '-', '', note)
-        push_alert(KEYS[#KEYS], a.name, 'overdue', now, note)
+        push_alert(alerts, a.name, 'overdue', now, note)
       end
     end
   end

@@ -23,6 +23,7 @@
 -- KEYS[5] history     list  the entry's history
 -- KEYS[6] failures    list  the entry's newest failed runs (its type is checked)
 -- KEYS[7] alerts      list  alert transitions (an entry newly quarantined is pushed)
+-- KEYS[8] stats       hash  the partition's histograms: a started tick's delay ("s")
 -- ARGV[1] task id
 -- ARGV[2] tick: nominal instant (ms), or "" for a manual run (no tolerance drop)
 -- ARGV[3] min_gap (ms): interval - tolerance, or 0
@@ -131,5 +132,6 @@ if nominal then
   state.seen = backs
 end
 save_state(states, name, state)
+if nominal then observe(KEYS[8], 's', now - nominal) end
 event('started', '')
 return {'started', now, last or -1, ''}

@@ -1,0 +1,156 @@
+"""Prometheus metrics of a whole schedule, read from Redis at each scrape.
+
+One scrape shows the whole cluster: beats, entries by state, each entry's runs and
+skips, overdue and failing entries, and two histograms the scripts keep per
+partition (lateness: due -> published, by ack.lua; start delay: due -> run began,
+by begin.lua). Needs the ``metrics`` extra (``prometheus-client``).
+
+Per-entry series are bounded: at most ``max_entries`` entries get their own
+``entry`` label (overdue, failing and quarantined ones first, then by name); the
+counters of the others are summed under ``entry="_other"``, and the cluster-wide
+``periodiq_entries_overdue`` / ``periodiq_entries_failing`` count every entry.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import redis
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+from celery_periodiq.api import Periodiq
+from celery_periodiq.errors import PeriodiqError
+from celery_periodiq.store import StoredEntry
+
+__all__ = ["BUCKETS", "OTHER", "PeriodiqCollector"]
+
+logger = logging.getLogger(__name__)
+
+BUCKETS = (0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, 60.0, 300.0)
+"""Histogram bounds in seconds: the same as BUCKETS in lua/_common.lua (there in ms)."""
+OTHER = "_other"
+"""The ``entry`` label of the entries beyond ``max_entries``, summed."""
+RUN_OUTCOMES = ("succeeded", "failed", "timeboxed", "revoked")
+SKIP_REASONS = ("missed", "skipped_overlap", "dropped_too_soon", "duplicate", "expired")
+_HISTOGRAMS = (
+    ("l", "periodiq_tick_lateness_seconds", "From a tick's due instant to its publishing."),
+    ("s", "periodiq_start_delay_seconds", "From a tick's due instant to its run's start."),
+)
+
+
+class PeriodiqCollector(Collector):
+    """Collects the schedule of one app's :class:`Periodiq` at every scrape."""
+
+    def __init__(self, api: Periodiq, max_entries: int = 500) -> None:
+        if isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 0:
+            raise PeriodiqError(f"max_entries={max_entries!r} is invalid (allowed: 0 or more)")
+        self.api = api
+        self.max_entries = max_entries
+
+    def collect(self) -> Iterator[Metric]:
+        up = GaugeMetricFamily("periodiq_up", "1 when the schedule's Redis could be read.")
+        try:
+            beats = len(self.api.beats())
+            entries = list(self.api.entries())
+            stats = self._stats()
+        except (PeriodiqError, redis.RedisError) as error:
+            logger.warning("periodiq: metrics: cannot read the schedule: %s", error)
+            up.add_metric([], 0)
+            yield up
+            return
+        up.add_metric([], 1)
+        yield up
+        yield _gauge("periodiq_beats_live", "Beats whose heartbeat is alive.", beats)
+        states = GaugeMetricFamily("periodiq_entries", "Entries by state.", labels=["state"])
+        for state, count in sorted(Counter(item.status for item in entries).items()):
+            states.add_metric([state], count)
+        yield states
+        yield _gauge("periodiq_entries_overdue", "Entries overdue, of all.",
+                     sum(1 for item in entries if item.overdue_since))  # fmt: skip
+        yield _gauge("periodiq_entries_failing", "Entries failing, of all.",
+                     sum(1 for item in entries if item.failing_since))  # fmt: skip
+        yield from self._per_entry(entries)
+        for prefix, name, documentation in _HISTOGRAMS:
+            yield _histogram(name, documentation, stats, prefix)
+
+    def _stats(self) -> dict[str, int]:
+        """The histogram fields of every partition, added up."""
+        pipe = self.api.store.client.pipeline(transaction=False)
+        for part in self.api.store.keys.all():
+            pipe.hgetall(part.stats)
+        total: Counter[str] = Counter()
+        for fields in pipe.execute():
+            for field, value in (fields or {}).items():
+                try:
+                    total[field] += int(value)
+                except (TypeError, ValueError):
+                    continue  # garbage written by someone else counts as nothing
+        return dict(total)
+
+    def _per_entry(self, entries: list[StoredEntry]) -> Iterable[Metric]:
+        def urgent(item: StoredEntry) -> tuple[bool, str]:
+            return (not (item.overdue_since or item.failing_since or item.invalid), item.name)
+
+        chosen = sorted(entries, key=urgent)[: self.max_entries]
+        rest = (
+            [item for item in entries if item not in chosen] if len(entries) > len(chosen) else []
+        )
+        runs = CounterMetricFamily("periodiq_runs", "Runs by outcome.", labels=["entry", "outcome"])
+        skips = CounterMetricFamily("periodiq_skips", "Ticks not run, by reason.",
+                                    labels=["entry", "reason"])  # fmt: skip
+        overdue = GaugeMetricFamily("periodiq_entry_overdue", "1 while the entry is overdue.",
+                                    labels=["entry"])  # fmt: skip
+        failing = GaugeMetricFamily("periodiq_entry_failing", "1 while the entry is failing.",
+                                    labels=["entry"])  # fmt: skip
+        success = GaugeMetricFamily(
+            "periodiq_entry_last_success_timestamp_seconds",
+            "When a run of the entry last succeeded (Unix time).", labels=["entry"],
+        )  # fmt: skip
+        groups: list[tuple[str, list[StoredEntry]]] = [(item.name, [item]) for item in chosen]
+        if rest:
+            groups.append((OTHER, rest))
+        for label, items in groups:
+            counters: Counter[str] = Counter()
+            for item in items:
+                counters.update(item.counters)
+            for outcome in RUN_OUTCOMES:
+                runs.add_metric([label, outcome], counters.get(outcome, 0))
+            for reason in SKIP_REASONS:
+                skips.add_metric([label, reason], counters.get(reason, 0))
+        for item in chosen:
+            overdue.add_metric([item.name], 1 if item.overdue_since else 0)
+            failing.add_metric([item.name], 1 if item.failing_since else 0)
+            if item.last_success is not None:
+                success.add_metric([item.name], item.last_success.timestamp())
+        yield from (runs, skips, overdue, failing, success)
+
+
+def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
+    gauge = GaugeMetricFamily(name, documentation)
+    gauge.add_metric([], value)
+    return gauge
+
+
+def _histogram(name: str, documentation: str, stats: dict[str, Any], prefix: str) -> Metric:
+    buckets, running = [], 0
+    for index, bound in enumerate(BUCKETS, 1):
+        running += stats.get(f"{prefix}{index}", 0)
+        buckets.append((_bound(bound), running))
+    running += stats.get(f"{prefix}{len(BUCKETS) + 1}", 0)
+    buckets.append(("+Inf", running))
+    return HistogramMetricFamily(
+        name, documentation, buckets=buckets, sum_value=stats.get(f"{prefix}sum", 0) / 1000
+    )
+
+
+def _bound(seconds: float) -> str:
+    return repr(float(seconds))
