@@ -512,3 +512,33 @@ def metrics_command(ctx: click.Context, host: str, port: int, max_entries: int, 
     server, thread = start_http_server(port, host, registry)
     click.echo(f"periodiq metrics at http://{host}:{server.server_port}/metrics", err=True)
     thread.join()
+
+
+@periodiq.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on (0.0.0.0: every interface).")  # fmt: skip
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True,
+              help="Port to listen on.")  # fmt: skip
+@click.option("--token", envvar="PERIODIQ_WEB_TOKEN", metavar="TEXT",
+              help="What changes need (or PERIODIQ_WEB_TOKEN); without: read-only.")  # fmt: skip
+@click.pass_context
+@handled
+def serve_command(ctx: click.Context, host: str, port: int, token: str | None) -> None:
+    """Serve the web dashboard: entries, an entry's history and runs, beats, /api/, /metrics.
+
+    Reads are open to whoever reaches the port; pause, resume, run now and delete
+    need the token (a browser signs in once; API clients send Authorization:
+    Bearer TOKEN). Needs the web extra: pip install 'celery-periodiq[web]'.
+    """
+    try:
+        import uvicorn
+
+        from celery_periodiq.web import make_app
+    except ImportError:
+        fail("the dashboard needs the web extra: pip install 'celery-periodiq[web]'")
+    if token is not None and len(token) < 8:
+        fail("--token must be at least 8 characters")
+    api = api_of(ctx)
+    where = "read-only" if token is None else "changes need the token"
+    click.echo(f"periodiq dashboard at http://{host}:{port}/ ({where})", err=True)
+    uvicorn.run(make_app(api, token), host=host, port=port, log_level="warning")

@@ -1,0 +1,234 @@
+"""The dashboard's routes: pages, ``/api/``, ``/metrics``, login and the write actions."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import jinja2
+from markupsafe import Markup
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from celery_periodiq import cli_json as shapes
+from celery_periodiq.api import Periodiq
+from celery_periodiq.cli_format import upcoming_text
+from celery_periodiq.cli_terminal import relative
+from celery_periodiq.errors import EntryNotFoundError, PeriodiqError
+from celery_periodiq.store import StoredEntry
+from celery_periodiq.web.auth import COOKIE, Guard
+from celery_periodiq.web.plot import runs_svg
+
+__all__ = ["make_app"]
+
+_TEMPLATES = Path(__file__).with_name("templates")
+_PAGE = 200
+"""Entries shown on the entries page (the due soonest); the count says how many in all."""
+ACTIONS = ("pause", "resume", "run", "delete")
+
+
+def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) -> Starlette:
+    """The dashboard of ``api``'s schedule; writes need ``token`` (None: read-only)."""
+    guard = Guard(token)
+    pages = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(_TEMPLATES),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    pages.filters["path"] = lambda name: quote(str(name), safe="")
+    pages.filters["ago"] = lambda when: "never" if when is None else relative(when, api.now())
+
+    def render(request: Request, template: str, status: int = 200, **values: Any) -> HTMLResponse:
+        values.update(
+            writable=guard.writable, logged_in=guard.logged_in(request), csrf=guard.csrf(),
+            schedule=api.settings.key_prefix,
+        )  # fmt: skip
+        return HTMLResponse(pages.get_template(template).render(**values), status_code=status)
+
+    async def entries_page(request: Request) -> Response:
+        owner = request.query_params.get("owner") or None
+        state = request.query_params.get("state") or ""
+        search = request.query_params.get("q", "").strip()
+        try:
+            listed = api.list(owner=owner, limit=_PAGE)
+            total = api.count(owner=owner)
+        except PeriodiqError as error:
+            return render(request, "problem.html", 400, problem=str(error))
+        shown = [
+            item for item in listed
+            if (not state or state in (item.status, *item.alerts))
+            and (not search or search.lower() in item.name.lower())
+        ]  # fmt: skip
+        now = api.now()
+        rows = [_row(item, now) for item in shown]
+        return render(request, "entries.html", rows=rows, total=total, listed=len(listed),
+                      owner=owner or "", state=state, q=search)  # fmt: skip
+
+    async def entry_page(request: Request) -> Response:
+        name = request.path_params["name"]
+        try:
+            stored, details = _details(api, name)
+        except EntryNotFoundError as error:
+            return render(request, "problem.html", 404, problem=str(error))
+        return render(
+            request, "entry.html", item=_row(stored, details.now),
+            shown=shapes.show_json(stored, details), plot=Markup(runs_svg(details.events)),
+        )  # fmt: skip
+
+    async def beats_page(request: Request) -> Response:
+        now = api.now()
+        beats = [shapes.beat_json(beat, now) for beat in api.beats()]
+        return render(request, "beats.html", beats=beats)
+
+    async def login(request: Request) -> Response:
+        if request.method == "GET":
+            return render(request, "login.html")
+        form = await request.form()
+        if not guard.accepts_token(str(form.get("token", ""))):
+            return render(request, "login.html", 403, problem="That is not the token.")
+        response = RedirectResponse("/", status_code=303)
+        response.set_cookie(COOKIE, guard.session(), httponly=True, samesite="strict",
+                            secure=request.url.scheme == "https")  # fmt: skip
+        return response
+
+    async def logout(request: Request) -> Response:
+        form = await request.form()
+        if not guard.may_post(request, _text(form.get("csrf"))):
+            return render(request, "problem.html", 403, problem=_REFUSED)
+        response = RedirectResponse("/", status_code=303)
+        response.delete_cookie(COOKIE)
+        return response
+
+    async def action(request: Request) -> Response:
+        verb, name = request.path_params["action"], request.path_params["name"]
+        form = await request.form()
+        if verb not in ACTIONS:
+            return render(request, "problem.html", 404, problem=f"no action {verb!r}")
+        if not guard.may_post(request, _text(form.get("csrf"))):
+            return render(request, "problem.html", 403, problem=_REFUSED)
+        try:
+            _act(api, verb, name, _text(form.get("note")) or None)
+        except PeriodiqError as error:
+            return render(request, "problem.html", 400, problem=str(error))
+        return RedirectResponse("/" if verb == "delete" else f"/entries/{quote(name, safe='')}",
+                                status_code=303)  # fmt: skip
+
+    async def api_entries(request: Request) -> Response:
+        owner = request.query_params.get("owner") or None
+        return JSONResponse([shapes.entry_json(item) for item in api.list(owner=owner)])
+
+    async def api_entry(request: Request) -> Response:
+        try:
+            stored, details = _details(api, request.path_params["name"])
+        except EntryNotFoundError as error:
+            return JSONResponse({"error": str(error)}, status_code=404)
+        return JSONResponse(shapes.show_json(stored, details))
+
+    async def api_beats(request: Request) -> Response:
+        now = api.now()
+        return JSONResponse([shapes.beat_json(beat, now) for beat in api.beats()])
+
+    async def api_doctor(request: Request) -> Response:
+        return JSONResponse(shapes.doctor_json(api.diagnose()))
+
+    async def api_action(request: Request) -> Response:
+        verb, name = request.path_params["action"], request.path_params["name"]
+        if verb not in ACTIONS:
+            return JSONResponse({"error": f"no action {verb!r}"}, status_code=404)
+        if not guard.bearer(request):
+            return JSONResponse({"error": _REFUSED}, status_code=403 if guard.writable else 405)
+        try:
+            body = await request.json() if await request.body() else {}
+            note = body.get("note") if isinstance(body, dict) else None
+            done = _act(api, verb, name, note if isinstance(note, str) else None)
+        except EntryNotFoundError as error:
+            return JSONResponse({"error": str(error)}, status_code=404)
+        except (PeriodiqError, ValueError) as error:
+            return JSONResponse({"error": str(error)}, status_code=400)
+        return JSONResponse({"ok": True, "action": verb, "entry": name, "task_id": done})
+
+    async def metrics(request: Request) -> Response:
+        try:
+            from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+            from celery_periodiq.metrics import PeriodiqCollector
+        except ImportError:
+            return Response("metrics need prometheus-client\n", status_code=501)
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(PeriodiqCollector(api, max_entries))
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+    return Starlette(routes=[
+        Route("/", entries_page),
+        Route("/entries/{name:path}", entry_page),
+        Route("/beats", beats_page),
+        Route("/login", login, methods=["GET", "POST"]),
+        Route("/logout", logout, methods=["POST"]),
+        Route("/actions/{action}/{name:path}", action, methods=["POST"]),
+        Route("/api/entries", api_entries),
+        Route("/api/entries/{name:path}", api_entry),
+        Route("/api/beats", api_beats),
+        Route("/api/doctor", api_doctor),
+        Route("/api/actions/{action}/{name:path}", api_action, methods=["POST"]),
+        Route("/metrics", metrics),
+    ])  # fmt: skip
+
+
+_REFUSED = "changes need the token: log in, or send Authorization: Bearer <token>"
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _act(api: Periodiq, verb: str, name: str, note: str | None) -> str | None:
+    """Carry out one write action; the task id for "run"."""
+    if verb == "pause":
+        api.pause(name, note=note)
+    elif verb == "resume":
+        api.resume(name)
+    elif verb == "run":
+        return api.trigger(name)
+    else:
+        api.delete(name, force=True)
+    return None
+
+
+def _details(api: Periodiq, name: str) -> tuple[StoredEntry, shapes.Details]:
+    stored = api.get(name)
+    now = api.now()
+    return stored, shapes.Details(
+        upcoming=api.upcoming(name, 10, after=now) if stored.entry is not None else [],
+        checkpoint=api.has_checkpoint(name),
+        events=api.history(name, limit=100),
+        default_grace=api.settings.default_grace,
+        now=now,
+    )
+
+
+def _row(item: StoredEntry, now: datetime) -> dict[str, Any]:
+    """What the entries table shows of one entry."""
+    counters = item.counters
+    return {
+        "name": item.name,
+        "status": item.status,
+        "alerts": item.alerts,
+        "task": None if item.entry is None else item.entry.task,
+        "schedule": None if item.entry is None else item.entry.schedule,
+        "owner": None if item.entry is None else item.entry.owner,
+        "next": upcoming_text(item, now, short=True),
+        "last_run": item.last_run,
+        "last_status": item.state.get("last_status") or "",
+        "note": item.note or "",
+        "problem": item.invalid or "",
+        "succeeded": counters.get("succeeded", 0),
+        "failed": counters.get("failed", 0) + counters.get("timeboxed", 0),
+        "skipped": sum(
+            counters.get(reason, 0)
+            for reason in ("missed", "skipped_overlap", "dropped_too_soon", "expired")
+        ),
+    }
