@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from celery_periodiq.cli_terminal import seconds
 from celery_periodiq.store import Event
 
 __all__ = ["runs_svg"]
@@ -36,18 +37,23 @@ def _line(values: list[float], top: float, css: str) -> str:
     return f'<polyline class="{css}" fill="none" points="{points}"/>'
 
 
-def runs_svg(events: Sequence[Event]) -> str:
-    """The plot as SVG markup (numbers only: nothing from the events is written as text),
-    or "" when there is nothing to plot."""
-    durations, delays = _series(events)
-    if not durations and not delays:
-        return ""
-    top = max([*durations, *delays, 0.001])
+def _chart(values: list[float], css: str, title: str) -> str:
+    top = max([*values, 0.001])
     return (
-        f'<svg class="plot" viewBox="0 0 {_WIDTH} {_HEIGHT}" role="img" '
-        f'aria-label="run durations and start delays">'
+        f'<svg class="plot" viewBox="0 0 {_WIDTH} {_HEIGHT}" role="img" aria-label="{title}">'
         f'<line x1="{_PAD}" y1="{_HEIGHT - _PAD}" x2="{_WIDTH - _PAD}" y2="{_HEIGHT - _PAD}" '
         f'class="axis"/>'
-        f'<text x="{_PAD}" y="{_PAD - 10}" class="label">{top:.3g} s</text>'
-        f"{_line(durations, top, 'duration')}{_line(delays, top, 'delay')}</svg>"
+        f'<text x="{_PAD}" y="{_PAD - 10}" class="label">{title}, up to {seconds(top)} '
+        f"({len(values)} runs)</text>{_line(values, top, css)}</svg>"
     )
+
+
+def runs_svg(events: Sequence[Event]) -> str:
+    """Two charts as SVG markup, run durations and start delays, each on its own scale
+    (numbers only: nothing from the events is written as text), or "" when there is
+    nothing to plot."""
+    durations, delays = _series(events)
+    charts = [_chart(values, css, title) for values, css, title in (
+        (durations, "duration", "Run duration"), (delays, "delay", "Start delay")
+    ) if values]  # fmt: skip
+    return "".join(charts)
