@@ -24,7 +24,7 @@ test: lint tools
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # faketime lets a test run a beat on a host clock that is minutes off; prometheus scrapes
-# the metrics in a test.
+# the metrics in a test; chromium shows the dashboard to Playwright.
 tools:
 	@command -v faketime >/dev/null || \
 		(apt-get install -y -q faketime >/dev/null 2>&1 || \
@@ -34,6 +34,10 @@ tools:
 		(apt-get install -y -q prometheus >/dev/null 2>&1 || \
 		 (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q prometheus >/dev/null 2>&1)) || \
 		echo "prometheus could not be installed: the real-scrape test will be skipped"
+	@command -v chromium >/dev/null || \
+		(apt-get install -y -q chromium >/dev/null 2>&1 || \
+		 (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium >/dev/null 2>&1)) || \
+		echo "chromium could not be installed: the browser test will be skipped"
 
 # Two beats and a worker run example_project for a minute with fast schedules; one beat
 # is killed half-way. Uses REDIS_URL if set, else a private redis-server. DEMO_ARGS=--seconds 30

@@ -40,6 +40,7 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
         undefined=jinja2.StrictUndefined,
     )
     pages.filters["path"] = lambda name: quote(str(name), safe="")
+    pages.filters["when"] = _when
     pages.filters["ago"] = lambda when: "never" if when is None else relative(when, api.now())
 
     def render(request: Request, template: str, status: int = 200, **values: Any) -> HTMLResponse:
@@ -179,6 +180,21 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
 
 
 _REFUSED = "changes need the token: log in, or send Authorization: Bearer <token>"
+
+
+def _when(iso: str | None) -> str:
+    """``2026-11-24T00:03:10.009000+00:00`` as ``2026-11-24 00:03:10.009 UTC``."""
+    if not iso:
+        return ""
+    try:
+        instant = datetime.fromisoformat(iso)
+    except ValueError:
+        return iso
+    zone = instant.tzname() or ""
+    text = instant.strftime("%Y-%m-%d %H:%M:%S")
+    if instant.microsecond:
+        text += f".{instant.microsecond // 1000:03d}"
+    return f"{text} {'UTC' if zone in ('UTC', 'UTC+00:00') else zone}".strip()
 
 
 def _text(value: Any) -> str | None:
