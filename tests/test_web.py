@@ -20,6 +20,7 @@ from celery_periodiq.plan import to_ms
 from celery_periodiq.publish import HEADER_ENTRY, HEADER_TICK
 from celery_periodiq.web import make_app
 from celery_periodiq.web.auth import COOKIE
+from tests.test_cli import cli
 
 TOKEN = "s3cret-token"
 EVIL = '<script>alert("x")</script>&<b>'
@@ -118,6 +119,38 @@ def test_the_api_gives_the_cli_json_shapes(api: Periodiq, web: TestClient) -> No
     assert len(shown["upcoming"]) == 10
     assert beats[0]["id"] == "beat-1"
     assert {check["name"] for check in doctor["checks"]} >= {"redis", "alerts"}
+
+
+def test_the_api_gives_history_and_failures_and_refuses_a_bad_limit(
+    api: Periodiq, web: TestClient
+) -> None:
+    app = api.app
+
+    @app.task(base=PeriodicTask, name="proj.broken", shared=False)
+    def broken() -> None:
+        raise ValueError("boom")
+
+    api.add("broken", "proj.broken", every=60, start_at=START)
+    broken.apply(headers={HEADER_ENTRY: "broken", HEADER_TICK: to_ms(START + timedelta(minutes=1))})
+
+    history = web.get("/api/history/broken", params={"limit": "5"}).json()
+    failed = web.get("/api/history/broken", params={"failures": "1"}).json()
+    across = web.get("/api/failures").json()
+    bad = web.get("/api/failures", params={"limit": "zero"})
+    missing = web.get("/api/history/ghost")
+
+    assert [event["kind"] for event in history][:2] == ["failed", "started"]
+    assert [event["error_message"] for event in failed] == ["boom"]
+    assert across[0]["entry"] == "broken"
+    assert bad.status_code == 400
+    assert missing.status_code == 404
+
+
+def test_serve_refuses_a_short_token(api: Periodiq) -> None:
+    result = cli(api.app, "serve", "--token", "short")
+
+    assert result.exit_code == 2
+    assert "at least 8 characters" in result.output
 
 
 def test_pause_is_refused_without_the_token_and_works_with_it(

@@ -129,6 +129,25 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
             return JSONResponse({"error": str(error)}, status_code=404)
         return JSONResponse(shapes.show_json(stored, details))
 
+    async def api_history(request: Request) -> Response:
+        name = request.path_params["name"]
+        failures = request.query_params.get("failures") in ("1", "true")
+        try:
+            limit = int(request.query_params.get("limit", "20"))
+            events = api.history(name, limit=limit, failures_only=failures)
+        except EntryNotFoundError as error:
+            return JSONResponse({"error": str(error)}, status_code=404)
+        except (PeriodiqError, ValueError) as error:
+            return JSONResponse({"error": str(error)}, status_code=400)
+        return JSONResponse([shapes.event_json(event) for event in events])
+
+    async def api_failures(request: Request) -> Response:
+        try:
+            found = api.failures(limit=int(request.query_params.get("limit", "20")))
+        except (PeriodiqError, ValueError) as error:
+            return JSONResponse({"error": str(error)}, status_code=400)
+        return JSONResponse([shapes.event_json(event, entry) for entry, event in found])
+
     async def api_beats(request: Request) -> Response:
         now = api.now()
         return JSONResponse([shapes.beat_json(beat, now) for beat in api.beats()])
@@ -172,6 +191,8 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
         Route("/actions/{action}/{name:path}", action, methods=["POST"]),
         Route("/api/entries", api_entries),
         Route("/api/entries/{name:path}", api_entry),
+        Route("/api/history/{name:path}", api_history),
+        Route("/api/failures", api_failures),
         Route("/api/beats", api_beats),
         Route("/api/doctor", api_doctor),
         Route("/api/actions/{action}/{name:path}", api_action, methods=["POST"]),
