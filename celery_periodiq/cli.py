@@ -492,11 +492,12 @@ def doctor_command(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 @handled
 def metrics_command(ctx: click.Context, host: str, port: int, max_entries: int, once: bool) -> None:
-    """Serve Prometheus metrics of the whole schedule at http://HOST:PORT/metrics.
+    """Serve Prometheus metrics of the schedule.
 
-    Read from Redis at each scrape: beats, entries by state, runs and skips per
-    entry, overdue and failing entries, tick lateness and start delay. Needs the
-    metrics extra: pip install 'celery-periodiq[metrics]'.
+    At http://HOST:PORT/metrics, read from Redis at each scrape: beats, entries
+    by state, runs and skips per entry, overdue and failing entries, tick
+    lateness and start delay. Needs the metrics extra:
+    pip install 'celery-periodiq[metrics]'.
     """
     try:
         from prometheus_client import CollectorRegistry, generate_latest, start_http_server
@@ -524,11 +525,12 @@ def metrics_command(ctx: click.Context, host: str, port: int, max_entries: int, 
 @click.pass_context
 @handled
 def serve_command(ctx: click.Context, host: str, port: int, token: str | None) -> None:
-    """Serve the web dashboard: entries, an entry's history and runs, beats, /api/, /metrics.
+    """Serve the web dashboard.
 
-    Reads are open to whoever reaches the port; pause, resume, run now and delete
-    need the token (a browser signs in once; API clients send Authorization:
-    Bearer TOKEN). Needs the web extra: pip install 'celery-periodiq[web]'.
+    Entries, an entry's history and runs, beats, /api/ and /metrics. Reads are
+    open to whoever reaches the port; pause, resume, run now and delete need the
+    token (a browser signs in once; API clients send Authorization: Bearer
+    TOKEN). Needs the web extra: pip install 'celery-periodiq[web]'.
     """
     try:
         import uvicorn

@@ -30,8 +30,8 @@ from celery_periodiq.scripts import RunEnd, RunStart
 START = datetime(2090, 1, 1, tzinfo=UTC)
 NOW = "2089-12-31T23:00:00Z"
 COMMANDS = (
-    "add", "beats", "delete", "doctor", "failures", "history", "list", "next", "pause",
-    "resume", "run", "show", "update",
+    "add", "beats", "delete", "doctor", "failures", "history", "list", "metrics", "next",
+    "pause", "resume", "run", "serve", "show", "update",
 )  # fmt: skip
 
 
@@ -638,6 +638,10 @@ BAD_INPUT = [
     (2, ["update", "report", "--catchup-window", "0"], "catchup_window=0.0 is invalid"),
     (2, ["beats", "extra"], "Got unexpected extra argument (extra)"),
     (2, ["doctor", "--verbose"], "No such option '--verbose'"),
+    (2, ["add", "new", "proj.t", "--every", "60", "--failure-threshold", "0"], "0 is not in the"),
+    (2, ["add", "new", "proj.t", "--every", "60", "--alert-after", "soon"], "'soon' is not"),
+    (2, ["metrics", "--max-entries", "-1"], "-1 is not in the range x>=0"),
+    (2, ["serve", "--token", "short"], "--token must be at least 8 characters"),
 ]
 
 

@@ -160,8 +160,9 @@ def test_pause_is_refused_without_the_token_and_works_with_it(
 
     anonymous = web.post("/actions/pause/report", data={"note": "x"})
     wrong_login = web.post("/login", data={"token": "not-it"})
-    forged = web.post("/actions/pause/report", data={"note": "x", "csrf": "0" * 64},
-                      cookies={COOKIE: "forged"})  # fmt: skip
+    web.cookies.set(COOKIE, "forged")
+    forged = web.post("/actions/pause/report", data={"note": "x", "csrf": "0" * 64})
+    web.cookies.clear()
     still_active = api.get("report").paused
     csrf = signed_in(web)
     without_csrf = web.post("/actions/pause/report", data={"note": "x"})
