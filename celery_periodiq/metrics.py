@@ -60,7 +60,7 @@ class PeriodiqCollector(Collector):
         up = GaugeMetricFamily("periodiq_up", "1 when the schedule's Redis could be read.")
         try:
             beats = len(self.api.beats())
-            entries = list(self.api.entries())
+            entries = [item for page in self.api.store.glance() for item in page]
             stats = self._stats()
         except (PeriodiqError, redis.RedisError) as error:
             logger.warning("periodiq: metrics: cannot read the schedule: %s", error)
@@ -101,9 +101,8 @@ class PeriodiqCollector(Collector):
             return (not (item.overdue_since or item.failing_since or item.invalid), item.name)
 
         chosen = sorted(entries, key=urgent)[: self.max_entries]
-        rest = (
-            [item for item in entries if item not in chosen] if len(entries) > len(chosen) else []
-        )
+        named = {item.name for item in chosen}
+        rest = [item for item in entries if item.name not in named]
         runs = CounterMetricFamily("periodiq_runs", "Runs by outcome.", labels=["entry", "outcome"])
         skips = CounterMetricFamily("periodiq_skips", "Ticks not run, by reason.",
                                     labels=["entry", "reason"])  # fmt: skip

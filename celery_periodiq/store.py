@@ -13,7 +13,7 @@ import json
 import logging
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, cast
 
@@ -126,6 +126,8 @@ class StoredEntry:
     """Task id of the unfinished run, if any."""
     due: datetime | None = None
     """When the entry is next due in the due set (jitter applied); None when it is not."""
+    glanced: str | None = None
+    """The status, when the entry was read by :meth:`Store.glance` (no ``entry``)."""
 
     @property
     def next_run(self) -> datetime | None:
@@ -182,21 +184,13 @@ class StoredEntry:
     @property
     def status(self) -> str:
         """``quarantined``, ``paused``, ``running``, ``disabled``, ``ended`` or ``active``."""
-        if self.invalid:
-            return "quarantined"
-        if self.paused:
-            return "paused"
-        if self.running:
-            return "running"
-        if self.entry is not None and not self.entry.enabled:
-            return "disabled"
-        clock_driven = self.entry is not None and not isinstance(
-            self.entry.parsed_schedule(), EventSchedule
-        )
-        # A missing state is not an end: the beat rebuilds it from the definition.
-        if clock_driven and "next" in self.state and not self.state["next"] and not self.due:
-            return "ended"
-        return "active"
+        if self.glanced is not None:
+            return self.glanced
+        entry = self.entry
+        return _status(
+            self, entry is not None and not entry.enabled,
+            entry is not None and not isinstance(entry.parsed_schedule(), EventSchedule),
+        )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -459,29 +453,44 @@ class Store:
             stored.update(self._load_partition(part, list(dict.fromkeys(group)), now))
         return [stored[name] for name in names if name in stored]
 
+    def glance(self, batch: int = 2000) -> Iterator[list[StoredEntry]]:
+        """Every entry with its state, a page at a time, for counting (metrics): the
+        definitions are not validated and the keys' types not checked, so ``entry`` is
+        None and the status comes from the stored JSON; several times faster than
+        :meth:`load`."""
+        now = self.now_ms()
+        for names in self.scan(batch):
+            for part, group in self._by_partition(names, lambda name: name):
+                loaded = self._load_partition(part, group, now, checked=False)
+                yield [_glance(item) for item in loaded.values()]
+
     def _load_partition(
-        self, part: Partition, names: list[str], now: int
+        self, part: Partition, names: list[str], now: int, checked: bool = True
     ) -> dict[str, StoredEntry]:
         pipe = self.client.pipeline(transaction=False)
         pipe.hmget(part.entries, names)
         pipe.hmget(part.quarantine, names)
         pipe.hmget(part.state, names)
         pipe.zmscore(part.due, names)
-        for name in names:
+        for name in names if checked else ():
             for key, _ in part.entry_keys(name):
                 pipe.type(key)
         replies = pipe.execute(raise_on_error=False)
         definitions, reasons, states, dues = replies[:4]
         types = replies[4:]
-        width = len(part.entry_keys(""))
+        width = len(part.entry_keys("")) if checked else 0
         loaded = {}
         for index, name in enumerate(names):
             definition, reason = definitions[index], reasons[index]
             if definition is None and reason is None:
                 continue
-            entry, invalid = _read(definition) if definition else (None, None)
+            entry, invalid = _read(definition) if definition and checked else (None, None)
             state = _state(states[index])
-            damage = _damage(part.entry_keys(name), types[index * width : (index + 1) * width])
+            damage = (
+                _damage(part.entry_keys(name), types[index * width : (index + 1) * width])
+                if checked
+                else None
+            )
             running = state.get("running")
             holds = isinstance(running, list) and len(running) >= 2 and _int(running[1]) > now
             due = dues[index]
@@ -675,6 +684,34 @@ def _damage(expected: list[tuple[str, str]], found: list[Any]) -> str | None:
         if isinstance(actual, str) and actual not in ("none", kind):
             return f"key {key} holds a {actual}, not a {kind}"
     return None
+
+
+def _status(item: StoredEntry, disabled: bool, clock_driven: bool) -> str:
+    if item.invalid:
+        return "quarantined"
+    if item.paused:
+        return "paused"
+    if item.running:
+        return "running"
+    if disabled:
+        return "disabled"
+    # A missing state is not an end: the beat rebuilds it from the definition.
+    if clock_driven and "next" in item.state and not item.state["next"] and not item.due:
+        return "ended"
+    return "active"
+
+
+def _glance(item: StoredEntry) -> StoredEntry:
+    """``item`` with its status read from its stored JSON, not from a validated entry."""
+    try:
+        data = json.loads(item.definition) if item.definition else None
+    except ValueError:
+        data = None
+    if not isinstance(data, dict) or not isinstance(data.get("schedule"), str):
+        return replace(item, invalid=item.invalid or "its definition is unreadable",
+                       glanced="quarantined")  # fmt: skip
+    event = data["schedule"].startswith(("@reboot", "@shutdown"))
+    return replace(item, glanced=_status(item, data.get("enabled") is False, not event))
 
 
 def _read(definition: str) -> tuple[Entry | None, str | None]:

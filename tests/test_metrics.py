@@ -161,3 +161,26 @@ def test_the_cli_prints_the_metrics_once_and_refuses_a_bad_limit(api: Periodiq) 
     assert 'periodiq_entries{state="active"} 1.0' in once.stdout
     assert bad.exit_code == 2
     assert "--max-entries" in bad.output
+
+
+def test_a_glance_gives_every_entry_the_status_a_full_read_gives(api: Periodiq) -> None:
+    stored_at_start(api, "active")
+    stored_at_start(api, "paused")
+    api.pause("paused")
+    api.add("disabled", "proj.work", every=60, enabled=False)
+    api.add("ended", "proj.work", every=60, start_at=START, end_at=START + timedelta(minutes=1))
+    api.add("at-start", "proj.work", cron="@reboot")
+    api.add("garbled", "proj.work", every=60)
+    api.store.client.hset(api.store.keys.of("garbled").entries, "garbled", "{not json")
+    api.add("running", "proj.work", every=60)
+    state = api.store.keys.of("running").state
+    raw = api.store.client.hget(state, "running")
+    api.store.client.hset(state, "running", raw[:-1] + ',"running":["t1",99999999999999]}')
+
+    full = {item.name: item.status for item in api.store.load()}
+    glanced = {item.name: item.status for page in api.store.glance(batch=3) for item in page}
+
+    assert glanced == full
+    assert set(full.values()) == {
+        "active", "paused", "disabled", "ended", "quarantined", "running"
+    }  # fmt: skip
