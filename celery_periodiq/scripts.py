@@ -84,25 +84,40 @@ class ClaimBatch:
     """Due entries whose definition was gone (deleted outside periodiq)."""
 
 
-def _one_request(client: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
-    """Send ``commands`` in one write on one connection of ``client`` and read every
-    reply; an error reply is returned in its place (the others are read all the same)."""
+def _sent(client: Any, commands: list[tuple[Any, ...]]) -> Callable[[], list[Any]]:
+    """Send ``commands`` in one write on one connection of ``client``, without waiting;
+    the returned function reads every reply (an error reply in its place, the others
+    read all the same) and gives the connection back."""
     pool = client.connection_pool
     connection = pool.get_connection()
     try:
         connection.send_packed_command(connection.pack_commands(commands))
-        replies: list[Any] = []
-        for _ in commands:
-            try:
-                replies.append(connection.read_response())
-            except redis.ResponseError as error:
-                replies.append(error)
     except BaseException:
         connection.disconnect()
-        raise
-    finally:
         pool.release(connection)
-    return replies
+        raise
+
+    def read() -> list[Any]:
+        replies: list[Any] = []
+        try:
+            for _ in commands:
+                try:
+                    replies.append(connection.read_response())
+                except redis.ResponseError as error:
+                    replies.append(error)
+        except BaseException:
+            connection.disconnect()
+            raise
+        finally:
+            pool.release(connection)
+        return replies
+
+    return read
+
+
+def _one_request(client: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
+    """:func:`_sent`, waited for at once."""
+    return _sent(client, commands)()
 
 
 _warned_at = 0.0
@@ -432,30 +447,14 @@ class Scripts:
         returned function reads their replies (None for a script Redis did not know: the
         caller runs that one the usual way, which loads it) and gives the connection back."""
         sha = self._scripts[name].sha
-        pool = self._client.connection_pool
-        connection = pool.get_connection()
-        try:
-            connection.send_packed_command(connection.pack_commands(
-                [("EVALSHA", sha, len(keys), *keys, *args) for keys, args in calls]
-            ))  # fmt: skip
-        except BaseException:
-            connection.disconnect()
-            pool.release(connection)
-            raise
+        read = _sent(self._client, [("EVALSHA", sha, len(keys), *keys, *args)
+                                    for keys, args in calls])  # fmt: skip
 
         def wait() -> list[Any]:
-            replies: list[Any] = []
-            try:
-                for _ in calls:
-                    try:
-                        replies.append(connection.read_response())
-                    except NoScriptError:
-                        replies.append(None)
-            except BaseException:
-                connection.disconnect()
-                raise
-            finally:
-                pool.release(connection)
+            replies = [None if isinstance(reply, NoScriptError) else reply for reply in read()]
+            failed = next((reply for reply in replies if isinstance(reply, Exception)), None)
+            if failed is not None:
+                raise failed
             return replies
 
         return wait

@@ -8,7 +8,6 @@ no tick twice.
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -25,6 +24,7 @@ from celery_periodiq.localredis import LocalRedis, LocalRedisCluster
 from celery_periodiq.plan import to_ms
 from celery_periodiq.publish import HEADER_ENTRY, HEADER_TICK
 from tests.processes import cluster, wait_for
+from tests.test_cli import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -137,7 +137,7 @@ def test_a_url_of_several_nodes_connects_through_any_that_answers(
 ) -> None:
     app = Celery("several-nodes", broker=broker_url, set_as_current=False)
     app.conf.periodiq_redis_cluster = True
-    app.conf.periodiq_redis_url = f"redis://127.0.0.1:{_dead_port()};{redis_cluster.urls}"
+    app.conf.periodiq_redis_url = f"redis://127.0.0.1:{free_port()};{redis_cluster.urls}"
     api = periodiq(app)
 
     api.add("reached", "proj.t", every=60, owner="tests")
@@ -152,7 +152,7 @@ def test_with_no_node_answering_the_api_is_made_and_its_calls_fail_as_unreachabl
 ) -> None:
     app = Celery("no-node", broker=broker_url, set_as_current=False)
     app.conf.periodiq_redis_cluster = True
-    app.conf.periodiq_redis_url = f"redis://127.0.0.1:{_dead_port()}"
+    app.conf.periodiq_redis_url = f"redis://127.0.0.1:{free_port()}"
     api = periodiq(app)  # made without connecting, as a beat or worker is at start
 
     with pytest.raises(StoreUnavailableError, match="is unreachable: Redis Cluster cannot"):
@@ -217,10 +217,3 @@ def test_beats_and_a_worker_carry_on_across_a_killed_master_running_no_tick_twic
         assert any("Redis unreachable" in process.output() for process in running.processes)
         api.delete_owner("tests")
         api.store.client.close()
-
-
-def _dead_port() -> int:
-    """A loopback port nothing listens on."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])

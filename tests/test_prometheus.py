@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import urllib.parse
 import urllib.request
@@ -19,6 +18,7 @@ import pytest
 
 from celery_periodiq.localredis import LocalRedis
 from tests.processes import APPS, CELERY, cluster, wait_for
+from tests.test_cli import free_port
 
 PROMETHEUS = shutil.which("prometheus")
 pytestmark = [
@@ -29,12 +29,6 @@ pytestmark = [
         "apt-get could not here)",
     ),
 ]
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _query(port: int, expression: str) -> list[dict[str, Any]]:
@@ -48,7 +42,7 @@ def _query(port: int, expression: str) -> list[dict[str, Any]]:
 
 def test_prometheus_scrapes_the_metrics_and_answers_a_query(tmp_path: Path, redis_url: str) -> None:
     assert PROMETHEUS is not None
-    metrics_port, prometheus_port = _free_port(), _free_port()
+    metrics_port, prometheus_port = free_port(), free_port()
     config = tmp_path / "prometheus.yml"
     config.write_text(
         "global:\n  scrape_interval: 1s\n"
