@@ -18,7 +18,7 @@ import redis
 from celery import Celery
 from kombu.exceptions import KombuError
 
-from celery_periodiq import policy
+from celery_periodiq import policy, registry
 from celery_periodiq.checkpoint import Checkpoint
 from celery_periodiq.config import Settings, redacted
 from celery_periodiq.definitions import build_entry, changed_entry, task_name
@@ -157,6 +157,21 @@ def _check_alerts(stored: list[StoredEntry]) -> Check:
     return Check("alerts", "fail", "; ".join(parts))
 
 
+def _with_schedule(options: dict[str, Any], app: Celery) -> dict[str, Any]:
+    """``options`` with a ``schedule=`` object turned into the options that mean the same
+    (``cron=``/``every=``/``calendar=``, and its zone and bounds where it has them)."""
+    value = options.pop("schedule", None)
+    if value is None:
+        return options
+    if any(options.get(key) is not None for key in ("cron", "every", "calendar")):
+        raise EntryError("give schedule= or one of cron=, every=, calendar=, not both")
+    converted = {key: item for key, item in registry.schedule_options(value, app).items()
+                 if item is not None}  # fmt: skip
+    if options.get("tz") not in (None, "UTC"):
+        converted.pop("tz", None)  # a zone given with it wins
+    return {**options, **converted}
+
+
 def _version(text: str) -> tuple[int, ...]:
     parts = []
     for part in text.split(".")[:2]:
@@ -265,6 +280,7 @@ class Periodiq:
         alert_after: float | str | None = AUTO,
         failure_threshold: int = 3,
         pause_on_failure: bool = False,
+        schedule: Any = None,
     ) -> StoredEntry:
         """Create a runtime entry; beats pick it up within a second.
 
@@ -278,6 +294,9 @@ class Periodiq:
                 (``"auto"``: two intervals plus the timebox; None: never).
             failure_threshold: consecutive failed or timeboxed runs before it is failing.
             pause_on_failure: pause the entry when it becomes failing.
+            schedule: instead of ``cron=``/``every=``/``calendar=``, a Celery schedule
+                object (``crontab``, ``solar``, ``schedule``), a ``timedelta`` or a
+                celery_periodiq ``Schedule``.
 
         Returns:
             The stored entry with its first tick.
@@ -287,6 +306,12 @@ class Periodiq:
             EntryExistsError: the name is taken.
             StoreUnavailableError: Redis failed.
         """
+        given = _with_schedule(
+            {"cron": cron, "every": every, "calendar": calendar, "tz": tz,
+             "start_at": start_at, "end_at": end_at, "schedule": schedule}, self.app,
+        )  # fmt: skip
+        cron, every, calendar, tz = given["cron"], given["every"], given["calendar"], given["tz"]
+        start_at, end_at = given["start_at"], given["end_at"]
         entry = build_entry(
             _check_name(name),
             task_name(task),
@@ -331,7 +356,7 @@ class Periodiq:
         with self._guard():
             current = self._readable(name)
             self._may_change(name, current, force, "update")
-            entry = changed_entry(current, dict(changes))
+            entry = changed_entry(current, _with_schedule(dict(changes), self.app))
             (status,) = self.store.put("update", [entry])
             if status == "missing":
                 raise EntryNotFoundError(f"no entry named {shown(name)}")

@@ -78,7 +78,14 @@ def declared(settings: Settings | None = None) -> list[Entry]:
     return list(entries.values())
 
 
-def _schedule_options(value: Any, app: Celery) -> dict[str, Any]:
+def schedule_options(value: Any, app: Celery) -> dict[str, Any]:
+    """The ``cron=``/``every=``/``calendar=`` (and ``tz``, bounds) options that mean what a
+    Celery schedule object means: ``crontab`` (in the app's ``timezone``), ``solar``,
+    ``schedule``, a ``timedelta`` or seconds, or a celery_periodiq ``Schedule``.
+
+    Raises:
+        EntryError: any other value.
+    """
     if isinstance(value, Schedule):
         options: dict[str, Any] = {
             "tz": value.timezone,
@@ -139,7 +146,7 @@ def from_beat_schedule(app: Celery, settings: Settings) -> list[Entry]:
                     options={key: value for key, value in options.items() if key in OPTION_KEYS},
                     source="config",
                     defaults=Defaults.of(settings),
-                    **_schedule_options(spec.get("schedule"), app),
+                    **schedule_options(spec.get("schedule"), app),
                 )
             )
         except (EntryError, KeyError, TypeError, AttributeError) as error:
