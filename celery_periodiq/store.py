@@ -276,8 +276,8 @@ class Store:
             self.client.hsetnx(keys.meta, "layout", LAYOUT)
             self.client.hsetnx(keys.meta, "partitions", settings.partitions)
         stored = cast("dict[str, str]", self.client.hgetall(keys.meta))
-        if not stored:
-            return  # nothing stored under this prefix yet
+        if not stored or "partitions" not in stored:
+            return  # nothing stored under this prefix yet, or a beat is writing it now
         if stored.get("layout") != LAYOUT:
             raise ConfigurationError(
                 f"the schedule under prefix {settings.key_prefix!r} has key layout "
