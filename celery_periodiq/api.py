@@ -18,7 +18,7 @@ import redis
 from celery import Celery
 from kombu.exceptions import KombuError
 
-from celery_periodiq import policy, registry
+from celery_periodiq import policy, registry, transfer
 from celery_periodiq.checkpoint import Checkpoint
 from celery_periodiq.config import Settings, redacted
 from celery_periodiq.definitions import build_entry, changed_entry, task_name
@@ -671,6 +671,27 @@ class Periodiq:
         """Every entry, one at a time, read a page of ``batch`` at a time (:meth:`pages`)."""
         for page in self.pages(batch=batch):
             yield from page
+
+    def export(
+        self, *, owner: str | None = None, source: str | None = None, state: bool = True
+    ) -> dict[str, Any]:
+        """The entries (of ``owner``, from ``source``: runtime, code or config) as one
+        versioned JSON document, with their pause state, last run and checkpoint unless
+        ``state`` is False (see :mod:`celery_periodiq.transfer`)."""
+        with self._guard():
+            return transfer.export_schedule(self, owner=owner, source=source, state=state)
+
+    def import_schedule(
+        self, document: Any, *, replace: bool = False, dry_run: bool = False
+    ) -> transfer.ImportReport:
+        """Create the entries of an :meth:`export` document (``replace``: also replace
+        entries that exist with another definition); ``dry_run`` writes nothing.
+
+        Raises:
+            EntryError: any record is bad (each is named by position): nothing is written.
+        """
+        with self._guard():
+            return transfer.import_schedule(self, document, replace=replace, dry_run=dry_run)
 
     def add_many(self, entries: Iterable[dict[str, Any]]) -> list[str]:
         """Create many runtime entries at once, in pipelined batches (one Lua call per

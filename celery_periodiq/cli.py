@@ -11,6 +11,7 @@ option types live in :mod:`celery_periodiq.cli_options`, colour and tables in
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -544,3 +545,49 @@ def serve_command(ctx: click.Context, host: str, port: int, token: str | None) -
     where = "read-only" if token is None else "changes need the token"
     click.echo(f"periodiq dashboard at http://{host}:{port}/ ({where})", err=True)
     uvicorn.run(make_app(api, token), host=host, port=port, log_level="warning")
+
+
+@periodiq.command("export")
+@click.option("--owner", metavar="TAG", help="Only entries with this owner tag.")
+@click.option("--source", type=click.Choice(["runtime", "code", "config"]),
+              help="Only entries from the API, from code, or from beat_schedule.")  # fmt: skip
+@click.option("--no-state", is_flag=True, help="Definitions only: no pause state, no checkpoint.")
+@click.pass_context
+@handled
+def export_command(
+    ctx: click.Context, owner: str | None, source: str | None, no_state: bool
+) -> None:
+    """Print the schedule as one versioned JSON document.
+
+    Definitions and, unless --no-state, each entry's pause state and note, last
+    run and checkpoint: celery periodiq export > schedule.json.
+    """
+    print_json(api_of(ctx).export(owner=owner, source=source, state=not no_state))
+
+
+@periodiq.command("import")
+@click.argument("file", type=click.File("r"))
+@click.option(
+    "--replace", is_flag=True, help="Also replace entries that exist with another definition."
+)
+@click.option("--dry-run", is_flag=True, help="Say what would change; write nothing.")
+@click.pass_context
+@handled
+def import_command(ctx: click.Context, file: Any, replace: bool, dry_run: bool) -> None:
+    """Create the entries of an export document (FILE, or - for stdin).
+
+    Every record is checked first: with any bad one nothing is written and each is
+    named by its position.
+    """
+    try:
+        document = json.load(file)
+    except ValueError as error:
+        fail(f"{file.name} is not JSON: {error}")
+    report = api_of(ctx).import_schedule(document, replace=replace, dry_run=dry_run)
+    verb = "would be" if dry_run else "were"
+    for what, names in (("created", report.created), ("replaced", report.replaced),
+                        ("unchanged", report.unchanged)):  # fmt: skip
+        if names:
+            click.echo(f"{len(names)} {verb} {what}: {', '.join(names)}")
+    if not (report.created or report.replaced or report.unchanged):
+        click.echo("the document holds no entries")

@@ -30,8 +30,8 @@ from celery_periodiq.scripts import RunEnd, RunStart
 START = datetime(2090, 1, 1, tzinfo=UTC)
 NOW = "2089-12-31T23:00:00Z"
 COMMANDS = (
-    "add", "beats", "delete", "doctor", "failures", "history", "list", "metrics", "next",
-    "pause", "resume", "run", "serve", "show", "update",
+    "add", "beats", "delete", "doctor", "export", "failures", "history", "import", "list",
+    "metrics", "next", "pause", "resume", "run", "serve", "show", "update",
 )  # fmt: skip
 
 
@@ -642,6 +642,8 @@ BAD_INPUT = [
     (2, ["add", "new", "proj.t", "--every", "60", "--alert-after", "soon"], "'soon' is not"),
     (2, ["metrics", "--max-entries", "-1"], "-1 is not in the range x>=0"),
     (2, ["serve", "--token", "short"], "--token must be at least 8 characters"),
+    (2, ["export", "--source", "nowhere"], "Invalid value for '--source'"),
+    (2, ["import", "no-such-file.json"], "No such file or directory"),
 ]
 
 

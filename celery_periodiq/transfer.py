@@ -1,0 +1,155 @@
+"""Export and import: a schedule as one versioned JSON document, and back.
+
+The document::
+
+    {"format": "celery-periodiq", "version": 1, "exported_at": "<ISO>",
+     "entries": [{"definition": {...Entry.to_dict()...},
+                  "state": {"paused": bool, "note": str|null, "last_run": ISO|null,
+                            "checkpoint": <JSON>|null}}]}
+
+``state`` is optional per entry. An import checks every record first and writes
+nothing when one is bad (each bad record is named by its position); an entry that
+exists with another definition is replaced only with ``replace``. ``last_run`` is
+exported for reading; an import does not write it back (the next tick follows the
+schedule from now).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from celery_periodiq.checkpoint import Checkpoint
+from celery_periodiq.entry import Entry
+from celery_periodiq.errors import EntryError, shown
+
+if TYPE_CHECKING:
+    from celery_periodiq.api import Periodiq
+
+__all__ = ["FORMAT", "VERSION", "ImportReport", "export_schedule", "import_schedule"]
+
+FORMAT, VERSION = "celery-periodiq", 1
+_SOURCES = ("runtime", "code", "config")
+
+
+@dataclass
+class ImportReport:
+    """What an import did (or, with ``dry_run``, would do), by entry name."""
+
+    created: list[str] = field(default_factory=list)
+    replaced: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    dry_run: bool = False
+
+
+def export_schedule(
+    api: Periodiq, *, owner: str | None = None, source: str | None = None, state: bool = True
+) -> dict[str, Any]:
+    """The entries (of ``owner``, from ``source``) as one JSON-ready document."""
+    if source is not None and source not in _SOURCES:
+        raise EntryError(f"source={shown(source)} is invalid (allowed: {', '.join(_SOURCES)})")
+    records = []
+    for item in sorted(api.list(owner=owner), key=lambda item: item.name):
+        if item.entry is None or (source is not None and item.entry.source != source):
+            continue
+        record: dict[str, Any] = {"definition": item.entry.to_dict()}
+        if state:
+            last = item.last_run
+            record["state"] = {
+                "paused": item.paused,
+                "note": item.note,
+                "last_run": None if last is None else last.isoformat(),
+                "checkpoint": Checkpoint(api.store, item.name).load(),
+            }
+        records.append(record)
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "exported_at": datetime.now(UTC).isoformat(),
+        "entries": records,
+    }
+
+
+def import_schedule(
+    api: Periodiq, document: Any, *, replace: bool = False, dry_run: bool = False
+) -> ImportReport:
+    """Create (or, with ``replace``, replace) the document's entries, with their pause
+    state and checkpoint when given.
+
+    Raises:
+        EntryError: the document or any record is invalid, or an entry exists with
+            another definition and ``replace`` is not set; every problem is listed by
+            position and nothing is written.
+    """
+    records = _records(document)
+    problems: list[str] = []
+    parsed: list[tuple[Entry, dict[str, Any] | None]] = []
+    for position, record in enumerate(records):
+        try:
+            parsed.append(_record(record))
+        except EntryError as error:
+            problems.append(f"#{position}: {error}")
+    names = [entry.name for entry, _ in parsed]
+    problems += [f"entry {shown(name)} is given twice" for name in sorted(set(names))
+                 if names.count(name) > 1]  # fmt: skip
+    existing = {item.name: item for item in api.store.load(names)} if not problems else {}
+    report = ImportReport(dry_run=dry_run)
+    for position, (entry, _) in enumerate(parsed):
+        found = existing.get(entry.name)
+        if found is None:
+            report.created.append(entry.name)
+        elif found.entry is not None and found.entry.digest == entry.digest:
+            report.unchanged.append(entry.name)
+        elif replace:
+            report.replaced.append(entry.name)
+        else:
+            problems.append(f"#{position}: an entry named {shown(entry.name)} exists with "
+                            "another definition (--replace / replace=True replaces)")  # fmt: skip
+    if problems:
+        raise EntryError(f"{len(problems)} problems, nothing imported: " + "; ".join(problems))
+    if dry_run:
+        return report
+    api.store.put("add", [entry for entry, _ in parsed if entry.name in report.created])
+    api.store.put("update", [entry for entry, _ in parsed if entry.name in report.replaced])
+    for entry, state in parsed:
+        if state is not None:
+            _restore(api, entry.name, state)
+    return report
+
+
+def _records(document: Any) -> list[Any]:
+    if not isinstance(document, dict):
+        raise EntryError(f"the document {shown(document)} is not a JSON object")
+    if document.get("format") != FORMAT or document.get("version") != VERSION:
+        raise EntryError(
+            f"the document is format {shown(document.get('format'))} version "
+            f"{shown(document.get('version'))} (allowed: {FORMAT!r} version {VERSION})"
+        )
+    records = document.get("entries")
+    if not isinstance(records, list):
+        raise EntryError(f"entries={shown(records)} is invalid (allowed: a list)")
+    return records
+
+
+def _record(record: Any) -> tuple[Entry, dict[str, Any] | None]:
+    if not isinstance(record, dict) or set(record) - {"definition", "state"}:
+        raise EntryError(f"{shown(record)} is not {{'definition': ..., 'state': ...}}")
+    entry = Entry.from_dict(record.get("definition"))  # type: ignore[arg-type]
+    state = record.get("state")
+    if state is None:
+        return entry, None
+    if not isinstance(state, dict) or set(state) - {"paused", "note", "last_run", "checkpoint"}:
+        raise EntryError(f"entry {shown(entry.name)}: state {shown(state)} is invalid")
+    if not isinstance(state.get("paused", False), bool):
+        raise EntryError(f"entry {shown(entry.name)}: paused={shown(state['paused'])} is invalid")
+    if state.get("note") is not None and not isinstance(state["note"], str):
+        raise EntryError(f"entry {shown(entry.name)}: note={shown(state['note'])} is invalid")
+    return entry, state
+
+
+def _restore(api: Periodiq, name: str, state: dict[str, Any]) -> None:
+    if state.get("paused"):
+        api.pause(name, note=state.get("note"))
+    if state.get("checkpoint") is not None:
+        Checkpoint(api.store, name).save(state["checkpoint"])
