@@ -34,8 +34,25 @@ class Checkpoint:
         try:
             raw = self._store.client.get(self._key)
         except redis.ResponseError as error:
-            if not wrong_type(error):
-                raise
+            raw = error
+        return self._decoded(raw, default)
+
+    @classmethod
+    def load_many(cls, store: Store, entries: list[str]) -> dict[str, Any]:
+        """:meth:`load` of several entries in one round trip: each entry's saved value,
+        or None."""
+        checkpoints = [cls(store, entry) for entry in entries]
+        pipe = store.client.pipeline(transaction=False)
+        for checkpoint in checkpoints:
+            pipe.get(checkpoint._key)
+        replies = pipe.execute(raise_on_error=False) if checkpoints else []
+        return {checkpoint.entry: checkpoint._decoded(raw, None)
+                for checkpoint, raw in zip(checkpoints, replies, strict=True)}  # fmt: skip
+
+    def _decoded(self, raw: Any, default: Any) -> Any:
+        if isinstance(raw, redis.ResponseError):
+            if not wrong_type(raw):
+                raise raw
             logger.warning(
                 "periodiq: checkpoint of entry %r is unusable (%s holds another Redis type); "
                 "starting without it", self.entry, self._key,

@@ -50,9 +50,13 @@ def export_schedule(
     if source is not None and source not in _SOURCES:
         raise EntryError(f"source={shown(source)} is invalid (allowed: {', '.join(_SOURCES)})")
     records = []
-    for item in sorted(api.list(owner=owner), key=lambda item: item.name):
-        if item.entry is None or (source is not None and item.entry.source != source):
-            continue
+    chosen = [
+        item for item in sorted(api.list(owner=owner), key=lambda item: item.name)
+        if item.entry is not None and source in (None, item.entry.source)
+    ]  # fmt: skip
+    saved = Checkpoint.load_many(api.store, [item.name for item in chosen]) if state else {}
+    for item in chosen:
+        assert item.entry is not None
         record: dict[str, Any] = {"definition": item.entry.to_dict()}
         if state:
             last = item.last_run
@@ -60,7 +64,7 @@ def export_schedule(
                 "paused": item.paused,
                 "note": item.note,
                 "last_run": None if last is None else last.isoformat(),
-                "checkpoint": Checkpoint(api.store, item.name).load(),
+                "checkpoint": saved.get(item.name),
             }
         records.append(record)
     return {
