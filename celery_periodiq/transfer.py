@@ -27,7 +27,9 @@ from celery_periodiq.errors import EntryError, shown
 if TYPE_CHECKING:
     from celery_periodiq.api import Periodiq
 
-__all__ = ["FORMAT", "VERSION", "ImportReport", "export_schedule", "import_schedule"]
+__all__ = [
+    "FORMAT", "VERSION", "ImportReport", "export_schedule", "import_converted", "import_schedule",
+]  # fmt: skip
 
 FORMAT, VERSION = "celery-periodiq", 1
 _SOURCES = ("runtime", "code", "config")
@@ -40,6 +42,8 @@ class ImportReport:
     created: list[str] = field(default_factory=list)
     replaced: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    """Records an importer could not convert, each with why (``skip_invalid`` only)."""
     dry_run: bool = False
 
 
@@ -119,6 +123,31 @@ def import_schedule(
     for entry, state in parsed:
         if state is not None:
             _restore(api, entry.name, state)
+    return report
+
+
+def import_converted(
+    api: Periodiq,
+    document: dict[str, Any],
+    problems: list[str],
+    *,
+    replace: bool = False,
+    dry_run: bool = False,
+    skip_invalid: bool = False,
+) -> ImportReport:
+    """Import what an importer (RedBeat, django-celery-beat) converted into a document;
+    ``problems`` name the records it could not convert, one each.
+
+    Raises:
+        EntryError: there are problems and ``skip_invalid`` is not set (nothing is
+            written), or the document itself is refused by :func:`import_schedule`.
+    """
+    if problems and not skip_invalid:
+        raise EntryError(
+            f"{len(problems)} records cannot be imported, nothing imported: " + "; ".join(problems)
+        )
+    report = import_schedule(api, document, replace=replace, dry_run=dry_run)
+    report.skipped = list(problems)
     return report
 
 
