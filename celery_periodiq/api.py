@@ -9,7 +9,7 @@ import contextlib
 import logging
 import re
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -18,6 +18,7 @@ import redis
 from celery import Celery
 from kombu.exceptions import KombuError
 
+from celery_periodiq import backfill as backfills
 from celery_periodiq import policy, registry, transfer
 from celery_periodiq.checkpoint import Checkpoint
 from celery_periodiq.config import Settings, redacted
@@ -424,6 +425,51 @@ class Periodiq:
                 raise BrokerUnavailableError(f"the broker is unreachable: {error}") from error
             self.store.published(name, "triggered", task_id)
             return task_id
+
+    def backfill(
+        self,
+        name: str,
+        start: datetime,
+        end: datetime,
+        *,
+        overlap: str = "buffer_all",
+        dry_run: bool = False,
+        timeout: float = 300.0,
+        progress: Callable[[backfills.BackfillTick], None] | None = None,
+    ) -> backfills.BackfillReport:
+        """Run the entry's past ticks in ``[start, end)`` now, each with its nominal instant.
+
+        A tick whose run began before is skipped (and reported as ``already ran``); the
+        others run guarded like scheduled runs, except for the tolerance drop.
+
+        Args:
+            name: the entry.
+            start: the first instant of the range (aware).
+            end: the end of the range, itself excluded (aware; not after now).
+            overlap: ``"buffer_all"`` runs the ticks one after another, waiting for each
+                run to end (this call returns when the last one ended);
+                ``"allow"`` publishes them all at once and returns.
+            dry_run: publish nothing; the report says what would run.
+            timeout: ``buffer_all``: seconds to wait for a worker to begin each run
+                before stopping (``report.stalled`` says why; the same call again goes
+                on from there).
+            progress: called with each tick as it is settled.
+
+        Raises:
+            EntryNotFoundError: no entry has that name.
+            EntryError: a bad range, overlap or timeout, or more than
+                ``BACKFILL_MOST`` ticks in the range (nothing is published).
+            BrokerUnavailableError: the broker could not be reached.
+        """
+        with self._guard():
+            entry = self._readable(name)
+            try:
+                return backfills.backfill(
+                    self, entry, start, end, overlap=overlap, dry_run=dry_run,
+                    timeout=timeout, progress=progress,
+                )  # fmt: skip
+            except (KombuError, OSError) as error:
+                raise BrokerUnavailableError(f"the broker is unreachable: {error}") from error
 
     def history(self, name: str, *, limit: int = 20, failures_only: bool = False) -> list[Event]:
         """An entry's newest events, newest first (only failures with ``failures_only``)."""

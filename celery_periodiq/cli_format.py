@@ -7,11 +7,13 @@ with its abbreviation.
 
 from __future__ import annotations
 
+import collections
 import json
 from collections.abc import Sequence
 from datetime import UTC, datetime, tzinfo
 
 from celery_periodiq.api import Check
+from celery_periodiq.backfill import BackfillReport
 from celery_periodiq.cli_json import Details, effective, error_parts, schedule_of, zone_of
 from celery_periodiq.cli_terminal import (
     Column,
@@ -33,8 +35,8 @@ from celery_periodiq.schedules import EventSchedule, IntervalSchedule, Schedule
 from celery_periodiq.store import BeatInfo, Event, StoredEntry
 
 __all__ = [
-    "beats_text", "count_text", "doctor_text", "failures_text", "history_text", "list_text",
-    "next_text", "show_text", "upcoming_text",
+    "backfill_summary", "beats_text", "count_text", "doctor_text", "failures_text",
+    "history_text", "list_text", "next_text", "show_text", "upcoming_text",
 ]  # fmt: skip
 
 # (counter, one, many): the counters worth a glance in `list`, in this order.
@@ -449,3 +451,13 @@ def next_text(schedule: Schedule, start: datetime, fires: Sequence[datetime], st
     digits = len(str(len(fires)))
     lines += [f"  {index:>{digits}}  {_fire(fire, start)}" for index, fire in enumerate(fires, 1)]
     return "\n".join(lines)
+
+
+def backfill_summary(report: BackfillReport) -> str:
+    """One line: how many ticks the backfill had and what became of them."""
+    if not report.ticks:
+        return f"No tick of {report.name} in that range."
+    outcomes = collections.Counter(tick.outcome for tick in report.ticks)
+    parts = ", ".join(f"{count} {outcome}" for outcome, count in outcomes.items())
+    noun = "tick" if len(report.ticks) == 1 else "ticks"
+    return f"Backfill of {report.name}: {len(report.ticks)} {noun} in range: {parts}."

@@ -45,6 +45,7 @@ from typing import Any
 
 from celery_periodiq import policy
 from celery_periodiq.api import Check
+from celery_periodiq.backfill import BackfillReport
 from celery_periodiq.cli_terminal import iso, number, stored_instant, utc_iso
 from celery_periodiq.entry import Entry
 from celery_periodiq.schedules import Schedule
@@ -52,7 +53,7 @@ from celery_periodiq.store import BeatInfo, Event, StoredEntry
 
 __all__ = [
     "Details",
-    "beat_json", "doctor_json", "dumps", "effective", "entry_json", "error_parts",
+    "backfill_json", "beat_json", "doctor_json", "dumps", "effective", "entry_json", "error_parts",
     "event_json", "next_json", "schedule_of", "show_json", "zone_of",
 ]  # fmt: skip
 
@@ -220,4 +221,19 @@ def doctor_json(checks: Sequence[Check]) -> dict[str, Any]:
         "checks": [
             {"name": check.name, "status": check.status, "detail": check.detail} for check in checks
         ],
+    }
+
+
+def backfill_json(report: BackfillReport) -> dict[str, Any]:
+    """``backfill --json``: {entry, overlap, dry_run, ticks: [{tick, task_id, outcome}],
+    stalled (why it stopped early, or null)}."""
+    return {
+        "entry": report.name,
+        "overlap": report.overlap,
+        "dry_run": report.dry_run,
+        "ticks": [
+            {"tick": utc_iso(tick.nominal), "task_id": tick.task_id, "outcome": tick.outcome}
+            for tick in report.ticks
+        ],
+        "stalled": report.stalled,
     }

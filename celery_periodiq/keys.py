@@ -94,6 +94,11 @@ class Partition:
         """list: the entry's newest failed or timeboxed runs, newest first (the last 5)."""
         return f"{self.tag}:failures:{name}"
 
+    def backfilled(self, name: str) -> str:
+        """set: the ticks (ms) of the entry's backfill runs that began; it expires
+        ``BACKFILL_MEMORY`` after the newest one."""
+        return f"{self.tag}:backfilled:{name}"
+
     def checkpoint(self, name: str) -> str:
         """string: the entry's checkpoint JSON."""
         return f"{self.tag}:checkpoint:{name}"

@@ -29,6 +29,7 @@ from celery_periodiq.policy import Limits
 from celery_periodiq.redis_publish import RawTemplate
 
 __all__ = [
+    "HEADER_BACKFILL",
     "HEADER_ENTRY",
     "HEADER_EXPIRES",
     "HEADER_INTERVAL",
@@ -41,6 +42,7 @@ __all__ = [
     "Publisher",
     "message_options",
     "send",
+    "send_backfill",
 ]
 
 # Celery's own expiry check uses the worker's clock, so it gets this much slack.
@@ -64,6 +66,9 @@ HEADER_EXPIRES = "periodiq_expires"
 """Milliseconds since the epoch after which the run is refused (checked on the Redis clock)."""
 HEADER_TTL = "periodiq_ttl"
 """Milliseconds the running marker lives: the run's hard limit."""
+HEADER_BACKFILL = "periodiq_backfill"
+"""True for a past tick published by ``backfill()``: no tolerance drop, and not dropped
+for being older than the ticks the worker's guard remembers."""
 
 
 def message_options(
@@ -102,6 +107,15 @@ def message_options(
             options["time_limit"] = tick.time_limit
     options["headers"] = headers
     return options
+
+
+def send_backfill(app: Celery, entry: Entry, tick: Tick, overlap: str, producer: Any) -> str:
+    """Publish a backfill run of ``entry``'s past ``tick``; ``overlap`` is what the worker's
+    non-final check applies to it ("skip" or "allow"). Returns its task id."""
+    options = message_options(entry, tick)
+    options["headers"][HEADER_BACKFILL] = True
+    options["headers"][HEADER_OVERLAP] = overlap
+    return _send_task(app, entry, options, producer)
 
 
 def send(

@@ -36,6 +36,8 @@ __all__ = ["SCRIPT_NAMES", "Claim", "ClaimBatch", "Scripts", "script_source"]
 logger = logging.getLogger(__name__)
 
 
+BACKFILL_MEMORY_MS = 30 * 24 * 3600 * 1000
+"""How long an entry remembers which backfilled ticks began, after the newest one."""
 SCRIPT_NAMES = ("claim", "ack", "put", "remove", "pause", "beat", "begin", "finish", "record")
 
 
@@ -182,10 +184,13 @@ class RunStart:
     published: bool = True
     """True for messages from the beat or trigger(): their entry must still exist."""
     expires_ms: int | None = None
+    """When the message stops being worth running, on the Redis clock."""
     attempt: str = ""
     """This delivery's own token: a begin sent again after its reply was lost (Redis
     failing over) is recognised as the same attempt, not taken for a duplicate."""
-    """When the message stops being worth running, on the Redis clock."""
+    backfill: bool = False
+    """A past tick published by :meth:`Periodiq.backfill`: no tolerance drop, and not
+    dropped for being older than the ticks the guard remembers."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -505,7 +510,7 @@ class Scripts:
         args: list[Any] = [self.keys.changes, sources]
         for name, owner in owners.items():
             keys += [part.owner(owner or ""), part.history(name), part.failures(name),
-                     part.checkpoint(name)]  # fmt: skip
+                     part.checkpoint(name), part.backfilled(name)]  # fmt: skip
             args += [name, owner or ""]
         return list(self._run("remove", keys, args))
 
@@ -553,7 +558,7 @@ class Scripts:
         """The worker's guards before a run (begin.lua): one round trip."""
         part = self.keys.of(name)
         keys = [part.entries, part.state, part.quarantine, part.due, part.history(name),
-                part.failures(name), part.alerts, part.stats]  # fmt: skip
+                part.failures(name), part.alerts, part.stats, part.backfilled(name)]  # fmt: skip
         args = [
             run.task_id,
             "" if run.tick_ms is None else run.tick_ms,
@@ -569,6 +574,8 @@ class Scripts:
             "" if run.expires_ms is None else run.expires_ms,
             self._recorded_id(name, run.task_id, run.tick_ms),
             run.attempt,
+            "1" if run.backfill else "0",
+            BACKFILL_MEMORY_MS,
         ]
         if self.replica_acks:
             [(reply, behind)] = self._replicated_calls(

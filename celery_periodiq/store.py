@@ -30,7 +30,7 @@ from celery_periodiq.plan import from_ms, next_tick, task_id_for, to_ms
 from celery_periodiq.schedules import EventSchedule
 from celery_periodiq.scripts import SCRIPT_NAMES, Scripts, script_source
 
-__all__ = ["BeatInfo", "Event", "Store", "StoredEntry", "connect", "wrong_type"]
+__all__ = ["BeatInfo", "Event", "RunMemory", "Store", "StoredEntry", "connect", "wrong_type"]
 
 logger = logging.getLogger(__name__)
 
@@ -204,6 +204,19 @@ class Event:
     task_id: str | None
     fields: dict[str, str] = field(default_factory=dict)
     """Everything else recorded: host, duration, error, missed, note."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunMemory:
+    """What :meth:`Store.run_memory` read."""
+
+    began: set[int]
+    """Ticks (ms) known to have begun: the newest ones the guard keeps, the backfilled
+    ones, and those in the history."""
+    running: str | None
+    """The task id of the unfinished run, if any."""
+    events: list[Event]
+    """The whole history, newest first."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -610,6 +623,33 @@ class Store:
                                 task_id or None, extra))  # fmt: skip
         events.reverse()
         return events
+
+    def run_memory(self, name: str) -> RunMemory:
+        """What the worker's guard remembers of an entry's runs (one round trip): the
+        ticks it knows began, its unfinished run, its whole history."""
+        part = self.keys.of(name)
+        now = self.now_ms()
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hget(part.state, name)
+        pipe.smembers(part.backfilled(name))
+        pipe.lrange(part.history(name), 0, -1)
+        raw, backfilled, rows = pipe.execute(raise_on_error=False)
+        state = _state(raw)
+        began = {_int(tick) for tick in backfilled} if isinstance(backfilled, set) else set()
+        top, seen = _int(state.get("top")), state.get("seen")
+        if top:  # "seen" holds how far before "top" each other recent tick was
+            began.add(top)
+            began.update(top - _int(back) for back in (seen if isinstance(seen, list) else ()))
+        events = self._events(name, rows) if isinstance(rows, list) else []
+        began.update(to_ms(event.tick) for event in events
+                      if event.kind in ("started", "retry") and event.tick)  # fmt: skip
+        running = state.get("running")
+        unfinished = (
+            str(running[0])
+            if isinstance(running, list) and len(running) >= 2 and _int(running[1]) > now
+            else None
+        )
+        return RunMemory(began, unfinished, events)
 
     def beats(self) -> list[BeatInfo]:
         """Beats whose heartbeat has not expired."""

@@ -30,6 +30,7 @@ from celery_periodiq.checkpoint import Checkpoint
 from celery_periodiq.errors import ConfigurationError, PeriodiqError, ReplicasBehindError
 from celery_periodiq.plan import from_ms, tick_text
 from celery_periodiq.publish import (
+    HEADER_BACKFILL,
     HEADER_ENTRY,
     HEADER_EXPIRES,
     HEADER_INTERVAL,
@@ -167,6 +168,7 @@ class PeriodicTask(Task):  # type: ignore[type-arg]
             published=bool(published_for),
             expires_ms=None if manual else _int_or_none(_header(request, HEADER_EXPIRES)),
             attempt=uuid.uuid4().hex[:8],
+            backfill=not manual and bool(_header(request, HEADER_BACKFILL)),
         )
         context = RunContext(
             entry=entry,

@@ -30,8 +30,8 @@ from celery_periodiq.scripts import RunEnd, RunStart
 START = datetime(2090, 1, 1, tzinfo=UTC)
 NOW = "2089-12-31T23:00:00Z"
 COMMANDS = (
-    "add", "beats", "delete", "doctor", "export", "failures", "history", "import", "list",
-    "metrics", "next", "pause", "resume", "run", "serve", "show", "update",
+    "add", "backfill", "beats", "delete", "doctor", "export", "failures", "history", "import",
+    "list", "metrics", "next", "pause", "resume", "run", "serve", "show", "update",
 )  # fmt: skip
 
 
@@ -644,6 +644,21 @@ BAD_INPUT = [
     (2, ["serve", "--token", "short"], "--token must be at least 8 characters"),
     (2, ["export", "--source", "nowhere"], "Invalid value for '--source'"),
     (2, ["import", "no-such-file.json"], "No such file or directory"),
+    (3, ["backfill", "nope", "--from", "2026-01-01", "--to", "2026-01-02"], "no entry named"),
+    (2, ["backfill", "report", "--from", "soon", "--to", "2026-01-02"], "not an ISO 8601"),
+    (2, ["backfill", "report", "--to", "2026-01-02"], "Missing option '--from'"),
+    (2, ["backfill", "report", "--from", "2026-01-02", "--to", "2026-01-01"], "is empty"),
+    (2, ["backfill", "report", "--from", "2026-01-01", "--to", "2090-01-01"], "after now"),
+    (
+        2,
+        ["backfill", "report", "--from", "2026-01-01", "--to", "2026-01-02", "--overlap", "x"],
+        "Invalid value for '--overlap'",
+    ),
+    (
+        2,
+        ["backfill", "report", "--from", "2026-01-01", "--to", "2026-01-02", "--timeout", "0"],
+        "0.0 is not in the range x>0",
+    ),
 ]
 
 

@@ -11,6 +11,9 @@
 --   4. otherwise the run starts: last_run = now, running marker set (until now + the
 --      run's hard limit, so a dead worker stops blocking), tick remembered
 -- A retry of a run that already began (retries > 0) skips 1-3 and keeps its marker.
+-- A backfill run (ARGV[15]) is a past tick published on request: it is a duplicate if
+-- its tick began (among the newest ticks, or in the entry's backfilled set), never for
+-- being old, and it has no tolerance drop; once it begins its tick joins that set.
 -- An entry that no longer exists gets no writes: a message published for it is refused
 -- ("deleted"); a plain call of a declared task whose entry is not stored runs unguarded.
 -- An entry whose history keys hold another type cannot be recorded: it is quarantined
@@ -24,6 +27,7 @@
 -- KEYS[6] failures    list  the entry's newest failed runs (its type is checked)
 -- KEYS[7] alerts      list  alert transitions (an entry newly quarantined is pushed)
 -- KEYS[8] stats       hash  the partition's histograms: a started tick's delay ("s")
+-- KEYS[9] backfilled  set   the entry's backfilled ticks (ms) that began
 -- ARGV[1] task id
 -- ARGV[2] tick: nominal instant (ms), or "" for a manual run (no tolerance drop)
 -- ARGV[3] min_gap (ms): interval - tolerance, or 0
@@ -39,6 +43,8 @@
 -- ARGV[13] the task id as the history records it: "" when the tick derives it
 -- ARGV[14] this delivery's attempt token, or "": a begin sent again after its reply was
 --          lost finds its own marker and is told "started" again, with no new writes
+-- ARGV[15] "1" for a backfill run
+-- ARGV[16] how long the backfilled set is kept after its newest tick (ms)
 --
 -- Returns {outcome, now_ms, last_run_ms or -1, note} where outcome is "started",
 -- "resumed" (a retry), "duplicate", "dropped_too_soon", "skipped_overlap",
@@ -92,6 +98,12 @@ if ARGV[12] ~= '' and now > tonumber(ARGV[12]) then
   return refuse('expired', 'waited past its expiry, ' .. (now - tonumber(ARGV[12])) .. ' ms ago')
 end
 local nominal = tonumber(tick)
+local backfill = ARGV[15] == '1'
+-- the backfilled set is only a memory: one of another type is dropped, not quarantined
+if wrong_type(KEYS[9], 'set') then redis.call('DEL', KEYS[9]) end
+if nominal and redis.call('SISMEMBER', KEYS[9], tick) == 1 then
+  return refuse('duplicate', 'this tick already began (backfilled)')
+end
 local top = tonumber(state.top)
 local seen = type(state.seen) == 'table' and state.seen or {}
 if nominal and top then
@@ -101,12 +113,12 @@ if nominal and top then
     for _, earlier in ipairs(seen) do
       if tonumber(earlier) == back then return refuse('duplicate', 'this tick already began') end
     end
-    if #seen >= WINDOW - 1 and back > (tonumber(seen[#seen]) or 0) then
+    if not backfill and #seen >= WINDOW - 1 and back > (tonumber(seen[#seen]) or 0) then
       return refuse('duplicate', 'older than the ' .. WINDOW .. ' newest ticks that began')
     end
   end
 end
-if nominal and last and now < last + min_gap then
+if nominal and not backfill and last and now < last + min_gap then
   return refuse('dropped_too_soon', 'last run began ' .. (now - last) .. ' ms ago')
 end
 if overlap == 'skip' and holds(state.running, now) and state.running[1] ~= task_id then
@@ -132,6 +144,11 @@ if nominal then
   state.seen = backs
 end
 save_state(states, name, state)
-if nominal then observe(KEYS[8], 's', now - nominal) end
+if backfill and nominal then
+  redis.call('SADD', KEYS[9], tick)
+  redis.call('PEXPIRE', KEYS[9], tonumber(ARGV[16]))
+elseif nominal then
+  observe(KEYS[8], 's', now - nominal)
+end
 event('started', '')
 return {'started', now, last or -1, ''}

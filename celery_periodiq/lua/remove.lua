@@ -11,8 +11,8 @@
 -- KEYS[4] events      hash  entry name -> cluster event
 -- KEYS[5] quarantine  hash  entry name -> why it is quarantined
 -- KEYS[6] state       hash  entry name -> state JSON
--- KEYS[7..] four per entry, in ARGV's order: its owner set (as the caller read it),
---           its history, failures and checkpoint keys
+-- KEYS[7..] five per entry, in ARGV's order: its owner set (as the caller read it),
+--           its history, failures, checkpoint and backfilled keys
 -- ARGV[1] changes channel
 -- ARGV[2] sources allowed to be removed, comma separated ("code,config"), or "*"
 -- ARGV[3..] two per entry: its name, and the owner the caller read ("" for none)
@@ -30,13 +30,13 @@ local function left_behind(name, own)
       or redis.call('HEXISTS', states, name) == 1 then
     return true
   end
-  return redis.call('EXISTS', own[2], own[3], own[4]) > 0
+  return redis.call('EXISTS', own[2], own[3], own[4], own[5]) > 0
 end
 
 for i = 3, #ARGV, 2 do
   local name, was_owner = ARGV[i], ARGV[i + 1]
-  local base = 6 + (i - 3) * 2
-  local own = {KEYS[base + 1], KEYS[base + 2], KEYS[base + 3], KEYS[base + 4]}
+  local base = 6 + (i - 3) / 2 * 5
+  local own = {KEYS[base + 1], KEYS[base + 2], KEYS[base + 3], KEYS[base + 4], KEYS[base + 5]}
   local definition = redis.call('HGET', entries, name)
   local entry = definition and decoded(definition) or {}
   local owner = type(entry.owner) == 'string' and entry.owner or ''
@@ -51,7 +51,7 @@ for i = 3, #ARGV, 2 do
     redis.call('SREM', declared, name)
     redis.call('HDEL', events, name)
     redis.call('HDEL', quarantine, name)
-    redis.call('DEL', own[2], own[3], own[4])
+    redis.call('DEL', own[2], own[3], own[4], own[5])
     if owner ~= '' then redis.call('SREM', usable_set(own[1]), name) end
     redis.call('PUBLISH', channel, name)
     out[#out + 1] = name
