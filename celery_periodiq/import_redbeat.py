@@ -105,6 +105,10 @@ def read_redbeat(
         ) from None
     try:
         return redbeat_document(client, app, key_prefix=key_prefix)
+    except (redis.ConnectionError, redis.TimeoutError) as error:
+        raise StoreUnavailableError(
+            f"RedBeat's Redis at {redacted(source)} is unreachable: {error}"
+        ) from error
     except redis.RedisError as error:
         raise StoreUnavailableError(
             f"RedBeat's Redis at {redacted(source)} failed: {error}"
@@ -288,6 +292,13 @@ def _schedule(value: Any, app: Celery, notes: list[str]) -> dict[str, Any]:
         if unknown:
             raise _RecordError(f"crontab schedule has unknown fields {unknown}")
         spec = {key: value[key] for key in _CRON_FIELDS if key in value}
+        if all(str(spec.get(key, "*")) != "*" for key in ("day_of_month", "day_of_week")):
+            raise _RecordError(
+                f"crontab({', '.join(f'{key}={shown(item)}' for key, item in spec.items())}) "
+                "restricts both day_of_month and day_of_week: Celery "
+                "runs when both match, a cron expression when either does (add it again with "
+                "calendar=, e.g. 'Mon *-*-01..07 08:00', which needs both)"
+            )
         try:
             celery_schedule: Any = crontab(**spec)
         except (ValueError, TypeError) as error:

@@ -644,6 +644,17 @@ BAD_INPUT = [
     (2, ["serve", "--token", "short"], "--token must be at least 8 characters"),
     (2, ["export", "--source", "nowhere"], "Invalid value for '--source'"),
     (2, ["import", "no-such-file.json"], "No such file or directory"),
+    (2, ["import"], "give one of FILE, --from-redbeat (not several, not none)"),
+    (2, ["import", "-", "--from-redbeat"], "give one of FILE, --from-redbeat (not several"),
+    (2, ["import", "-", "--skip-invalid"], "--skip-invalid applies only with --from-*"),
+    (2, ["import", "-", "--redbeat-url", "redis://h"], "--redbeat-url applies only with --from-"),
+    (2, ["import", "--from-redbeat", "--redbeat-url", "amqp://h"], "URL amqp://h is invalid"),
+    (2, ["import", "--from-redbeat", "--redbeat-key-prefix", ""], "key_prefix='' is invalid"),
+    (
+        4,
+        ["import", "--from-redbeat", "--redbeat-url", "redis://127.0.0.1:1/0"],
+        "RedBeat's Redis at redis://127.0.0.1:1/0 is unreachable",
+    ),
 ]
 
 
