@@ -293,6 +293,29 @@ def test_a_crontab_on_both_day_fields_is_refused_since_cron_would_widen_it(
     )
 
 
+def test_a_relative_interval_and_a_key_gone_from_the_schedule_are_noted_not_refused(
+    app: Celery, source: redis.Redis
+) -> None:
+    reader = redbeat_app(_url(source))
+    save(reader, "rounded", "proj.t", schedule(timedelta(minutes=1), relative=True))
+    reader.redbeat_redis.close()  # type: ignore[attr-defined]
+    reader.close()
+    source.zadd("redbeat::schedule", {"redbeat:deleted": 1.0})
+
+    read = read_redbeat(app)
+
+    assert read.problems == []
+    assert "rounded" in [record["definition"]["name"] for record in read.document["entries"]]
+    assert (
+        "'redbeat:rounded': interval relative=True (first run rounded to the interval) is "
+        "not kept: periodiq anchors intervals to the entry's creation" in read.notes
+    )
+    assert (
+        "'redbeat:deleted': in RedBeat's schedule but the key is gone (RedBeat drops it)"
+        in read.notes
+    )
+
+
 def test_redbeat_cannot_store_a_solar_schedule_so_there_is_none_to_read(
     source: redis.Redis,
 ) -> None:
