@@ -19,7 +19,7 @@ from celery import Celery
 from kombu.exceptions import KombuError
 
 from celery_periodiq import backfill as backfills
-from celery_periodiq import policy, registry, transfer
+from celery_periodiq import import_redbeat, policy, registry, transfer
 from celery_periodiq.checkpoint import Checkpoint
 from celery_periodiq.config import Settings, redacted
 from celery_periodiq.definitions import build_entry, changed_entry, task_name
@@ -738,6 +738,41 @@ class Periodiq:
         """
         with self._guard():
             return transfer.import_schedule(self, document, replace=replace, dry_run=dry_run)
+
+    def import_redbeat(
+        self,
+        *,
+        url: str | None = None,
+        key_prefix: str = import_redbeat.DEFAULT_PREFIX,
+        replace: bool = False,
+        dry_run: bool = False,
+        skip_invalid: bool = False,
+    ) -> transfer.ImportReport:
+        """Bring celery-redbeat's entries over, read straight from its Redis: each becomes
+        a runtime entry of the same name (see :mod:`celery_periodiq.import_redbeat`).
+
+        Args:
+            url: RedBeat's Redis; default the app's ``redbeat_redis_url``, else its broker.
+            key_prefix: RedBeat's ``redbeat_key_prefix``.
+            replace: also replace entries that exist with another definition.
+            dry_run: say what would change; write nothing.
+            skip_invalid: import what converts; the records that do not are listed in
+                the report's ``skipped``. Options dropped and entries left out (declared
+                in this app's ``beat_schedule``) are listed in its ``notes``.
+
+        Raises:
+            EntryError: records cannot be converted (each named by its Redis key, unless
+                ``skip_invalid``), or an entry exists with another definition; nothing
+                is written.
+            ConfigurationError: no URL for RedBeat's Redis, or an invalid one.
+            StoreUnavailableError: RedBeat's Redis (or ours) is unreachable.
+        """
+        read = import_redbeat.read_redbeat(self.app, url=url, key_prefix=key_prefix)
+        with self._guard():
+            return transfer.import_converted(
+                self, read.document, read.problems, notes=read.notes, replace=replace,
+                dry_run=dry_run, skip_invalid=skip_invalid,
+            )  # fmt: skip
 
     def add_many(self, entries: Iterable[dict[str, Any]]) -> list[str]:
         """Create many runtime entries at once, in pipelined batches (one Lua call per

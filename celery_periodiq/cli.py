@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from celery_periodiq import backfill as backfills
 from celery_periodiq import cli_format as text
@@ -41,8 +42,10 @@ from celery_periodiq.cli_options import (
 )
 from celery_periodiq.cli_terminal import print_text, style_of, when, width
 from celery_periodiq.errors import ScheduleError
+from celery_periodiq.import_redbeat import DEFAULT_PREFIX
 from celery_periodiq.schedules import parse_schedule
 from celery_periodiq.store import StoredEntry
+from celery_periodiq.transfer import ImportReport
 
 __all__ = ["periodiq"]
 
@@ -618,28 +621,88 @@ def export_command(
 
 
 @periodiq.command("import")
-@click.argument("file", type=click.File("r"))
+@click.argument("file", type=click.File("r"), required=False)
+@click.option(
+    "--from-redbeat",
+    is_flag=True,
+    help="Read celery-redbeat's entries (static and dynamic) from its Redis.",
+)
+@click.option(
+    "--redbeat-url",
+    metavar="URL",
+    help="RedBeat's Redis (default: redbeat_redis_url, else the broker).",
+)
+@click.option(
+    "--redbeat-key-prefix",
+    metavar="PREFIX",
+    default=DEFAULT_PREFIX,
+    show_default=True,
+    help="RedBeat's redbeat_key_prefix.",
+)
+@click.option(
+    "--skip-invalid",
+    is_flag=True,
+    help="With --from-*: import what converts and list the records that do not.",
+)
 @click.option(
     "--replace", is_flag=True, help="Also replace entries that exist with another definition."
 )
 @click.option("--dry-run", is_flag=True, help="Say what would change; write nothing.")
 @click.pass_context
 @handled
-def import_command(ctx: click.Context, file: Any, replace: bool, dry_run: bool) -> None:
-    """Create the entries of an export document (FILE, or - for stdin).
+def import_command(
+    ctx: click.Context, file: Any, from_redbeat: bool, redbeat_url: str | None,
+    redbeat_key_prefix: str, skip_invalid: bool, replace: bool, dry_run: bool,
+) -> None:  # fmt: skip
+    """Create entries from an export document, or from RedBeat.
 
-    Every record is checked first: with any bad one nothing is written and each is
-    named by its position.
+    FILE is a document of `periodiq export` (- for stdin); --from-redbeat reads
+    celery-redbeat's entries, static and dynamic, from its Redis. Each entry keeps its
+    name (from RedBeat it becomes a runtime entry). Every record is checked first: with
+    any bad one nothing is written and each is named (by position in FILE, by Redis key
+    in RedBeat); with --from-* --skip-invalid imports the others. What is not carried
+    over (options periodiq does not keep, entries this app declares) is printed as notes.
     """
-    try:
-        document = json.load(file)
-    except ValueError as error:
-        fail(f"{file.name} is not JSON: {error}")
-    report = api_of(ctx).import_schedule(document, replace=replace, dry_run=dry_run)
-    verb = "would be" if dry_run else "were"
+    given = {"FILE": file is not None, "--from-redbeat": from_redbeat}
+    if sum(given.values()) != 1:
+        fail(f"give one of {', '.join(given)} (not several, not none)")
+    _only_with(ctx, "--from-redbeat", from_redbeat, "redbeat_url", "redbeat_key_prefix")
+    _only_with(ctx, "--from-*", not given["FILE"], "skip_invalid")
+    api = api_of(ctx)
+    if from_redbeat:
+        report = api.import_redbeat(
+            url=redbeat_url, key_prefix=redbeat_key_prefix, replace=replace, dry_run=dry_run,
+            skip_invalid=skip_invalid,
+        )  # fmt: skip
+    else:
+        try:
+            document = json.load(file)
+        except ValueError as error:
+            fail(f"{file.name} is not JSON: {error}")
+        report = api.import_schedule(document, replace=replace, dry_run=dry_run)
+    _print_import(report)
+
+
+def _only_with(ctx: click.Context, needed: str, present: bool, *parameters: str) -> None:
+    """Fail when one of ``parameters`` is given on the command line without ``needed``."""
+    for parameter in parameters:
+        if not present and ctx.get_parameter_source(parameter) == ParameterSource.COMMANDLINE:
+            fail(f"--{parameter.replace('_', '-')} applies only with {needed}")
+
+
+def _print_import(report: ImportReport) -> None:
+    """What an import did (or, under --dry-run, would do): one line per kind of outcome,
+    then each record skipped and each note on its own line."""
+    verb = "would be" if report.dry_run else "were"
     for what, names in (("created", report.created), ("replaced", report.replaced),
                         ("unchanged", report.unchanged)):  # fmt: skip
         if names:
             click.echo(f"{len(names)} {verb} {what}: {', '.join(names)}")
     if not (report.created or report.replaced or report.unchanged):
-        click.echo("the document holds no entries")
+        click.echo("nothing to import: no entries found")
+    if report.skipped:
+        click.echo(f"{len(report.skipped)} {verb} skipped:")
+        for why in report.skipped:
+            click.echo(f"  {why}")
+    for note in report.notes:
+        click.echo(f"note: {note}")

@@ -16,6 +16,7 @@ schedule from now).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -44,6 +45,9 @@ class ImportReport:
     unchanged: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     """Records an importer could not convert, each with why (``skip_invalid`` only)."""
+    notes: list[str] = field(default_factory=list)
+    """What an importer converted with a loss (options dropped, ...) or left out on
+    purpose, each with why."""
     dry_run: bool = False
 
 
@@ -131,12 +135,14 @@ def import_converted(
     document: dict[str, Any],
     problems: list[str],
     *,
+    notes: Sequence[str] = (),
     replace: bool = False,
     dry_run: bool = False,
     skip_invalid: bool = False,
 ) -> ImportReport:
     """Import what an importer (RedBeat, django-celery-beat) converted into a document;
-    ``problems`` name the records it could not convert, one each.
+    ``problems`` name the records it could not convert, one each, ``notes`` what it
+    converted with a loss or left out on purpose (both end up in the report).
 
     Raises:
         EntryError: there are problems and ``skip_invalid`` is not set (nothing is
@@ -148,6 +154,7 @@ def import_converted(
         )
     report = import_schedule(api, document, replace=replace, dry_run=dry_run)
     report.skipped = list(problems)
+    report.notes = list(notes)
     return report
 
 

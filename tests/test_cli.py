@@ -659,6 +659,17 @@ BAD_INPUT = [
         ["backfill", "report", "--from", "2026-01-01", "--to", "2026-01-02", "--timeout", "0"],
         "0.0 is not in the range x>0",
     ),
+    (2, ["import"], "give one of FILE, --from-redbeat (not several, not none)"),
+    (2, ["import", "-", "--from-redbeat"], "give one of FILE, --from-redbeat (not several"),
+    (2, ["import", "-", "--skip-invalid"], "--skip-invalid applies only with --from-*"),
+    (2, ["import", "-", "--redbeat-url", "redis://h"], "--redbeat-url applies only with --from-"),
+    (2, ["import", "--from-redbeat", "--redbeat-url", "amqp://h"], "URL amqp://h is invalid"),
+    (2, ["import", "--from-redbeat", "--redbeat-key-prefix", ""], "key_prefix='' is invalid"),
+    (
+        4,
+        ["import", "--from-redbeat", "--redbeat-url", "redis://127.0.0.1:1/0"],
+        "RedBeat's Redis at redis://127.0.0.1:1/0 is unreachable",
+    ),
 ]
 
 
