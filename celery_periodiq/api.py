@@ -534,6 +534,8 @@ class Periodiq:
                 or after ``start`` and before ``end``.
             down: ``(from, to)``: the beats are down from ``from`` until ``to``, both
                 inside the span (``to`` may be ``end``: the catch-up at ``to`` is shown).
+                With ``start`` None, a window that began in the past counts from now:
+                the stored state already holds what the beats missed until now.
             owner: only entries with this owner tag.
             names: only these entries.
             limit: fires listed per entry (0-100000); the others are counted.
@@ -556,7 +558,9 @@ class Periodiq:
             check_range(start, end, down)  # bad input fails before Redis is asked
         with self._guard():
             now = from_ms(self.store.now_ms())
-            begin, finish, window = check_range(now if start is None else start, end, down)
+            begin, finish, window = check_range(
+                now if start is None else start, end, down, now=start is None
+            )
             stored = self._chosen(owner, names)
         settings = PlanSettings(
             self.settings.key_prefix, self.settings.catchup_cap, self.settings.default_grace

@@ -173,10 +173,14 @@ def _aware(what: str, value: object) -> datetime:
 
 
 def check_range(
-    start: datetime, end: datetime | None, down: object
+    start: datetime, end: datetime | None, down: object, *, now: bool = False
 ) -> tuple[datetime, datetime, tuple[datetime, datetime] | None]:
     """The span and down window, checked: aware, ``end`` after ``start`` and at most
     ``MOST_SPAN`` later, the window inside the span (its end may be the span's end).
+
+    ``now``: ``start`` is the Redis clock and the entries continue from their stored
+    state, which holds what the beats missed so far: a window that began earlier
+    counts from ``start`` (the beats are down now).
 
     Returns:
         ``(start, end, down)`` in whole milliseconds (the beat's precision); ``end``
@@ -205,6 +209,8 @@ def check_range(
         )
     gone = from_ms(to_ms(_aware("down[0]", down[0])))
     back = from_ms(to_ms(_aware("down[1]", down[1])))
+    if now and gone < start < back:
+        gone = start
     if back <= gone:
         raise SimulationError(
             f"down window {gone.isoformat()}..{back.isoformat()} ends before it starts "
