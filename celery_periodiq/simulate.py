@@ -43,7 +43,7 @@ MOST_LIMIT = 100_000
 """The most fires a caller may ask to have listed per entry."""
 MOST_LISTED = 100_000
 """Fires listed over all entries of one simulation; past it, fires are only counted."""
-MOST_COUNTED = 100_000
+MOST_COUNTED = 50_000
 """Ticks counted one by one per entry past the listed ones; beyond, the count is a floor.
 (A fixed interval without jitter is counted by arithmetic, exactly, however many.)"""
 
