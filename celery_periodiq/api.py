@@ -202,7 +202,7 @@ def _simulated(
     idle = None
     if item.paused:
         note = f" (note: {item.note})" if item.note else ""
-        idle = f"paused{note}: nothing fires until it is resumed"
+        idle = f"paused until resumed{note}"
     elif not entry.enabled:
         idle = "disabled: it never fires"
     elif from_stored and state == "ended":

@@ -384,8 +384,7 @@ def test_paused_disabled_quarantined_and_ended_entries_say_why_nothing_fires(
     simulation = api.simulate()
 
     reasons = {item.name: (item.state, item.reason) for item in simulation.entries}
-    assert reasons["paused"] == ("paused", "paused (note: migration): nothing fires until it "
-                                 "is resumed")  # fmt: skip
+    assert reasons["paused"] == ("paused", "paused until resumed (note: migration)")
     assert reasons["disabled"] == ("disabled", "disabled: it never fires")
     assert reasons["ended"] == ("ended", "ended: it has no next tick")
     state, reason = reasons["broken"]
