@@ -13,11 +13,13 @@ from celery_periodiq.errors import (
     EntryNotFoundError,
     PeriodiqError,
     ScheduleError,
+    SimulationError,
     StoreRefusedError,
     StoreUnavailableError,
 )
 from celery_periodiq.scheduler import Scheduler
 from celery_periodiq.schedules import Schedule, parse_schedule
+from celery_periodiq.simulate import Dropped, EntrySimulation, Fire, Simulation
 from celery_periodiq.store import BeatInfo, Event, StoredEntry
 from celery_periodiq.task import PeriodicTask, RunContext
 
@@ -28,10 +30,13 @@ __all__ = [
     "BrokerUnavailableError",
     "ConfigurationError",
     "DeclaredEntryError",
+    "Dropped",
     "EntryError",
     "EntryExistsError",
     "EntryNotFoundError",
+    "EntrySimulation",
     "Event",
+    "Fire",
     "PeriodicTask",
     "Periodiq",
     "PeriodiqError",
@@ -39,6 +44,8 @@ __all__ = [
     "Schedule",
     "ScheduleError",
     "Scheduler",
+    "Simulation",
+    "SimulationError",
     "StoreRefusedError",
     "StoreUnavailableError",
     "StoredEntry",

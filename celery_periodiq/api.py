@@ -31,6 +31,7 @@ from celery_periodiq.errors import (
     EntryExistsError,
     EntryNotFoundError,
     PeriodiqError,
+    SimulationError,
     StoreRefusedError,
     StoreUnavailableError,
     shown,
@@ -38,6 +39,16 @@ from celery_periodiq.errors import (
 from celery_periodiq.plan import from_ms, next_tick, to_ms
 from celery_periodiq.policy import Defaults
 from celery_periodiq.publish import send
+from celery_periodiq.simulate import (
+    DEFAULT_LIMIT,
+    MOST_LIMIT,
+    MOST_LISTED,
+    EntrySimulation,
+    Simulation,
+    check_range,
+    simulate_entry,
+)
+from celery_periodiq.simulate import Settings as PlanSettings
 from celery_periodiq.store import BeatInfo, Event, Store, StoredEntry, wrong_type
 from celery_periodiq.task import PeriodicTask
 from celery_periodiq.topology import sentinel_report
@@ -171,6 +182,43 @@ def _with_schedule(options: dict[str, Any], app: Celery) -> dict[str, Any]:
     if options.get("tz") not in (None, "UTC"):
         converted.pop("tz", None)  # a zone given with it wins
     return {**options, **converted}
+
+
+def _simulated(
+    item: StoredEntry,
+    start: datetime,
+    end: datetime,
+    down: tuple[datetime, datetime] | None,
+    settings: PlanSettings,
+    from_stored: bool,
+    limit: int,
+) -> EntrySimulation:
+    """One stored entry's simulation, or why nothing of it fires."""
+    entry, state = item.entry, item.status
+    if entry is None or item.invalid:
+        tz = "UTC" if entry is None else entry.tz
+        schedule = None if entry is None else entry.schedule
+        return EntrySimulation(item.name, state, tz, schedule, "none",
+                               f"quarantined: {item.invalid}")  # fmt: skip
+    idle = None
+    if item.paused:
+        note = f" (note: {item.note})" if item.note else ""
+        idle = f"paused until resumed{note}"
+    elif not entry.enabled:
+        idle = "disabled: it never fires"
+    elif from_stored and state == "ended":
+        idle = "ended: it has no next tick"
+    if idle is not None:
+        return EntrySimulation(item.name, state, entry.tz, entry.schedule, "none", idle)
+    first = None
+    stored_next = item.state.get("next", "")
+    if from_stored and stored_next.isdigit():
+        nominal = from_ms(int(stored_next))
+        first = (nominal, item.due or nominal)
+    return simulate_entry(
+        entry, state=state, start=start, end=end, down=down, settings=settings, first=first,
+        limit=limit,
+    )  # fmt: skip
 
 
 def _version(text: str) -> tuple[int, ...]:
@@ -501,6 +549,91 @@ class Periodiq:
         """The Redis server clock (UTC), which every scheduling decision uses."""
         with self._guard():
             return from_ms(self.store.now_ms())
+
+    def simulate(
+        self,
+        *,
+        start: datetime | None = None,
+        end: datetime | None = None,
+        down: tuple[datetime, datetime] | None = None,
+        owner: str | None = None,
+        names: list[str] | None = None,
+        limit: int = DEFAULT_LIMIT,
+    ) -> Simulation:
+        """What the beats would publish from ``start`` to ``end``; writes nothing.
+
+        Computed with the beat's own planning code (:mod:`celery_periodiq.simulate`):
+        each tick is claimed when due (jitter applied) and decided as the beat
+        decides it. Ticks due while the beats are ``down`` are claimed when they come
+        back, so each entry's catch-up policy says what is published then and what is
+        dropped as missed. No run is known ahead: the simulation assumes no run is
+        unfinished when a tick is claimed. Paused, disabled and quarantined entries
+        are listed with why nothing fires; so are ended ones.
+
+        Args:
+            start: an aware datetime; None: now (the Redis clock), continuing from each
+                entry's stored next tick (an entry already overdue, because no beat
+                runs, is claimed at once). Given, each entry starts from its
+                definition: its first tick due at or after ``start``.
+            end: an aware datetime after ``start`` (at most 366 days); default
+                ``start`` + 24 hours. A tick is in the span when a beat claims it at
+                or after ``start`` and before ``end``.
+            down: ``(from, to)``: the beats are down from ``from`` until ``to``, both
+                inside the span (``to`` may be ``end``: the catch-up at ``to`` is shown).
+                With ``start`` None, a window that began in the past counts from now:
+                the stored state already holds what the beats missed until now.
+            owner: only entries with this owner tag.
+            names: only these entries.
+            limit: fires listed per entry (0-100000); the others are counted.
+
+        Raises:
+            SimulationError: the span, window or limit is invalid.
+            EntryNotFoundError: a name in ``names`` is no entry.
+        """
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MOST_LIMIT:
+            raise SimulationError(
+                f"limit={shown(limit)} is invalid (allowed: a whole number from 0 to {MOST_LIMIT})"
+            )
+        if owner is not None:
+            _check_owner(owner)
+        if names is not None:
+            if not isinstance(names, list | tuple) or not names:
+                raise EntryError(f"names={shown(names)} is invalid (allowed: a non-empty list)")
+            names = list(dict.fromkeys(_check_name(name) for name in names))
+        if start is not None:
+            check_range(start, end, down)  # bad input fails before Redis is asked
+        with self._guard():
+            now = from_ms(self.store.now_ms())
+            begin, finish, window = check_range(
+                now if start is None else start, end, down, now=start is None
+            )
+            stored = self._chosen(owner, names)
+        settings = PlanSettings(
+            self.settings.key_prefix, self.settings.catchup_cap, self.settings.default_grace
+        )
+        simulated, listed = [], 0
+        for item in sorted(stored, key=lambda item: item.name):
+            room = min(limit, MOST_LISTED - listed)
+            result = _simulated(item, begin, finish, window, settings, start is None, room)
+            listed += len(result.fires)
+            simulated.append(result)
+        far = datetime.max.replace(tzinfo=now.tzinfo)
+        simulated.sort(key=lambda item: (item.fires[0].sent if item.fires else far, item.name))
+        return Simulation(begin, finish, window, start is None, limit, tuple(simulated))
+
+    def _chosen(self, owner: str | None, names: list[str] | None) -> list[StoredEntry]:
+        """The entries a simulation covers: ``names`` (every one must exist), those of
+        ``owner``, or all."""
+        if names is None:
+            return self.store.load(None if owner is None else self.store.owned_by(owner))
+        stored = self.store.load(names)
+        missing = sorted(set(names) - {item.name for item in stored})
+        if missing:
+            noun = "entry named" if len(missing) == 1 else "entries named"
+            raise EntryNotFoundError(f"no {noun} {_some_names(missing)}")
+        if owner is not None:
+            stored = [item for item in stored if item.entry and item.entry.owner == owner]
+        return stored
 
     def has_checkpoint(self, name: str) -> bool:
         """Whether a run of the entry saved a checkpoint that the next run will resume from.

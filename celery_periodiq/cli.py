@@ -40,10 +40,12 @@ from celery_periodiq.cli_options import (
     now_option,
     print_json,
 )
+from celery_periodiq.cli_simulate import NOW, Moment, Window, resolve, simulation_text
 from celery_periodiq.cli_terminal import print_text, style_of, when, width
 from celery_periodiq.errors import ScheduleError
 from celery_periodiq.import_redbeat import DEFAULT_PREFIX
 from celery_periodiq.schedules import parse_schedule
+from celery_periodiq.simulate import DEFAULT_LIMIT, MOST_LIMIT
 from celery_periodiq.store import StoredEntry
 from celery_periodiq.transfer import ImportReport
 
@@ -706,3 +708,64 @@ def _print_import(report: ImportReport) -> None:
             click.echo(f"  {why}")
     for note in report.notes:
         click.echo(f"note: {note}")
+
+
+@periodiq.command("simulate")
+@click.option("--from", "start", type=Moment(), metavar="ISO",
+              help="Start here (default: now, from each entry's stored next tick; given, "
+              "from each definition). ISO 8601, UTC without an offset; now; or -2h.")  # fmt: skip
+@click.option(
+    "--to",
+    "end",
+    type=Moment(),
+    metavar="ISO",
+    help="End here, not included (default: --from + 24h); +2d counts from --from.",
+)
+@click.option("--down", type=Window(), metavar="FROM..TO",
+              help="The beats are down from FROM until TO (inside --from..--to; +1h counts "
+              "from --from): what they publish when they come back.")  # fmt: skip
+@click.option("--owner", metavar="TAG", help="Only entries with this owner tag.")
+@click.option("--name", "names", metavar="NAME", multiple=True,
+              help="Only this entry (repeat for several).")  # fmt: skip
+@click.option("--limit", type=click.IntRange(0, MOST_LIMIT), default=DEFAULT_LIMIT,
+              show_default=True,
+              help="Fires listed per entry; the others are counted.")  # fmt: skip
+@json_option
+@click.pass_context
+@handled
+def simulate_command(
+    ctx: click.Context, start: Any, end: Any, down: Any, owner: str | None,
+    names: tuple[str, ...], limit: int, as_json: bool,
+) -> None:  # fmt: skip
+    """Show what the beats would publish over a span; writes nothing.
+
+    Each tick is planned by the beat's own code: claimed when due (jitter
+    applied), decided by the entry's policy. A tick due while the beats are
+    --down is claimed when they come back: the catch-up policy (catchup,
+    catchup_window, periodiq_catchup_cap) says what runs then and what is
+    missed. A tick is in the span when it is claimed at or after --from and
+    before --to (the catch-up at the end of --down is shown even at --to).
+    Paused, disabled, ended and quarantined entries say why nothing fires;
+    @reboot entries fire when the beats come back. No run is known ahead:
+    the simulation assumes none is unfinished when a tick is due.
+
+    --json: {from, to, down {from, to}, origin, limit, assumes, entries:
+    [{name, state, tz, schedule, origin, reason, fires: [{kind (on_time,
+    caught_up, reboot, shutdown), tick, tick_local, due, due_local, sent,
+    stands_for, task_id}], more_fires, more_exact, dropped: [{at, reason
+    (missed, skipped_overlap), count, first, ticks}], totals {fires,
+    caught_up, missed}}], totals {entries, fires, caught_up, missed, exact}}.
+    """
+    api = api_of(ctx)
+    now = api.now()
+    stored = start is None or start == NOW
+    base = now if stored else resolve(start, now, now)
+    window = None if down is None else (resolve(down[0], base, now), resolve(down[1], base, now))
+    simulation = api.simulate(
+        start=None if stored else base, end=None if end is None else resolve(end, base, now),
+        down=window, owner=owner, names=list(names) or None, limit=limit,
+    )  # fmt: skip
+    if as_json:
+        print_json(shapes.simulation_json(simulation))
+    else:
+        print_text(ctx, simulation_text(simulation, style_of(ctx), width()))

@@ -33,6 +33,19 @@ Every key is always present (null when there is no value). Instants are ISO
   last_tick_age_s.
 - **doctor**: ok (false when a check failed), checks ([{name, status
   (ok|warn|fail|skip), detail}]).
+- **simulate**::
+
+    from, to, down ({from, to} or null), origin (stored|definition: where each
+    entry's first tick comes from), limit (fires listed per entry), assumes
+    (what the simulation cannot know), entries: [{name, state, tz, schedule,
+    origin (stored|definition|none), reason (why nothing fires, or when an event
+    entry fires; else null), fires: [{kind (on_time|caught_up|reboot|shutdown),
+    tick, tick_local, due, due_local, sent, stands_for, task_id}], more_fires,
+    more_exact (false: more_fires is a floor), dropped: [{at, reason
+    (missed|skipped_overlap), count, first, ticks}], totals {fires, caught_up,
+    missed}}], totals {entries, fires, caught_up, missed, exact}
+
+  ``tick_local``/``due_local`` are on the entry's zone; every other instant is UTC.
 """
 
 from __future__ import annotations
@@ -49,12 +62,15 @@ from celery_periodiq.backfill import BackfillReport
 from celery_periodiq.cli_terminal import iso, number, stored_instant, utc_iso
 from celery_periodiq.entry import Entry
 from celery_periodiq.schedules import Schedule
+from celery_periodiq.schedules.zones import zone
+from celery_periodiq.simulate import EntrySimulation, Fire, Simulation
 from celery_periodiq.store import BeatInfo, Event, StoredEntry
 
 __all__ = [
     "Details",
-    "backfill_json", "beat_json", "doctor_json", "dumps", "effective", "entry_json", "error_parts",
-    "event_json", "next_json", "schedule_of", "show_json", "zone_of",
+    "backfill_json", "beat_json", "doctor_json", "dumps", "effective", "entry_json",
+    "error_parts", "event_json", "next_json", "schedule_of", "show_json", "simulation_json",
+    "zone_of",
 ]  # fmt: skip
 
 
@@ -236,4 +252,71 @@ def backfill_json(report: BackfillReport) -> dict[str, Any]:
             for tick in report.ticks
         ],
         "stalled": report.stalled,
+    }
+
+
+ASSUMES = "no run is unfinished when a tick is due: overlap policies cannot be known ahead"
+
+
+def _fire_json(fire: Fire, local: tzinfo) -> dict[str, Any]:
+    return {
+        "kind": fire.kind,
+        "tick": utc_iso(fire.tick),
+        "tick_local": iso(fire.tick.astimezone(local)),
+        "due": utc_iso(fire.due),
+        "due_local": iso(fire.due.astimezone(local)),
+        "sent": utc_iso(fire.sent),
+        "stands_for": fire.stands_for,
+        "task_id": fire.task_id,
+    }
+
+
+def _simulated_json(item: EntrySimulation) -> dict[str, Any]:
+    local = zone(item.tz)
+    return {
+        "name": item.name,
+        "state": item.state,
+        "tz": item.tz,
+        "schedule": item.schedule,
+        "origin": item.origin,
+        "reason": item.reason,
+        "fires": [_fire_json(fire, local) for fire in item.fires],
+        "more_fires": item.more,
+        "more_exact": item.more_exact,
+        "dropped": [
+            {
+                "at": utc_iso(dropped.at),
+                "reason": dropped.reason,
+                "count": dropped.count,
+                "first": utc_iso(dropped.first),
+                "ticks": [utc_iso(tick) for tick in dropped.ticks],
+            }
+            for dropped in item.dropped
+        ],
+        "totals": {
+            "fires": item.fire_count,
+            "caught_up": item.caught_up_count,
+            "missed": item.missed_count,
+        },
+    }
+
+
+def simulation_json(simulation: Simulation) -> dict[str, Any]:
+    """A simulation as ``simulate --json`` prints it."""
+    down = simulation.down
+    return {
+        "from": utc_iso(simulation.start),
+        "to": utc_iso(simulation.end),
+        "down": None if down is None else {"from": utc_iso(down[0]), "to": utc_iso(down[1])},
+        "origin": "stored" if simulation.from_stored else "definition",
+        "limit": simulation.limit,
+        "assumes": ASSUMES,
+        "entries": [_simulated_json(item) for item in simulation.entries],
+        "totals": {
+            "entries": len(simulation.entries),
+            "fires": simulation.fire_count,
+            "caught_up": simulation.caught_up_count,
+            "missed": simulation.missed_count,
+            "exact": simulation.exact,
+        },
     }

@@ -41,6 +41,10 @@ class DeclaredEntryError(EntryError):
     next deploy restores the declaration."""
 
 
+class SimulationError(PeriodiqError, ValueError):
+    """A simulation's span, down window or limit is invalid."""
+
+
 class StoreUnavailableError(PeriodiqError):
     """Redis could not be reached."""
 

@@ -31,7 +31,7 @@ START = datetime(2090, 1, 1, tzinfo=UTC)
 NOW = "2089-12-31T23:00:00Z"
 COMMANDS = (
     "add", "backfill", "beats", "delete", "doctor", "export", "failures", "history", "import",
-    "list", "metrics", "next", "pause", "resume", "run", "serve", "show", "update",
+    "list", "metrics", "next", "pause", "resume", "run", "serve", "show", "simulate", "update",
 )  # fmt: skip
 
 
@@ -670,6 +670,15 @@ BAD_INPUT = [
         ["import", "--from-redbeat", "--redbeat-url", "redis://127.0.0.1:1/0"],
         "RedBeat's Redis at redis://127.0.0.1:1/0 is unreachable",
     ),
+    (2, ["simulate", "--from", "soon"], "'soon' is not an ISO 8601 date-time"),
+    (2, ["simulate", "--from", "2090-01-01", "--to", "2089-12-31"], "is not after start"),
+    (2, ["simulate", "--from", "2090-01-01", "--to", "+400d"], "longer than 366 days"),
+    (2, ["simulate", "--down", "a..b"], "'a' in 'a..b' is not an ISO 8601 date-time"),
+    (2, ["simulate", "--down", "+2h"], "'+2h' is not FROM..TO"),
+    (2, ["simulate", "--down", "+2h..+1h"], "ends before it starts"),
+    (2, ["simulate", "--down", "+1h..+2d"], "is not inside the simulated span"),
+    (2, ["simulate", "--limit", "-1"], "-1 is not in the range 0<=x<=100000"),
+    (3, ["simulate", "--name", "nope"], "no entry named 'nope'"),
 ]
 
 
