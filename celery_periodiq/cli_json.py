@@ -8,13 +8,14 @@ Every key is always present (null when there is no value). Instants are ISO
 
     name, state (active|paused|running|quarantined|disabled|ended), note (why
     paused), problem (why quarantined), task, schedule (as written), form
-    (cron|calendar|every), description, tz, owner, source (code|config|runtime),
+    (cron|calendar|every|at), description, tz, owner, source (code|config|runtime),
     enabled, next_run, last_run (when the last run began), last_status,
     last_error, last_duration_ms, last_finished, last_task_id, running_task_id,
     counters ({reason: count}: enqueued, started, succeeded, failed, timeboxed,
     revoked, retrying, expired, duplicate, dropped_too_soon, skipped_overlap, missed),
     last_success, overdue_since and failing_since (null when the entry is not
-    overdue, failing), failures_in_a_row
+    overdue, failing), failures_in_a_row, runs (ticks the beat published: what
+    max_runs counts), max_runs and runs_left (null when the runs are not limited)
 
 - **show**: an entry, then version, definition (the stored definition as an
   object; null when quarantined), raw_definition (the stored text when
@@ -157,6 +158,9 @@ def entry_json(stored: StoredEntry) -> dict[str, Any]:
         "overdue_since": utc_iso(stored.overdue_since),
         "failing_since": utc_iso(stored.failing_since),
         "failures_in_a_row": number(state.get("fails")) or 0,
+        "runs": stored.runs,
+        "max_runs": None if entry is None else entry.max_runs,
+        "runs_left": stored.runs_left,
     }
 
 

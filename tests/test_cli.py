@@ -212,7 +212,8 @@ def test_list_json_has_the_documented_shape(populated: Periodiq) -> None:
         "name", "state", "note", "problem", "task", "schedule", "form", "description", "tz",
         "owner", "source", "enabled", "next_run", "last_run", "last_status", "last_error",
         "last_duration_ms", "last_finished", "last_task_id", "running_task_id", "counters",
-        "last_success", "overdue_since", "failing_since", "failures_in_a_row",
+        "last_success", "overdue_since", "failing_since", "failures_in_a_row", "runs",
+        "max_runs", "runs_left",
     ]  # fmt: skip
     assert report["next_run"] == "2090-01-01T00:00:00+00:00"
     assert report["last_run"] == "2089-12-31T22:01:00+00:00"
@@ -475,6 +476,8 @@ def test_add_creates_an_entry_with_every_option(api: Periodiq) -> None:
         ("--every", "@every 2d", "@every 2d"),
         ("--calendar", "Mon..Fri 09:00", "Mon..Fri 09:00"),
         ("--cron", "@reboot", "@reboot"),
+        ("--at", "2090-01-01T09:00:00+01:00", "2090-01-01T08:00:00+00:00"),
+        ("--at", "2090-01-01T08:00:00.5Z", "2090-01-01T08:00:00.500000+00:00"),
     ],
 )
 def test_add_takes_every_schedule_form(
@@ -514,6 +517,23 @@ def test_update_clears_a_bound_with_none(api: Periodiq) -> None:
     entry = api.get("report").entry
     assert entry is not None
     assert (entry.start_at, entry.task) == (None, "proj.other")
+
+
+def test_add_at_prints_the_one_off_and_its_run(api: Periodiq) -> None:
+    result = cli(api.app, "add", "launch", "proj.t", "--at", "2090-01-01T09:00:00+01:00",
+                 "--tz", "Europe/Berlin")  # fmt: skip
+
+    assert result.stdout.startswith(
+        "Added launch: 2090-01-01T08:00:00+00:00 (once at 2090-01-01 09:00:00 CET); "
+        "next run 2090-01-01 09:00:00 CET (in "
+    )
+    shown = json.loads(cli(api.app, "show", "launch", "--json", "--now", NOW).stdout)
+    assert (shown["form"], shown["state"]) == ("at", "active")
+    assert shown["upcoming"] == ["2090-01-01T09:00:00+01:00"]
+    assert (
+        "schedule    2090-01-01T08:00:00+00:00 (one-off)\n"
+        in cli(api.app, "show", "launch", "--now", NOW).stdout
+    )
 
 
 # beats and doctor
@@ -620,7 +640,14 @@ BAD_INPUT = [
     (2, ["delete", "report", "--owner", "team"], "not both or neither"),
     (3, ["delete", "nope", "--yes"], "no entry named 'nope'"),
     (3, ["delete", "--owner", "nobody", "--yes"], "no entries have owner 'nobody'"),
-    (2, ["add", "new", "proj.t"], "give one of --cron, --every, --calendar"),
+    (2, ["add", "new", "proj.t"], "give one of --cron, --every, --calendar, --at"),
+    (2, ["add", "new", "proj.t", "--at", "2090-01-01T09:00"], "at='2090-01-01T09:00:00': has no"),
+    (2, ["add", "new", "proj.t", "--at", "2001-01-01T09:00Z"], "is already past"),
+    (2, ["add", "new", "proj.t", "--at", "2090-01-01T09:00Z", "--every", "1"], "not several"),
+    (2, ["add", "new", "proj.t", "--at", "tomorrow"], "'tomorrow' is not an ISO 8601"),
+    (2, ["add", "new", "proj.t", "--every", "60", "--max-runs", "0"], "max_runs=0 is invalid"),
+    (2, ["update", "report", "--max-runs", "lots"], "'lots' is not a valid integer"),
+    (2, ["update", "report", "--max-runs", "-3"], "max_runs=-3 is invalid (allowed: a whole"),
     (2, ["add", "new", "proj.t", "--every", "1", "--cron", "@daily"], "not several"),
     (2, ["add", "new", "proj.t", "--every", "soon"], "'soon' is not a duration"),
     (2, ["add", "new", "proj.t", "--cron", "* * *"], "cron '* * *'"),
