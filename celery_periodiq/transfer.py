@@ -44,6 +44,8 @@ class ImportReport:
     unchanged: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     """Records an importer could not convert, each with why (``skip_invalid`` only)."""
+    notes: list[str] = field(default_factory=list)
+    """What an importer dropped or changed in the records it converted, each with why."""
     dry_run: bool = False
 
 
