@@ -21,7 +21,7 @@ from kombu.exceptions import KombuError
 from celery_periodiq import policy, registry, transfer
 from celery_periodiq.checkpoint import Checkpoint
 from celery_periodiq.config import Settings, redacted
-from celery_periodiq.definitions import build_entry, changed_entry, task_name
+from celery_periodiq.definitions import build_entry, changed_entry, refuse_past, task_name
 from celery_periodiq.entry import AUTO, Entry
 from celery_periodiq.errors import (
     BrokerUnavailableError,
@@ -159,12 +159,12 @@ def _check_alerts(stored: list[StoredEntry]) -> Check:
 
 def _with_schedule(options: dict[str, Any], app: Celery) -> dict[str, Any]:
     """``options`` with a ``schedule=`` object turned into the options that mean the same
-    (``cron=``/``every=``/``calendar=``, and its zone and bounds where it has them)."""
+    (``cron=``/``every=``/``calendar=``/``at=``, and its zone and bounds where it has them)."""
     value = options.pop("schedule", None)
     if value is None:
         return options
-    if any(options.get(key) is not None for key in ("cron", "every", "calendar")):
-        raise EntryError("give schedule= or one of cron=, every=, calendar=, not both")
+    if any(options.get(key) is not None for key in ("cron", "every", "calendar", "at")):
+        raise EntryError("give schedule= or one of cron=, every=, calendar=, at=, not both")
     converted = {key: item for key, item in registry.schedule_options(value, app).items()
                  if item is not None}  # fmt: skip
     if options.get("tz") not in (None, "UTC"):
@@ -261,6 +261,7 @@ class Periodiq:
         cron: str | None = None,
         every: float | timedelta | str | None = None,
         calendar: str | None = None,
+        at: datetime | str | None = None,
         args: list[Any] | tuple[Any, ...] = (),
         kwargs: dict[str, Any] | None = None,
         options: dict[str, Any] | None = None,
@@ -290,13 +291,15 @@ class Periodiq:
             cron: a cron expression or macro (``@daily``, ``@reboot``).
             every: an interval: seconds, a ``timedelta`` or ``"@every 1h30m"``.
             calendar: a systemd calendar event (``"Mon..Fri 09:00"``).
+            at: run once, at this instant (an aware datetime, or ISO 8601 with an
+                offset); it must be in the future. After it the entry has ended.
             alert_after: seconds without a successful run before the entry is overdue
                 (``"auto"``: two intervals plus the timebox; None: never).
             failure_threshold: consecutive failed or timeboxed runs before it is failing.
             pause_on_failure: pause the entry when it becomes failing.
             schedule: instead of ``cron=``/``every=``/``calendar=``, a Celery schedule
-                object (``crontab``, ``solar``, ``schedule``), a ``timedelta`` or a
-                celery_periodiq ``Schedule``.
+                object (``crontab``, ``solar``, ``schedule``), a ``timedelta``, an aware
+                ``datetime`` (as ``at=``) or a celery_periodiq ``Schedule``.
 
         Returns:
             The stored entry with its first tick.
@@ -307,15 +310,15 @@ class Periodiq:
             StoreUnavailableError: Redis failed.
         """
         given = _with_schedule(
-            {"cron": cron, "every": every, "calendar": calendar, "tz": tz,
+            {"cron": cron, "every": every, "calendar": calendar, "at": at, "tz": tz,
              "start_at": start_at, "end_at": end_at, "schedule": schedule}, self.app,
         )  # fmt: skip
         cron, every, calendar, tz = given["cron"], given["every"], given["calendar"], given["tz"]
-        start_at, end_at = given["start_at"], given["end_at"]
+        start_at, end_at, at = given["start_at"], given["end_at"], given["at"]
         entry = build_entry(
             _check_name(name),
             task_name(task),
-            cron=cron, every=every, calendar=calendar, args=args, kwargs=kwargs,
+            cron=cron, every=every, calendar=calendar, at=at, args=args, kwargs=kwargs,
             options=options, tz=tz, owner=owner, tolerance=tolerance, timebox=timebox,
             grace=grace, overlap=overlap, catchup=catchup, catchup_window=catchup_window,
             expires=expires,
@@ -324,6 +327,7 @@ class Periodiq:
             failure_threshold=failure_threshold, pause_on_failure=pause_on_failure,
         )  # fmt: skip
         with self._guard():
+            refuse_past(entry, from_ms(self.store.now_ms()))
             (status,) = self.store.put("add", [entry])
             if status == "exists":
                 raise EntryExistsError(f"an entry named {shown(name)} already exists")
@@ -356,7 +360,10 @@ class Periodiq:
         with self._guard():
             current = self._readable(name)
             self._may_change(name, current, force, "update")
-            entry = changed_entry(current, _with_schedule(dict(changes), self.app))
+            changes = _with_schedule(dict(changes), self.app)
+            entry = changed_entry(current, dict(changes))
+            if changes.get("at") is not None:  # a one-off kept as it was may well be past
+                refuse_past(entry, from_ms(self.store.now_ms()))
             (status,) = self.store.put("update", [entry])
             if status == "missing":
                 raise EntryNotFoundError(f"no entry named {shown(name)}")
@@ -771,6 +778,17 @@ class Periodiq:
             raise EntryError(f"{len(problems)} bad entries, nothing written: "
                              + "; ".join(problems[:10]) + more)  # fmt: skip
         with self._guard():
+            if any(entry.form == "at" for entry in built):
+                now = from_ms(self.store.now_ms())
+                past = []
+                for position, entry in enumerate(built):
+                    try:
+                        refuse_past(entry, now)
+                    except EntryError as error:
+                        past.append(f"#{position}: {error}")
+                if past:
+                    raise EntryError(f"{len(past)} bad entries, nothing written: "
+                                     + "; ".join(past[:10]))  # fmt: skip
             taken = self.store.existing(names)
             if taken:
                 raise EntryExistsError(f"entries exist already: {_some_names(taken)}")

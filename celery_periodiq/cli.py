@@ -400,11 +400,11 @@ def add_command(ctx: click.Context, /, name: str, task: str, **options: Any) -> 
 
     NAME is new (it is also what Jenkins H hashes); TASK is a Celery task
     name such as proj.tasks.report. Give exactly one of --cron, --every,
-    --calendar. Beats pick the entry up within a second.
+    --calendar, --at. Beats pick the entry up within a second.
     """
     changes = entry_changes(ctx, options, None)
-    if not any(form in changes for form in ("cron", "every", "calendar")):
-        fail("give one of --cron, --every, --calendar")
+    if not any(form in changes for form in ("cron", "every", "calendar", "at")):
+        fail("give one of --cron, --every, --calendar, --at")
     api = api_of(ctx)
     _saved(api, "Added", api.add(name, task, **changes))
 

@@ -50,7 +50,7 @@ _LIFECYCLE = (
     "enqueued", "started", "succeeded", "failed", "timeboxed", "revoked", "retrying",
     "expired", "skipped_overlap", "missed", "dropped_too_soon", "duplicate",
 )  # fmt: skip
-_FORMS = {"cron": "cron", "calendar": "calendar", "every": "interval"}
+_FORMS = {"cron": "cron", "calendar": "calendar", "every": "interval", "at": "one-off"}
 _EVENT_PHRASES = {"reboot": "at cluster start", "shutdown": "at last beat stop"}
 _OVERLAP = {
     "skip": "no run starts while one is unfinished",

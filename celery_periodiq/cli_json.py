@@ -8,7 +8,7 @@ Every key is always present (null when there is no value). Instants are ISO
 
     name, state (active|paused|running|quarantined|disabled|ended), note (why
     paused), problem (why quarantined), task, schedule (as written), form
-    (cron|calendar|every), description, tz, owner, source (code|config|runtime),
+    (cron|calendar|every|at), description, tz, owner, source (code|config|runtime),
     enabled, next_run, last_run (when the last run began), last_status,
     last_error, last_duration_ms, last_finished, last_task_id, running_task_id,
     counters ({reason: count}: enqueued, started, succeeded, failed, timeboxed,

@@ -285,6 +285,8 @@ _ENTRY_OPTIONS: list[Callable[[F], F]] = [
             help="Interval: seconds (30) or a duration (30s, 1h30m, '@every 2d')."),
     _option("--calendar", metavar="SPEC", group=_SCHEDULE,
             help="systemd calendar event ('Mon..Fri 09:00', daily)."),
+    _option("--at", type=Instant(), metavar="ISO", group=_SCHEDULE,
+            help="Run once, at this instant (with an offset: 2026-12-01T09:00:00+01:00)."),
     _option("--tz", metavar="TZ", group=_SCHEDULE,
             help="IANA time zone the schedule is read in (default UTC)."),
     _option("--start-at", type=Instant(none=None), metavar="ISO", group=_SCHEDULE,
@@ -327,7 +329,7 @@ _ENTRY_OPTIONS: list[Callable[[F], F]] = [
             help="Pause the entry when it becomes failing."),
 ]  # fmt: skip
 _ENTRY_KEYS = frozenset({
-    "cron", "every", "calendar", "tz", "start_at", "end_at", "enabled", "args", "kwargs",
+    "cron", "every", "calendar", "at", "tz", "start_at", "end_at", "enabled", "args", "kwargs",
     "queue", "priority", "owner", "tolerance", "timebox", "grace", "overlap", "catchup",
     "catchup_window", "expires", "jitter", "task", "alert_after", "failure_threshold",
     "pause_on_failure",
@@ -362,8 +364,8 @@ def entry_changes(
         for key, value in values.items()
         if key in _ENTRY_KEYS and ctx.get_parameter_source(key) == ParameterSource.COMMANDLINE
     }
-    if len([key for key in ("cron", "every", "calendar") if key in given]) > 1:
-        fail("give one of --cron, --every, --calendar, not several")
+    if len([key for key in ("cron", "every", "calendar", "at") if key in given]) > 1:
+        fail("give one of --cron, --every, --calendar, --at, not several")
     changes = {key: value for key, value in given.items() if key not in ("queue", "priority")}
     if "every" in given:
         changes["every"] = _every(given["every"])

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from celery import Celery, Task, shared_task
@@ -19,6 +20,8 @@ from celery_periodiq.task import PeriodicTask
 
 __all__ = ["periodic"]
 
+logger = logging.getLogger(__name__)
+
 F = TypeVar("F", bound=Callable[..., Any])
 _ROUTING = ("queue", "priority", "routing_key", "exchange")
 
@@ -28,6 +31,7 @@ def periodic(
     cron: str | None = None,
     every: float | timedelta | str | None = None,
     calendar: str | None = None,
+    at: datetime | str | None = None,
     name: str | None = None,
     args: list[Any] | tuple[Any, ...] = (),
     kwargs: dict[str, Any] | None = None,
@@ -66,6 +70,9 @@ def periodic(
         cron: a cron expression or macro (``"H/15 * * * *"``, ``"@daily"``, ``"@reboot"``).
         every: an interval: seconds, a ``timedelta`` or ``"@every 1h30m"``.
         calendar: a systemd calendar event (``"Mon..Fri 09:00"``).
+        at: run once, at this instant (an aware datetime, or ISO 8601 with an offset).
+            One already past is accepted, with a warning, and never runs: the code
+            outlives the instant, and importing it must not fail then.
         name: the entry name (default: the task name); also what Jenkins ``H`` hashes.
         tolerance: seconds a run may start before ``last_run + interval`` (default 10%).
         timebox: the soft time limit (default half the interval; None disables).
@@ -89,8 +96,9 @@ def periodic(
         if value is not None
     }
     options: dict[str, Any] = {
-        "cron": cron, "every": every, "calendar": calendar, "args": args, "kwargs": kwargs,
-        "options": routing, "tz": tz, "owner": owner, "tolerance": tolerance, "timebox": timebox,
+        "cron": cron, "every": every, "calendar": calendar, "at": at, "args": args,
+        "kwargs": kwargs, "options": routing, "tz": tz, "owner": owner, "tolerance": tolerance,
+        "timebox": timebox,
         "grace": grace, "overlap": overlap, "catchup": catchup, "catchup_window": catchup_window,
         "expires": expires, "jitter": jitter, "start_at": start_at, "end_at": end_at,
         "enabled": enabled, "alert_after": alert_after, "failure_threshold": failure_threshold,
@@ -101,7 +109,12 @@ def periodic(
         # Validate now, at import, not in the beat; the error names the entry, which is
         # the task's name unless name= is given (Jenkins H hashes it, so use the real one).
         label = name if name is not None else _task_label(target, task_options)
-        build_entry(label, "periodic.declaration", source="code", **options)
+        entry = build_entry(label, "periodic.declaration", source="code", **options)
+        if entry.form == "at" and datetime.fromisoformat(entry.schedule) <= datetime.now(UTC):
+            logger.warning(
+                "periodiq: @periodic entry %r: at=%s is already past; it will not run",
+                label, entry.schedule,
+            )  # fmt: skip
         if _is_task(target):
             if task_options:
                 raise EntryError(

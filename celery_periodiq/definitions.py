@@ -13,13 +13,14 @@ from celery_periodiq.entry import AUTO, Entry, Form, Source
 from celery_periodiq.errors import EntryError, ScheduleError, shown
 from celery_periodiq.policy import OUR_DEFAULTS, Defaults
 from celery_periodiq.schedules.interval import every_spec
+from celery_periodiq.schedules.once import at_spec
 
-__all__ = ["SCHEDULE_OPTIONS", "UPDATABLE", "build_entry", "schedule_of"]
+__all__ = ["SCHEDULE_OPTIONS", "UPDATABLE", "build_entry", "refuse_past", "schedule_of"]
 
-SCHEDULE_OPTIONS = ("cron", "every", "calendar")
+SCHEDULE_OPTIONS = ("cron", "every", "calendar", "at")
 UPDATABLE = frozenset(
     {
-        "task", "cron", "every", "calendar", "args", "kwargs", "options", "tz", "owner",
+        "task", "cron", "every", "calendar", "at", "args", "kwargs", "options", "tz", "owner",
         "tolerance", "timebox", "grace", "overlap", "catchup", "catchup_window", "expires",
         "jitter", "start_at", "end_at", "enabled", "alert_after", "failure_threshold",
         "pause_on_failure",
@@ -32,29 +33,37 @@ def schedule_of(
     cron: str | None,
     every: float | timedelta | str | None,
     calendar: str | None,
+    at: datetime | str | None = None,
 ) -> tuple[str, Form]:
-    """The spec and form given by exactly one of ``cron=``, ``every=``, ``calendar=``.
+    """The spec and form given by exactly one of ``cron=``, ``every=``, ``calendar=``,
+    ``at=``.
 
     Raises:
-        EntryError: none or several were given, or ``every`` is not an interval.
+        EntryError: none or several were given, ``every`` is not an interval, or ``at``
+            is not an aware instant.
     """
     given = [
         (key, value)
-        for key, value in zip(SCHEDULE_OPTIONS, (cron, every, calendar), strict=True)
+        for key, value in zip(SCHEDULE_OPTIONS, (cron, every, calendar, at), strict=True)
         if value is not None
     ]
     if len(given) != 1:
         got = ", ".join(f"{key}=" for key, _ in given) or "none"
         raise EntryError(
-            f"entry {shown(name)}: give exactly one of cron=, every=, calendar= (got {got})"
+            f"entry {shown(name)}: give exactly one of cron=, every=, calendar=, at= (got {got})"
         )
     key, value = given[0]
+    if key == "at":
+        try:
+            return at_spec(value), "at"
+        except ScheduleError as error:
+            raise EntryError(f"entry {shown(name)}: {error}") from None
     if key == "every":
         if isinstance(value, str):
             text = value.strip()
             return (text if text.lower().startswith("@every") else f"@every {text}"), "every"
         try:
-            return every_spec(value), "every"
+            return every_spec(value), "every"  # type: ignore[arg-type]
         except ScheduleError as error:
             raise EntryError(f"entry {shown(name)}: {error}") from None
     if not isinstance(value, str):
@@ -77,6 +86,7 @@ def build_entry(
     cron: str | None = None,
     every: float | timedelta | str | None = None,
     calendar: str | None = None,
+    at: datetime | str | None = None,
     args: list[Any] | tuple[Any, ...] = (),
     kwargs: dict[str, Any] | None = None,
     options: dict[str, Any] | None = None,
@@ -107,7 +117,7 @@ def build_entry(
     Raises:
         EntryError: any option is invalid; the message names it and what is allowed.
     """
-    spec, form = schedule_of(name, cron, every, calendar)
+    spec, form = schedule_of(name, cron, every, calendar, at)
     if not isinstance(args, list | tuple):
         raise EntryError(
             f"entry {shown(name)}: args={shown(args)} is invalid (allowed: a list of JSON values)"
@@ -168,3 +178,21 @@ def changed_entry(entry: Entry, changes: dict[str, Any]) -> Entry:
         current[entry.form] = entry.schedule
     current.update(changes)
     return build_entry(entry.name, source=entry.source, **current)
+
+
+def refuse_past(entry: Entry, now: datetime) -> None:
+    """Refuse a one-off (``at=``) entry whose instant is not after ``now`` (the Redis
+    clock): given through the API or the CLI, it would never run.
+
+    Raises:
+        EntryError: the instant has passed.
+    """
+    if entry.form != "at":
+        return
+    instant = datetime.fromisoformat(entry.schedule)
+    if instant <= now:
+        raise EntryError(
+            f"entry {shown(entry.name)}: at={entry.schedule} is already past (the Redis clock "
+            f"says {now.astimezone(instant.tzinfo).isoformat()}); a one-off entry runs once, so "
+            "give an instant in the future (allowed: after now)"
+        )

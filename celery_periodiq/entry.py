@@ -27,10 +27,11 @@ from celery_periodiq.policy import (
 )
 from celery_periodiq.schedules import Schedule
 from celery_periodiq.schedules import parse_form as _parse_form
+from celery_periodiq.schedules.once import at_spec
 
 __all__ = ["AUTO", "FORMS", "OPTION_KEYS", "SOURCES", "Entry"]
 
-FORMS = ("cron", "calendar", "every")
+FORMS = ("cron", "calendar", "every", "at")
 SOURCES = ("code", "config", "runtime")
 OPTION_KEYS = {
     "queue": str,
@@ -54,7 +55,7 @@ _OMITTED: dict[str, object] = {
     "alert_after": AUTO, "failure_threshold": 3, "pause_on_failure": False,
 }  # fmt: skip
 
-Form = Literal["cron", "calendar", "every"]
+Form = Literal["cron", "calendar", "every", "at"]
 Source = Literal["code", "config", "runtime"]
 
 
@@ -123,7 +124,18 @@ class Entry:
     """Pause the entry when it becomes failing (with a note saying why)."""
 
     def __post_init__(self) -> None:
+        if self.form == "at":
+            self._canonical_instant()
         self._check()
+
+    def _canonical_instant(self) -> None:
+        # A one-off's schedule is its UTC instant in ISO 8601, however it was written, so
+        # that one instant is one definition (one digest).
+        try:
+            spec = at_spec(self.schedule)
+        except ScheduleError:
+            return  # _check() reports it, naming the entry
+        object.__setattr__(self, "schedule", spec)  # frozen: set once, before any use
 
     def _check(self) -> None:
         name = self.name
@@ -204,6 +216,8 @@ class Entry:
             raise _fail(name, "failure_threshold", threshold, "a whole number from 1 to 10000")
         if not isinstance(self.pause_on_failure, bool):
             raise _fail(name, "pause_on_failure", self.pause_on_failure, "True or False")
+        if not isinstance(self.schedule, str):
+            raise _fail(name, "schedule", self.schedule, "text: the schedule as written")
         try:
             schedule = self.parsed_schedule()
         except ScheduleError as error:

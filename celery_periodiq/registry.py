@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from celery import Celery
@@ -79,9 +79,10 @@ def declared(settings: Settings | None = None) -> list[Entry]:
 
 
 def schedule_options(value: Any, app: Celery) -> dict[str, Any]:
-    """The ``cron=``/``every=``/``calendar=`` (and ``tz``, bounds) options that mean what a
-    Celery schedule object means: ``crontab`` (in the app's ``timezone``), ``solar``,
-    ``schedule``, a ``timedelta`` or seconds, or a celery_periodiq ``Schedule``.
+    """The ``cron=``/``every=``/``calendar=``/``at=`` (and ``tz``, bounds) options that mean
+    what a Celery schedule object means: ``crontab`` (in the app's ``timezone``),
+    ``solar``, ``schedule``, a ``timedelta`` or seconds, an aware ``datetime`` (run once
+    then, as ``at=``), or a celery_periodiq ``Schedule``.
 
     Raises:
         EntryError: any other value.
@@ -92,7 +93,7 @@ def schedule_options(value: Any, app: Celery) -> dict[str, Any]:
             "start_at": value.start_at,
             "end_at": value.end_at,
         }
-        key = {"interval": "every", "calendar": "calendar"}.get(value.kind, "cron")
+        key = {"interval": "every", "calendar": "calendar", "once": "at"}.get(value.kind, "cron")
         options[key] = value.spec
         return options
     if isinstance(value, crontab):
@@ -108,6 +109,8 @@ def schedule_options(value: Any, app: Celery) -> dict[str, Any]:
                 " ".join(fields),
             )
         return {"cron": " ".join(fields), "tz": str(app.conf.timezone or "UTC")}
+    if isinstance(value, datetime):
+        return {"at": value}
     if isinstance(value, celery_solar):
         return {"cron": f"@solar {value.event} {value.lat} {value.lon}"}
     if isinstance(value, every_schedule):
@@ -116,7 +119,7 @@ def schedule_options(value: Any, app: Celery) -> dict[str, Any]:
         return {"every": value}
     raise EntryError(
         f"schedule {shown(value)} is not supported (allowed: celery_periodiq schedules, "
-        "crontab, solar, schedule/timedelta/seconds)"
+        "crontab, solar, schedule/timedelta/seconds, an aware datetime)"
     )
 
 

@@ -475,6 +475,8 @@ def test_add_creates_an_entry_with_every_option(api: Periodiq) -> None:
         ("--every", "@every 2d", "@every 2d"),
         ("--calendar", "Mon..Fri 09:00", "Mon..Fri 09:00"),
         ("--cron", "@reboot", "@reboot"),
+        ("--at", "2090-01-01T09:00:00+01:00", "2090-01-01T08:00:00+00:00"),
+        ("--at", "2090-01-01T08:00:00.5Z", "2090-01-01T08:00:00.500000+00:00"),
     ],
 )
 def test_add_takes_every_schedule_form(
@@ -514,6 +516,23 @@ def test_update_clears_a_bound_with_none(api: Periodiq) -> None:
     entry = api.get("report").entry
     assert entry is not None
     assert (entry.start_at, entry.task) == (None, "proj.other")
+
+
+def test_add_at_prints_the_one_off_and_its_run(api: Periodiq) -> None:
+    result = cli(api.app, "add", "launch", "proj.t", "--at", "2090-01-01T09:00:00+01:00",
+                 "--tz", "Europe/Berlin")  # fmt: skip
+
+    assert result.stdout.startswith(
+        "Added launch: 2090-01-01T08:00:00+00:00 (once at 2090-01-01 09:00:00 CET); "
+        "next run 2090-01-01 09:00:00 CET (in "
+    )
+    shown = json.loads(cli(api.app, "show", "launch", "--json", "--now", NOW).stdout)
+    assert (shown["form"], shown["state"]) == ("at", "active")
+    assert shown["upcoming"] == ["2090-01-01T09:00:00+01:00"]
+    assert (
+        "schedule    2090-01-01T08:00:00+00:00 (one-off)\n"
+        in cli(api.app, "show", "launch", "--now", NOW).stdout
+    )
 
 
 # beats and doctor
@@ -620,7 +639,11 @@ BAD_INPUT = [
     (2, ["delete", "report", "--owner", "team"], "not both or neither"),
     (3, ["delete", "nope", "--yes"], "no entry named 'nope'"),
     (3, ["delete", "--owner", "nobody", "--yes"], "no entries have owner 'nobody'"),
-    (2, ["add", "new", "proj.t"], "give one of --cron, --every, --calendar"),
+    (2, ["add", "new", "proj.t"], "give one of --cron, --every, --calendar, --at"),
+    (2, ["add", "new", "proj.t", "--at", "2090-01-01T09:00"], "at='2090-01-01T09:00:00': has no"),
+    (2, ["add", "new", "proj.t", "--at", "2001-01-01T09:00Z"], "is already past"),
+    (2, ["add", "new", "proj.t", "--at", "2090-01-01T09:00Z", "--every", "1"], "not several"),
+    (2, ["add", "new", "proj.t", "--at", "tomorrow"], "'tomorrow' is not an ISO 8601"),
     (2, ["add", "new", "proj.t", "--every", "1", "--cron", "@daily"], "not several"),
     (2, ["add", "new", "proj.t", "--every", "soon"], "'soon' is not a duration"),
     (2, ["add", "new", "proj.t", "--cron", "* * *"], "cron '* * *'"),

@@ -18,6 +18,7 @@ from celery_periodiq.schedules.cron import MACROS, compile_cron
 from celery_periodiq.schedules.engine import CalendarSchedule, CronSchedule, FieldSchedule
 from celery_periodiq.schedules.events import EVENTS, EventSchedule
 from celery_periodiq.schedules.interval import IntervalSchedule, every_spec, parse_duration
+from celery_periodiq.schedules.once import OnceSchedule
 from celery_periodiq.schedules.solar import SolarSchedule
 
 __all__ = [
@@ -27,12 +28,13 @@ __all__ = [
     "FieldSchedule",
     "Form",
     "IntervalSchedule",
+    "OnceSchedule",
     "Schedule",
     "SolarSchedule",
     "parse_schedule",
 ]
 
-Form = Literal["auto", "cron", "calendar", "every"]
+Form = Literal["auto", "cron", "calendar", "every", "at"]
 
 _FORMS = (
     "a cron expression ('*/15 * * * *'), a macro (" + " ".join(MACROS) + "), "
@@ -81,7 +83,8 @@ def parse_form(
     start_at: datetime | None = None,
     end_at: datetime | None = None,
 ) -> Schedule:
-    """Parse ``spec`` as one form (``cron``, ``calendar``, ``every``) or detect it (``auto``).
+    """Parse ``spec`` as one form (``cron``, ``calendar``, ``every``, ``at``) or detect it
+    (``auto``; never ``at``: a one-off instant is only ever given as ``at=``).
 
     Raises:
         ScheduleError: as :func:`parse_schedule`, or when ``spec`` is not of ``form``.
@@ -91,6 +94,8 @@ def parse_form(
     if not isinstance(tz, str):
         raise ScheduleError(f"tz={shown(tz)}: not a string (allowed: an IANA name such as 'UTC')")
     timezone = tz
+    if form == "at":
+        return OnceSchedule(spec, timezone=tz, key=key, start_at=start_at, end_at=end_at)
     if isinstance(spec, timedelta | int | float) and not isinstance(spec, bool):
         if form not in ("auto", "every"):
             raise ScheduleError(
