@@ -46,7 +46,7 @@ from celery.schedules import crontab
 
 from celery_periodiq.config import Settings
 from celery_periodiq.definitions import build_entry
-from celery_periodiq.entry import FORMS, Entry
+from celery_periodiq.entry import Entry
 from celery_periodiq.errors import EntryError, ScheduleError, shown
 from celery_periodiq.policy import Defaults
 from celery_periodiq.schedules.cron import compile_cron
@@ -80,7 +80,7 @@ class _RecordError(Exception):
 
 
 def django_document(
-    records: Any, app: Celery, *, naive_tz: str | None = None
+    records: Any, app: Celery, *, naive_tz: str | None = None, now: datetime | None = None
 ) -> tuple[dict[str, Any], list[str], list[str]]:
     """Convert a ``dumpdata django_celery_beat`` dump into an export document.
 
@@ -90,6 +90,8 @@ def django_document(
             ``periodiq_default_*`` settings the entries' policies.
         naive_tz: the zone naive datetimes are in (Django's ``TIME_ZONE`` when the
             dump was made with ``USE_TZ=False``).
+        now: the current instant (default this host's clock), to note clocked tasks
+            whose time has passed.
 
     Returns:
         The document (as :func:`celery_periodiq.transfer.import_schedule` reads it), the
@@ -109,7 +111,7 @@ def django_document(
         zone(naive)
     except ScheduleError as error:
         raise EntryError(f"naive_tz: {error}") from None
-    converter = _Converter(app, naive)
+    converter = _Converter(app, naive, now or datetime.now(UTC))
     tasks = converter.read(records)
     entries = []
     for pk, fields in tasks:
@@ -132,9 +134,10 @@ def _task_label(pk: Any, fields: dict[str, Any]) -> str:
 
 
 class _Converter:
-    def __init__(self, app: Celery, naive_tz: str) -> None:
+    def __init__(self, app: Celery, naive_tz: str, now: datetime) -> None:
         self.app = app
         self.naive_tz = naive_tz
+        self.now = now
         self.defaults = Defaults.of(Settings.from_app(app))
         self.schedules: dict[str, dict[Any, dict[str, Any]]] = {kind: {} for kind in MODELS}
         self.problems: list[str] = []
@@ -254,11 +257,15 @@ class _Converter:
                     f"{where}: {shown(schedule)} needs event, latitude and longitude"
                 )
             return {"cron": "@solar " + " ".join(str(value) for value in values)}
-        if "at" not in FORMS:
-            raise _RecordError(f"{where}: clocked schedules are not supported yet")
         at = self._instant(schedule, "clocked_time", where)
         if at is None:
             raise _RecordError(f"{where}: clocked_time is missing")
+        if at <= self.now:
+            notes.append(
+                f"{where}: clocked_time {at.astimezone(UTC).isoformat()} is past: "
+                "django-celery-beat would still run it once (unless it ran), the imported "
+                "one-off entry will not (trigger it to run it now)"
+            )
         return {"at": at}
 
     def _crontab(self, schedule: dict[str, Any], where: str, notes: list[str]) -> dict[str, Any]:
