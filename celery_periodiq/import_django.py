@@ -162,8 +162,8 @@ class _Converter:
                     + ", ".join(f"{APP_LABEL}.{name}" for name in MODELS)
                     + ")"
                 )
-            elif pk is None:
-                self.problems.append(f"{label} ({model}): no pk")
+            elif isinstance(pk, bool) or not isinstance(pk, int | str):
+                self.problems.append(f"{label} ({model}): pk={shown(pk)} is not a key")
             elif kind == "periodictask":
                 tasks.append((pk, record["fields"]))
             else:
@@ -220,8 +220,8 @@ class _Converter:
             )
         except (EntryError, TypeError) as error:
             raise _RecordError(str(error)) from None
-        self.notes += [f"{label}: {note}" for note in notes]
         last_run = self._instant(fields, "last_run_at")
+        self.notes += [f"{label}: {note}" for note in notes]
         state = {
             "paused": False,
             "note": None,

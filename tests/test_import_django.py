@@ -241,10 +241,18 @@ def bad_dump(dump: list[dict[str, Any]]) -> tuple[list[Any], list[str]]:
                    "day_of_week": "7", "timezone": "Mars/Olympus"},
     })  # fmt: skip
     add_task(56, "sunday-seven", crontab=61)
+    records.append({"model": "django_celery_beat.intervalschedule", "pk": [1], "fields": {}})
+    records.append({
+        "model": "django_celery_beat.intervalschedule", "pk": 70,
+        "fields": {"every": 3, "period": "weeks"},
+    })  # fmt: skip
+    add_task(57, "in-weeks", crontab=None, interval=70)
+    add_task(58, "last-run-yesterday", last_run_at="yesterday")
     expected = [
         "'not a record' is not a dumpdata record",
         "model 'django_celery_beat.crontab' is not a django-celery-beat model",
         "model 'auth.user' is not a django-celery-beat model",
+        "(django_celery_beat.intervalschedule): pk=[1] is not a key",
         "periodictask 50 ('missing-fk'): crontabschedule 77 is not in the dump",
         "periodictask 51 ('two-schedules'): has 2 schedules (crontab, interval)",
         "periodictask 52 ('no-schedule'): has 0 schedules (none)",
@@ -253,6 +261,9 @@ def bad_dump(dump: list[dict[str, Any]]) -> tuple[list[Any], list[str]]:
         "periodictask 55 ('bad-minute'): crontabschedule 60: minute='61' is not accepted by "
         "Celery's crontab",
         "periodictask 56 ('sunday-seven'): crontabschedule 61: day_of_week='7' is not accepted",
+        "periodictask 57 ('in-weeks'): intervalschedule 70: period='weeks' is invalid (allowed: "
+        "days, hours, minutes, seconds, microseconds)",
+        "periodictask 58 ('last-run-yesterday'): last_run_at='yesterday' is invalid",
     ]
     return records, expected
 
