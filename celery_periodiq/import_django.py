@@ -207,7 +207,7 @@ class _Converter:
                 options["max_runs"] = 1
             if enabled and isinstance(runs, int) and runs > 0:
                 enabled = False
-                notes.append(f"one_off and already run {runs} times: imported disabled")
+                notes.append(f"one_off and already run (total_run_count {runs}): imported disabled")
         if name == BACKEND_CLEANUP:
             notes.append(
                 "Celery's result cleanup that django-celery-beat adds by itself: imported like "

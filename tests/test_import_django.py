@@ -156,6 +156,20 @@ def test_a_clocked_time_already_past_is_imported_and_noted(dump: list[dict[str, 
     ]
 
 
+def test_a_one_off_task_that_already_ran_is_imported_disabled(
+    dump: list[dict[str, Any]],
+) -> None:
+    ran = copy.deepcopy(dump)
+    task(ran, "launch")["fields"]["total_run_count"] = 1
+    document, _, notes = django_document(ran, Celery("moving", set_as_current=False))
+    launch = next(r for r in document["entries"] if r["definition"]["name"] == "launch")
+    assert launch["definition"]["enabled"] is False
+    assert (
+        "periodictask 7 ('launch'): one_off and already run (total_run_count 1): imported disabled"
+        in notes
+    )
+
+
 DST_FREE = [
     datetime(2030, 1, 4, 9, 0, tzinfo=UTC),
     datetime(2030, 2, 28, 23, 59, tzinfo=UTC),
