@@ -281,6 +281,7 @@ class Periodiq:
         alert_after: float | str | None = AUTO,
         failure_threshold: int = 3,
         pause_on_failure: bool = False,
+        max_runs: int | None = None,
         schedule: Any = None,
     ) -> StoredEntry:
         """Create a runtime entry; beats pick it up within a second.
@@ -297,6 +298,9 @@ class Periodiq:
                 (``"auto"``: two intervals plus the timebox; None: never).
             failure_threshold: consecutive failed or timeboxed runs before it is failing.
             pause_on_failure: pause the entry when it becomes failing.
+            max_runs: the most ticks the beat publishes for the entry (1 to 10**9;
+                None: no limit). A run that stands for missed ticks counts once, a
+                :meth:`trigger` not at all; after the last one the entry has ended.
             schedule: instead of ``cron=``/``every=``/``calendar=``, a Celery schedule
                 object (``crontab``, ``solar``, ``schedule``), a ``timedelta``, an aware
                 ``datetime`` (as ``at=``) or a celery_periodiq ``Schedule``.
@@ -325,6 +329,7 @@ class Periodiq:
             jitter=jitter, start_at=start_at, end_at=end_at, enabled=enabled, source="runtime",
             defaults=Defaults.of(self.settings), alert_after=alert_after,
             failure_threshold=failure_threshold, pause_on_failure=pause_on_failure,
+            max_runs=max_runs,
         )  # fmt: skip
         with self._guard():
             refuse_past(entry, from_ms(self.store.now_ms()))
@@ -349,7 +354,9 @@ class Periodiq:
 
         Accepts the keyword options of :meth:`add` (a schedule option replaces
         the schedule). Writing an entry repairs it: keys of the wrong type are
-        replaced and its quarantine is lifted.
+        replaced and its quarantine is lifted. A ``max_runs`` above the runs sent
+        makes an ended entry tick again; one at or below them ends it. A new
+        ``at=`` must be in the future.
 
         Raises:
             EntryNotFoundError: no entry has that name.

@@ -149,6 +149,8 @@ def list_text(
         extras = [f"owner {entry.owner}"] if entry is not None and entry.owner else []
         if entry is not None and entry.end_at is not None:
             extras.append(f"until {when(entry.end_at, zone_of(stored))}")
+        if entry is not None and entry.max_runs is not None:
+            extras.append(_runs_text(stored.runs, entry.max_runs))
         if stored.paused and stored.note:
             extras.append(f"note: {stored.note}")
         if stored.invalid:
@@ -183,6 +185,11 @@ def count_text(states: dict[str, int], shown: int, total: int | None = None) -> 
         return f"{shown} {noun}: {tally}"
     return (f"{shown} of {total} entries, soonest first: {tally} "
             "(--limit N shows more, --all every one, page by page)")  # fmt: skip
+
+
+def _runs_text(runs: int, most: int) -> str:
+    """``2 of 5 runs sent`` (what ``max_runs`` counts)."""
+    return f"{runs} of {most} {'run' if most == 1 else 'runs'} sent"
 
 
 def _expires_text(entry: Entry) -> str:
@@ -303,6 +310,11 @@ def show_text(
         "State",
         [
             ("next run", upcoming_now),
+            *(
+                [("runs", f"{_runs_text(stored.runs, entry.max_runs)} (max_runs)")]
+                if entry is not None and entry.max_runs is not None
+                else []
+            ),
             ("running", f"yes, task {stored.running}" if stored.running else "no"),
             ("checkpoint", "saved: the next run resumes from it" if details.checkpoint else "none"),
             ("last run", _last_run(stored, now)),

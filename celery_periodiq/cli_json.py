@@ -14,7 +14,8 @@ Every key is always present (null when there is no value). Instants are ISO
     counters ({reason: count}: enqueued, started, succeeded, failed, timeboxed,
     revoked, retrying, expired, duplicate, dropped_too_soon, skipped_overlap, missed),
     last_success, overdue_since and failing_since (null when the entry is not
-    overdue, failing), failures_in_a_row
+    overdue, failing), failures_in_a_row, runs (ticks the beat published: what
+    max_runs counts), max_runs and runs_left (null when the runs are not limited)
 
 - **show**: an entry, then version, definition (the stored definition as an
   object; null when quarantined), raw_definition (the stored text when
@@ -140,6 +141,9 @@ def entry_json(stored: StoredEntry) -> dict[str, Any]:
         "overdue_since": utc_iso(stored.overdue_since),
         "failing_since": utc_iso(stored.failing_since),
         "failures_in_a_row": number(state.get("fails")) or 0,
+        "runs": stored.runs,
+        "max_runs": None if entry is None else entry.max_runs,
+        "runs_left": stored.runs_left,
     }
 
 

@@ -293,6 +293,8 @@ _ENTRY_OPTIONS: list[Callable[[F], F]] = [
             help="Nothing fires before this (intervals anchor here); 'none' clears."),
     _option("--end-at", type=Instant(none=None), metavar="ISO", group=_SCHEDULE,
             help="Nothing fires after this; 'none' clears. Times without an offset use --tz."),
+    _option("--max-runs", type=Maybe(click.INT, none=None), metavar="N|none", group=_SCHEDULE,
+            help="End after the beat sent N runs (1 to 10**9); 'none' clears (no limit)."),
     _option("--enabled/--disabled", default=None, group=_SCHEDULE,
             help="A disabled entry keeps its definition but never fires."),
     _option("--args", type=JsonValue(list, '\'[1, "a"]\''), metavar="JSON", group=_MESSAGE,
@@ -332,7 +334,7 @@ _ENTRY_KEYS = frozenset({
     "cron", "every", "calendar", "at", "tz", "start_at", "end_at", "enabled", "args", "kwargs",
     "queue", "priority", "owner", "tolerance", "timebox", "grace", "overlap", "catchup",
     "catchup_window", "expires", "jitter", "task", "alert_after", "failure_threshold",
-    "pause_on_failure",
+    "pause_on_failure", "max_runs",
 })  # fmt: skip
 
 

@@ -51,6 +51,7 @@ def periodic(
     alert_after: float | str | None = AUTO,
     failure_threshold: int = 3,
     pause_on_failure: bool = False,
+    max_runs: int | None = None,
     queue: str | None = None,
     priority: int | None = None,
     routing_key: str | None = None,
@@ -85,6 +86,8 @@ def periodic(
             (``"auto"``: two intervals plus the timebox; None: never).
         failure_threshold: consecutive failed or timeboxed runs before it is failing.
         pause_on_failure: pause the entry when it becomes failing.
+        max_runs: the most ticks the beat publishes for the entry (1 to 10**9; None:
+            no limit); after the last one the entry has ended.
 
     Raises:
         EntryError: at decoration time, for a missing or doubled schedule, a bad
@@ -102,7 +105,7 @@ def periodic(
         "grace": grace, "overlap": overlap, "catchup": catchup, "catchup_window": catchup_window,
         "expires": expires, "jitter": jitter, "start_at": start_at, "end_at": end_at,
         "enabled": enabled, "alert_after": alert_after, "failure_threshold": failure_threshold,
-        "pause_on_failure": pause_on_failure,
+        "pause_on_failure": pause_on_failure, "max_runs": max_runs,
     }  # fmt: skip
 
     def decorate(target: Any) -> Any:

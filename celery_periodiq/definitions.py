@@ -23,7 +23,7 @@ UPDATABLE = frozenset(
         "task", "cron", "every", "calendar", "at", "args", "kwargs", "options", "tz", "owner",
         "tolerance", "timebox", "grace", "overlap", "catchup", "catchup_window", "expires",
         "jitter", "start_at", "end_at", "enabled", "alert_after", "failure_threshold",
-        "pause_on_failure",
+        "pause_on_failure", "max_runs",
     }
 )  # fmt: skip
 
@@ -108,6 +108,7 @@ def build_entry(
     alert_after: float | str | None = AUTO,
     failure_threshold: int = 3,
     pause_on_failure: bool = False,
+    max_runs: int | None = None,
 ) -> Entry:
     """Build and validate an entry from keyword options.
 
@@ -147,6 +148,7 @@ def build_entry(
         alert_after=alert_after,
         failure_threshold=failure_threshold,
         pause_on_failure=pause_on_failure,
+        max_runs=max_runs,
     )
 
 
@@ -170,7 +172,7 @@ def changed_entry(entry: Entry, changes: dict[str, Any]) -> Entry:
         "catchup_window": entry.catchup_window, "expires": entry.expires, "jitter": entry.jitter,
         "start_at": entry.start_at, "end_at": entry.end_at, "enabled": entry.enabled,
         "alert_after": entry.alert_after, "failure_threshold": entry.failure_threshold,
-        "pause_on_failure": entry.pause_on_failure,
+        "pause_on_failure": entry.pause_on_failure, "max_runs": entry.max_runs,
     }  # fmt: skip
     if any(key in changes for key in SCHEDULE_OPTIONS):
         current.update({key: changes.pop(key, None) for key in SCHEDULE_OPTIONS})

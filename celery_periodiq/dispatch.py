@@ -500,6 +500,7 @@ class Dispatcher:
             default_grace=self.settings.default_grace,
             sent_at=from_ms(sent_at_ms),
             previous=None if claim.prev_ms is None else from_ms(claim.prev_ms),
+            runs=claim.runs,
         )
         for tick in plan.publish:
             self._publisher.send(entry, tick, producer)
@@ -532,6 +533,7 @@ class Dispatcher:
             events.append(["enqueued", to_ms(tick.nominal), "", _missed(tick), ""])
         if plan.publish:
             counts["enqueued"] = len(plan.publish)
+            runs = len(plan.publish)  # what max_runs counts
             # due -> published; the claimed tick is due at its jittered instant
             late = [sent_at_ms - (claim.due_ms if to_ms(tick.nominal) == claim.nominal_ms
                                   else to_ms(tick.nominal)) for tick in plan.publish]  # fmt: skip
@@ -551,6 +553,7 @@ class Dispatcher:
         accounting: dict[str, Any] = {"counts": counts, "events": events}
         if plan.publish:
             accounting["late"] = late
+            accounting["runs"] = runs
         if plan.newest is not None:
             accounting["prev"] = to_ms(plan.newest)
         if plan.next_nominal is not None and plan.next_due is not None:

@@ -25,11 +25,11 @@ from celery_periodiq.policy import (
     DEFAULT_OVERLAP,
     OVERLAP_POLICIES,
 )
-from celery_periodiq.schedules import Schedule
+from celery_periodiq.schedules import EventSchedule, Schedule
 from celery_periodiq.schedules import parse_form as _parse_form
 from celery_periodiq.schedules.once import at_spec
 
-__all__ = ["AUTO", "FORMS", "OPTION_KEYS", "SOURCES", "Entry"]
+__all__ = ["AUTO", "FORMS", "MAX_RUNS", "OPTION_KEYS", "SOURCES", "Entry"]
 
 FORMS = ("cron", "calendar", "every", "at")
 SOURCES = ("code", "config", "runtime")
@@ -53,7 +53,11 @@ _OMITTED: dict[str, object] = {
     "form": "cron", "source": "runtime",
     # alerts: left out at their defaults, so entries stored before them keep their digest
     "alert_after": AUTO, "failure_threshold": 3, "pause_on_failure": False,
+    # limited runs: left out when unlimited, so entries stored before it keep their digest
+    "max_runs": None,
 }  # fmt: skip
+MAX_RUNS = 10**9
+"""The largest ``max_runs``."""
 
 Form = Literal["cron", "calendar", "every", "at"]
 Source = Literal["code", "config", "runtime"]
@@ -122,6 +126,9 @@ class Entry:
     """Consecutive failed or timeboxed runs before the entry is failing."""
     pause_on_failure: bool = False
     """Pause the entry when it becomes failing (with a note saying why)."""
+    max_runs: int | None = None
+    """The most ticks the beat publishes for the entry (catch-up runs count once each,
+    manual runs not at all); after the last it has ended. None: no limit."""
 
     def __post_init__(self) -> None:
         if self.form == "at":
@@ -216,6 +223,16 @@ class Entry:
             raise _fail(name, "failure_threshold", threshold, "a whole number from 1 to 10000")
         if not isinstance(self.pause_on_failure, bool):
             raise _fail(name, "pause_on_failure", self.pause_on_failure, "True or False")
+        limit = self.max_runs
+        if limit is not None and (
+            isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_RUNS
+        ):
+            raise _fail(
+                name,
+                "max_runs",
+                limit,
+                f"a whole number from 1 to {MAX_RUNS}, or None for no limit",
+            )
         if not isinstance(self.schedule, str):
             raise _fail(name, "schedule", self.schedule, "text: the schedule as written")
         try:
@@ -223,6 +240,11 @@ class Entry:
         except ScheduleError as error:
             raise EntryError(f"entry {shown(name)}: {error}") from None
         self._check_timebox(schedule)
+        if self.max_runs is not None and isinstance(schedule, EventSchedule):
+            raise _fail(
+                name, "max_runs", self.max_runs,
+                "None for @reboot/@shutdown entries: max_runs counts clock ticks",
+            )  # fmt: skip
 
     def _check_timebox(self, schedule: Schedule) -> None:
         # A fixed interval lets us refuse a timebox that would let runs overlap.

@@ -199,6 +199,7 @@ def plan_tick(
     default_grace: float,
     sent_at: datetime | None = None,
     previous: datetime | None = None,
+    runs: int = 0,
 ) -> Plan:
     """Decide what a claimed tick becomes.
 
@@ -241,6 +242,9 @@ def plan_tick(
         keep_one = [] if queued else chosen[-1:]
         plan.skipped_overlap.extend(t for t in chosen if t not in keep_one)
         chosen = keep_one
+    left = None if entry.max_runs is None else max(entry.max_runs - runs, 0)
+    if left is not None and len(chosen) > left:
+        chosen = chosen[len(chosen) - left :]  # the others count as missed
     plan.missed_count = count - len(chosen) - len(plan.skipped_overlap)
     plan.missed = [t for t in ticks if t not in chosen and t not in plan.skipped_overlap][-_SAMPLE:]
 
@@ -272,6 +276,8 @@ def plan_tick(
             )
         )
 
+    if left is not None and len(plan.publish) >= left:
+        return plan  # no runs left: the entry has ended
     upcoming = next_tick(entry, schedule, newest, following)
     if upcoming is not None:
         plan.next_nominal, plan.next_due = upcoming

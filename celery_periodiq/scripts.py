@@ -67,6 +67,9 @@ class Claim:
     rebuilt: bool = False
     """The entry's state had no readable next tick: ``nominal_ms`` is its due instant,
     which the beat must check against the schedule."""
+    runs: int = 0
+    """Ticks the beat had published for the entry before this claim (what ``max_runs``
+    counts)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +154,7 @@ def _decode_claims(partition: int, raw: list[Any]) -> ClaimBatch:
                 taken=int(record.get("taken", 0)),
                 definition=raw[index + 2] or None,
                 rebuilt=bool(record.get("rebuilt", False)),
+                runs=int(record.get("runs", 0)),
             )
         )
     return ClaimBatch(

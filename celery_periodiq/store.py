@@ -182,6 +182,20 @@ class StoredEntry:
         return _int(self.state.get("version"))
 
     @property
+    def runs(self) -> int:
+        """Ticks the beat published for the entry: what ``max_runs`` counts (a run that
+        stands for missed ticks once, a manual run not at all)."""
+        return _int(self.state.get("runs"))
+
+    @property
+    def runs_left(self) -> int | None:
+        """How many more ticks the beat may publish; None when the entry has no
+        ``max_runs`` (or is unreadable)."""
+        if self.entry is None or self.entry.max_runs is None:
+            return None
+        return max(self.entry.max_runs - self.runs, 0)
+
+    @property
     def status(self) -> str:
         """``quarantined``, ``paused``, ``running``, ``disabled``, ``ended`` or ``active``."""
         if self.glanced is not None:
@@ -310,6 +324,7 @@ class Store:
             "schedule": upcoming is not None,
             "event": schedule.event if isinstance(schedule, EventSchedule) else None,
             "alert": None if alert is None else int(alert * 1000),
+            "max_runs": entry.max_runs,
         }, entry.to_json()
 
     def put(self, mode: str, entries: list[Entry], now_ms: int | None = None) -> list[str]:

@@ -212,7 +212,8 @@ def test_list_json_has_the_documented_shape(populated: Periodiq) -> None:
         "name", "state", "note", "problem", "task", "schedule", "form", "description", "tz",
         "owner", "source", "enabled", "next_run", "last_run", "last_status", "last_error",
         "last_duration_ms", "last_finished", "last_task_id", "running_task_id", "counters",
-        "last_success", "overdue_since", "failing_since", "failures_in_a_row",
+        "last_success", "overdue_since", "failing_since", "failures_in_a_row", "runs",
+        "max_runs", "runs_left",
     ]  # fmt: skip
     assert report["next_run"] == "2090-01-01T00:00:00+00:00"
     assert report["last_run"] == "2089-12-31T22:01:00+00:00"
@@ -644,6 +645,9 @@ BAD_INPUT = [
     (2, ["add", "new", "proj.t", "--at", "2001-01-01T09:00Z"], "is already past"),
     (2, ["add", "new", "proj.t", "--at", "2090-01-01T09:00Z", "--every", "1"], "not several"),
     (2, ["add", "new", "proj.t", "--at", "tomorrow"], "'tomorrow' is not an ISO 8601"),
+    (2, ["add", "new", "proj.t", "--every", "60", "--max-runs", "0"], "max_runs=0 is invalid"),
+    (2, ["update", "report", "--max-runs", "lots"], "'lots' is not a valid integer"),
+    (2, ["update", "report", "--max-runs", "-3"], "max_runs=-3 is invalid (allowed: a whole"),
     (2, ["add", "new", "proj.t", "--every", "1", "--cron", "@daily"], "not several"),
     (2, ["add", "new", "proj.t", "--every", "soon"], "'soon' is not a duration"),
     (2, ["add", "new", "proj.t", "--cron", "* * *"], "cron '* * *'"),

@@ -97,6 +97,14 @@ def test_an_entry_page_shows_its_definition_history_and_plot(
     assert page.text.count("<li><code>") == 10
 
 
+def test_an_entry_page_shows_the_runs_of_a_limited_entry(api: Periodiq, web: TestClient) -> None:
+    api.add("limited", "proj.t", every=60, max_runs=3)
+    api.add("unlimited", "proj.t", every=60)
+
+    assert "<dt>Runs</dt><dd>0 of 3 sent · 3 left</dd>" in web.get("/entries/limited").text
+    assert "<dt>Runs</dt>" not in web.get("/entries/unlimited").text
+
+
 def test_an_unknown_entry_is_a_404_page_and_a_404_json(web: TestClient) -> None:
     assert web.get("/entries/nope").status_code == 404
     answer = web.get("/api/entries/nope")

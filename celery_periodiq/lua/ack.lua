@@ -9,6 +9,10 @@
 -- either way its claim is settled, so nothing is published twice, and no other entry
 -- of the batch suffers.
 --
+-- The ticks a claim published are added to the entry's "runs"; an entry whose
+-- definition (as it is now) has a max_runs that many runs reach has ended: no next
+-- tick, whatever a writer scheduled meanwhile.
+--
 -- KEYS[1] due         zset  entry name -> due instant (ms, jitter applied)
 -- KEYS[2] inflight    zset  tick id -> recheck instant (ms)
 -- KEYS[3] ticks       hash  tick id -> claim JSON
@@ -31,6 +35,7 @@
 --   quarantine  reason text: flag the entry as invalid and stop scheduling it, or null
 --   prev        the newest tick this claim handled (ms): the next tick's tolerance counts from it
 --   late        for each tick published, ms from its due instant to its publishing
+--   runs        how many ticks were published (added to the state's runs), or null
 --
 -- Returns the number of ticks settled.
 
@@ -61,7 +66,8 @@ for i = 3, #ARGV do
   end
   -- A vanished entry gets no state back: deleting it must stay final. Its state left
   -- behind means the definition alone was deleted, outside periodiq: say so.
-  local exists = redis.call('HEXISTS', entries, a.name) == 1
+  local definition = redis.call('HGET', entries, a.name)
+  local exists = definition ~= false
   if mine and not exists and redis.call('HEXISTS', states, a.name) == 1 then
     quarantine_entry(quarantine, a.name, 'its definition is missing (deleted outside periodiq?)',
       alerts, now)
@@ -83,6 +89,14 @@ for i = 3, #ARGV do
         else
           state.next = ''
         end
+      end
+      if state.claim == a.id then state.claim = nil end
+      if given(a.runs) then state.runs = (tonumber(state.runs) or 0) + a.runs end
+      local limit = string.find(definition, '"max_runs":', 1, true)
+        and tonumber(decoded(definition).max_runs)
+      if limit and (tonumber(state.runs) or 0) >= limit then
+        state.next = ''
+        redis.call('ZREM', due, a.name)
       end
       if given(a.prev) then state.prev = a.prev end
       if a.counts then

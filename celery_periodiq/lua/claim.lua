@@ -15,7 +15,8 @@
 -- KEYS[2] inflight    zset  tick id -> when to look at the claim again (ms)
 -- KEYS[3] ticks       hash  tick id -> claim JSON
 -- KEYS[4] entries     hash  entry name -> definition JSON
--- KEYS[5] state       hash  entry name -> state JSON (read: next, version, prev, markers)
+-- KEYS[5] state       hash  entry name -> state JSON (read: next, version, prev, runs,
+--                           markers; written for a limited entry: claim)
 -- KEYS[6] quarantine  hash  entry name -> why it is quarantined
 -- KEYS[7] alive       zset  beat id -> heartbeat expiry (ms)
 -- KEYS[8] alerts      list  alert transitions (an entry newly quarantined is pushed)
@@ -30,14 +31,22 @@
 -- microseconds past now_ms), notices, id1, claim1, definition1, id2, ...}
 -- where notices is "" or JSON {"vanished": [name, ...]},
 -- claim is JSON {name, nominal, due, claimed, owner, running, queued, version, prev,
--- taken, rebuilt} (nominal: the tick before jitter, ms; prev: the entry's previous
--- scheduled tick, ms, or -1; taken counts takeovers; rebuilt: the state had no readable
--- next tick and the due instant stands in for it)
+-- runs, taken, rebuilt} (nominal: the tick before jitter, ms; prev: the entry's previous
+-- scheduled tick, ms, or -1; runs: ticks published for it so far; taken counts
+-- takeovers; rebuilt: the state had no readable next tick and the due instant stands
+-- in for it)
+--
+-- An entry with max_runs has at most one unsettled claim: its state names it ("claim"),
+-- and while that claim is in flight a new tick of the entry (scheduled by a writer
+-- meanwhile) waits, so no claim is planned on a count of runs that is out of date.
 -- and definition is the entry JSON, or "" when the entry has vanished.
 
 local due, inflight, ticks, entries, states = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local quarantine, alive = KEYS[6], KEYS[7]
 local me, batch, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+
+-- How long a limited entry's tick waits for the entry's unsettled claim (ms).
+local WAIT_FOR_CLAIM = 1000
 
 local now, micros = clock_ms(ARGV[4])
 local horizon = tonumber(ARGV[5] or '0') or 0
@@ -85,29 +94,42 @@ if taken < batch then
       quarantine_entry(quarantine, name, 'its definition is missing (deleted outside periodiq?)',
         KEYS[8], now)
     else
-      local state = load_state(states, name) or {}
+      local state, unreadable = load_state(states, name)
+      state = state or {}
       local nominal = tonumber(state.next)
       local rebuilt = nominal == nil
       if rebuilt then nominal = due_at end
       local id = name .. '@' .. string.format('%d', nominal)
-      local claim = cjson.encode({
-        name = name,
-        nominal = nominal,
-        due = due_at,
-        claimed = now,
-        owner = me,
-        running = holds(state.running, now),
-        queued = holds(state.queued, now),
-        version = tonumber(state.version) or 0,
-        prev = tonumber(state.prev) or -1,
-        taken = 0,
-        rebuilt = rebuilt,
-      })
-      redis.call('HSET', ticks, id, claim)
-      redis.call('ZADD', inflight, now + lease, id)
-      out[#out + 1] = id
-      out[#out + 1] = claim
-      out[#out + 1] = definition
+      local limited = string.find(definition, '"max_runs":', 1, true) ~= nil
+      local pending = limited and type(state.claim) == 'string' and state.claim ~= id
+        and redis.call('HEXISTS', ticks, state.claim) == 1
+      if pending then
+        redis.call('ZADD', due, math.max(due_at, now + WAIT_FOR_CLAIM), name)
+      else
+        if limited and not unreadable then
+          state.claim = id
+          save_state(states, name, state)
+        end
+        local claim = cjson.encode({
+          name = name,
+          nominal = nominal,
+          due = due_at,
+          claimed = now,
+          owner = me,
+          running = holds(state.running, now),
+          queued = holds(state.queued, now),
+          version = tonumber(state.version) or 0,
+          prev = tonumber(state.prev) or -1,
+          runs = tonumber(state.runs) or 0,
+          taken = 0,
+          rebuilt = rebuilt,
+        })
+        redis.call('HSET', ticks, id, claim)
+        redis.call('ZADD', inflight, now + lease, id)
+        out[#out + 1] = id
+        out[#out + 1] = claim
+        out[#out + 1] = definition
+      end
     end
   end
 end

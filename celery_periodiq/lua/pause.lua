@@ -2,11 +2,14 @@
 --
 -- KEYS[1] entries     hash  entry name -> definition JSON
 -- KEYS[2] due         zset  entry name -> due instant (ms)
--- KEYS[3] state       hash  entry name -> state JSON (paused, note, next, version)
+-- KEYS[3] state       hash  entry name -> state JSON (paused, note, next, version; read:
+--                           runs)
 -- KEYS[4] quarantine  hash  entry name -> why it is quarantined
 -- ARGV[1] changes channel; ARGV[2] entry name; ARGV[3] "pause" or "resume"
 -- ARGV[4] pause: note text ("" for none); resume: nominal instant of the next tick (ms) or ""
 -- ARGV[5] resume: due instant of the next tick (ms, jitter applied) or ""
+--
+-- A resumed entry whose runs reached its max_runs stays ended (no next tick).
 --
 -- Returns "ok", "missing" when there is no such entry, or "damaged: <reason>" when its
 -- state cannot be read (update or delete repairs it).
@@ -15,7 +18,8 @@ local entries, due, states, quarantine = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local channel, name, action = ARGV[1], ARGV[2], ARGV[3]
 local now = clock_ms('')
 
-if redis.call('HEXISTS', entries, name) == 0 then return 'missing' end
+local definition = redis.call('HGET', entries, name)
+if not definition then return 'missing' end
 local state, unreadable = load_state(states, name)
 if unreadable then return 'damaged: ' .. unreadable end
 state.version = (tonumber(state.version) or 0) + 1
@@ -24,8 +28,11 @@ if action == 'pause' then
   redis.call('ZREM', due, name)
 else
   state.paused, state.note, state.resumed = nil, nil, now
+  local limit = string.find(definition, '"max_runs":', 1, true)
+    and tonumber(decoded(definition).max_runs)
   state.next = ARGV[4]
-  if ARGV[4] ~= '' and redis.call('HEXISTS', quarantine, name) == 0 then
+  if limit and (tonumber(state.runs) or 0) >= limit then state.next = '' end
+  if state.next ~= '' and redis.call('HEXISTS', quarantine, name) == 0 then
     redis.call('ZADD', due, ARGV[5], name)
   end
 end

@@ -29,6 +29,8 @@
 --   schedule    true if the entry should be in the due set (enabled, clock-driven)
 --   event       "reboot" or "shutdown" for a cluster-event entry, else null
 --   alert       ms without a successful run before the entry is overdue, or null
+--   max_runs    the most ticks the beat may publish for it, or null: an entry whose
+--               state counts that many runs already gets no next tick (it has ended)
 --
 -- Returns one status per entry: "created", "replaced", "unchanged", "exists" (add on
 -- an existing name), "missing" (update on an unknown name), "runtime" (reconcile met a
@@ -111,7 +113,11 @@ for i = 3, #ARGV, 2 do
     state.updated = now
     state.created = state.created or now
     state.alert = given(e.alert) and e.alert or nil
-    if e.schedule and state.paused ~= '1' and given(e.next) then
+    local ended = given(e.max_runs) and (tonumber(state.runs) or 0) >= e.max_runs
+    if ended then
+      state.next = ''
+      redis.call('ZREM', due, e.name)
+    elseif e.schedule and state.paused ~= '1' and given(e.next) then
       state.next = e.next
       redis.call('ZADD', due, e.due, e.name)
     else
