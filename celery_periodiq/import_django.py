@@ -36,7 +36,6 @@ give it; default the Celery app's ``timezone``).
 from __future__ import annotations
 
 import calendar
-import dataclasses
 import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -46,7 +45,6 @@ from celery.schedules import crontab
 
 from celery_periodiq.config import Settings
 from celery_periodiq.definitions import build_entry
-from celery_periodiq.entry import Entry
 from celery_periodiq.errors import EntryError, ScheduleError, shown
 from celery_periodiq.policy import Defaults
 from celery_periodiq.schedules.cron import compile_cron
@@ -72,7 +70,6 @@ _FULL = {
 }  # fmt: skip
 _WEEKDAY_NAMES = ("Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat")
 _SOLAR_CHECK = ("event", "latitude", "longitude")
-_ENTRY_FIELDS = frozenset(field.name for field in dataclasses.fields(Entry))
 
 
 class _RecordError(Exception):
@@ -200,10 +197,6 @@ class _Converter:
         if fields.get("one_off") is True:
             runs = fields.get("total_run_count") or 0
             if kind != "clocked":
-                if "max_runs" not in _ENTRY_FIELDS:
-                    raise _RecordError(
-                        "one_off is not supported yet (except with a clocked schedule)"
-                    )
                 options["max_runs"] = 1
             if enabled and isinstance(runs, int) and runs > 0:
                 enabled = False
