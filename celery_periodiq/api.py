@@ -921,6 +921,46 @@ class Periodiq:
                 dry_run=dry_run, skip_invalid=skip_invalid,
             )  # fmt: skip
 
+    def import_django_celery_beat(
+        self,
+        dump: Any,
+        *,
+        replace: bool = False,
+        dry_run: bool = False,
+        skip_invalid: bool = False,
+        naive_tz: str | None = None,
+    ) -> transfer.ImportReport:
+        """Create an entry for every ``PeriodicTask`` of a django-celery-beat dump (the
+        parsed JSON of ``manage.py dumpdata django_celery_beat``); see
+        :mod:`celery_periodiq.import_django` for what each field becomes.
+
+        Args:
+            dump: the parsed JSON of the dump.
+            replace: also replace entries that exist with another definition.
+            dry_run: check and convert everything, write nothing.
+            skip_invalid: import the tasks that convert, and list the others in the
+                report's ``skipped`` instead of refusing the whole dump.
+            naive_tz: the zone of naive datetimes (a dump made with ``USE_TZ=False``:
+                Django's ``TIME_ZONE``); default the app's ``timezone``.
+
+        Returns:
+            What was (with ``dry_run``: would be) created, replaced, left unchanged or
+            skipped, and ``notes`` on what the converted tasks lost or how they were read.
+
+        Raises:
+            EntryError: the dump is not a list, or any record cannot be converted and
+                ``skip_invalid`` is not set (each is named, nothing is written), or an
+                entry exists with another definition and ``replace`` is not set.
+        """
+        from celery_periodiq.import_django import django_document
+
+        document, problems, notes = django_document(dump, self.app, naive_tz=naive_tz)
+        with self._guard():
+            return transfer.import_converted(
+                self, document, problems, notes=notes, replace=replace, dry_run=dry_run,
+                skip_invalid=skip_invalid,
+            )  # fmt: skip
+
     def add_many(self, entries: Iterable[dict[str, Any]]) -> list[str]:
         """Create many runtime entries at once, in pipelined batches (one Lua call per
         partition per ``periodiq_batch_size``); beats pick them up within a second.

@@ -642,6 +642,19 @@ def export_command(
     help="RedBeat's redbeat_key_prefix.",
 )
 @click.option(
+    "--from-django-celery-beat",
+    "django_dump",
+    type=click.File("r"),
+    metavar="DUMP",
+    help="Read the output of manage.py dumpdata django_celery_beat (- for stdin).",
+)
+@click.option(
+    "--naive-tz",
+    metavar="ZONE",
+    help="With --from-django-celery-beat: the zone of naive times (USE_TZ=False: "
+    "TIME_ZONE; default: the app's timezone).",
+)
+@click.option(
     "--skip-invalid",
     is_flag=True,
     help="With --from-*: import what converts and list the records that do not.",
@@ -654,24 +667,37 @@ def export_command(
 @handled
 def import_command(
     ctx: click.Context, file: Any, from_redbeat: bool, redbeat_url: str | None,
-    redbeat_key_prefix: str, skip_invalid: bool, replace: bool, dry_run: bool,
+    redbeat_key_prefix: str, django_dump: Any, naive_tz: str | None, skip_invalid: bool,
+    replace: bool, dry_run: bool,
 ) -> None:  # fmt: skip
-    """Create entries from an export document, or from RedBeat.
+    """Import a schedule: an export, RedBeat or django-celery-beat.
 
     FILE is a document of `periodiq export` (- for stdin); --from-redbeat reads
-    celery-redbeat's entries, static and dynamic, from its Redis. Each entry keeps its
-    name (from RedBeat it becomes a runtime entry). Every record is checked first: with
-    any bad one nothing is written and each is named (by position in FILE, by Redis key
-    in RedBeat); with --from-* --skip-invalid imports the others. What is not carried
-    over (options periodiq does not keep, entries this app declares) is printed as notes.
+    celery-redbeat's entries, static and dynamic, from its Redis;
+    --from-django-celery-beat reads a dumpdata file (no Django needed). Each entry
+    keeps its name (imported ones become runtime entries). Every record is checked
+    first: with any bad one nothing is written and each is named (by position in FILE,
+    by Redis key in RedBeat, by pk in a dump); with --from-* --skip-invalid imports the
+    others. What is not carried over (options periodiq does not keep, entries this app
+    declares) is printed as notes.
     """
-    given = {"FILE": file is not None, "--from-redbeat": from_redbeat}
+    given = {"FILE": file is not None, "--from-redbeat": from_redbeat,
+             "--from-django-celery-beat": django_dump is not None}  # fmt: skip
     if sum(given.values()) != 1:
         fail(f"give one of {', '.join(given)} (not several, not none)")
     _only_with(ctx, "--from-redbeat", from_redbeat, "redbeat_url", "redbeat_key_prefix")
+    _only_with(ctx, "--from-django-celery-beat", django_dump is not None, "naive_tz")
     _only_with(ctx, "--from-*", not given["FILE"], "skip_invalid")
     api = api_of(ctx)
-    if from_redbeat:
+    if django_dump is not None:
+        try:
+            dump = json.load(django_dump)
+        except ValueError as error:
+            fail(f"{django_dump.name} is not JSON: {error}")
+        report = api.import_django_celery_beat(
+            dump, replace=replace, dry_run=dry_run, skip_invalid=skip_invalid, naive_tz=naive_tz
+        )
+    elif from_redbeat:
         report = api.import_redbeat(
             url=redbeat_url, key_prefix=redbeat_key_prefix, replace=replace, dry_run=dry_run,
             skip_invalid=skip_invalid,
