@@ -8,6 +8,7 @@ the API on the Redis clock, so their instants lie a day ahead of it.
 from __future__ import annotations
 
 import json
+import pickle
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
@@ -299,4 +300,16 @@ def test_beat_schedule_takes_an_aware_datetime_as_a_one_off(app: Celery) -> None
         "at",
         "2031-01-01T00:00:00+00:00",
         "config",
+    )
+
+
+def test_a_one_off_schedule_survives_pickling_as_itself() -> None:
+    schedule = parse_form("2031-05-04T10:00:00+00:00", "at", tz="Europe/Paris")
+
+    copy = pickle.loads(pickle.dumps(schedule))
+
+    assert isinstance(copy, OnceSchedule)
+    assert copy == schedule
+    assert copy.next_after(datetime(2031, 1, 1, tzinfo=UTC)) == schedule.next_after(
+        datetime(2031, 1, 1, tzinfo=UTC)
     )

@@ -161,18 +161,23 @@ class Schedule(BaseSchedule, ABC):
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.spec!r} {self.timezone}>"
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        from celery_periodiq.schedules import parse_schedule
+    form: ClassVar[str | None] = None
+    """The form ``spec`` is parsed as when the schedule is rebuilt (unpickled); None:
+    ``parse_schedule`` tells it from the spec."""
 
+    def __reduce__(self) -> tuple[Any, ...]:
         options = {
             "tz": self.timezone,
             "key": self.key,
             "start_at": self.start_at,
             "end_at": self.end_at,
         }
-        return (_rebuild, (parse_schedule, self.spec, options))
+        return (_rebuild, (self.spec, self.form, options))
 
 
-def _rebuild(parse: Any, spec: str, options: dict[str, Any]) -> Schedule:
-    schedule: Schedule = parse(spec, **options)
-    return schedule
+def _rebuild(spec: str, form: str | None, options: dict[str, Any]) -> Schedule:
+    from celery_periodiq.schedules import parse_form, parse_schedule
+
+    if form is None:
+        return parse_schedule(spec, **options)
+    return parse_form(spec, form, **options)  # type: ignore[arg-type]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from celery_periodiq.errors import ScheduleError, shown
 from celery_periodiq.schedules.base import Schedule
@@ -53,6 +53,7 @@ class OnceSchedule(Schedule):
     """Fires once, at ``instant``, and never again (``at=``)."""
 
     kind: ClassVar[str] = "once"
+    form: ClassVar[str | None] = "at"
 
     def __init__(
         self,
@@ -81,19 +82,3 @@ class OnceSchedule(Schedule):
         local = self.instant.astimezone(self.zone)
         micros = f".{local.microsecond:06d}" if local.microsecond else ""
         return f"once at {local:%Y-%m-%d %H:%M:%S}{micros} {local.tzname() or self.timezone}"
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        from celery_periodiq.schedules import parse_form
-
-        options = {
-            "tz": self.timezone,
-            "key": self.key,
-            "start_at": self.start_at,
-            "end_at": self.end_at,
-        }
-        return (_rebuild, (parse_form, self.spec, options))
-
-
-def _rebuild(parse: Any, spec: str, options: dict[str, Any]) -> Schedule:
-    schedule: Schedule = parse(spec, "at", **options)
-    return schedule
