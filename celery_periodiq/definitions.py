@@ -6,6 +6,7 @@ so all of them accept and reject exactly the same things.
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -54,12 +55,26 @@ def schedule_of(
             text = value.strip()
             return (text if text.lower().startswith("@every") else f"@every {text}"), "every"
         try:
-            return every_spec(value), "every"
+            return _every_text(value), "every"
         except ScheduleError as error:
             raise EntryError(f"entry {shown(name)}: {error}") from None
     if not isinstance(value, str):
         raise EntryError(f"entry {shown(name)}: {key}={shown(value)} is not a string")
     return value, key  # type: ignore[return-value]
+
+
+def _every_text(value: object) -> str:
+    """``every_spec(value)``, remembered for numbers and timedeltas (a bulk load gives
+    many entries one interval)."""
+    kind = value.__class__
+    if kind is int or kind is float or kind is timedelta:
+        return _every_cached(kind, value)  # the kind apart: 1, 1.0 and True hash alike
+    return every_spec(value)  # type: ignore[arg-type]
+
+
+@functools.lru_cache(maxsize=256)
+def _every_cached(kind: type, value: float | timedelta) -> str:
+    return every_spec(value)
 
 
 def task_name(task: Any) -> str:

@@ -265,19 +265,24 @@ class Entry:
         if cached is None:
             # what to_dict() gives, less the omitted fields, without its copies
             fields = self.__dict__
-            data: dict[str, Any] = {}
-            for key, omitted in _STORED:
+            data: dict[str, Any] = {key: fields[key] for key in _ALWAYS}
+            for key, omitted in _PLAIN_OMITTED:
+                value = fields[key]
+                if omitted == value:
+                    continue
+                data[key] = value
+            for key, omitted in _NUMBER_FIELDS:
                 value = fields[key]
                 if omitted is not _KEEP and omitted == value:
                     continue
-                if value.__class__ is int and key in _NUMBERS:
-                    value = float(value)  # 10 and 10.0 are one definition
-                elif key in _INSTANTS:
-                    value = value.astimezone(UTC).isoformat()
-                elif key == "args":
-                    value = list(value)
-                data[key] = value
-            cached = json.dumps(data, sort_keys=True, separators=(",", ":"))
+                data[key] = float(value) if value.__class__ is int else value  # 10 is 10.0
+            if fields["args"] != _OMITTED["args"]:
+                data["args"] = list(fields["args"])
+            for key in _INSTANTS:
+                value = fields[key]
+                if value is not None:
+                    data[key] = value.astimezone(UTC).isoformat()
+            cached = _ENCODE(data)
             object.__setattr__(self, "_json", cached)  # frozen: computed once, on first use
         return cached
 
@@ -344,7 +349,14 @@ class Entry:
 
 _FIELDS = tuple(item.name for item in fields(Entry))
 _KNOWN = frozenset(_FIELDS)
-_STORED = tuple((key, _OMITTED.get(key, _KEEP)) for key in _FIELDS)
+# to_json()'s view of the fields: written always; left out at their _OMITTED value;
+# numbers (as floats); args and the instants apart
+_SPECIAL = frozenset({*_NUMBERS, *_INSTANTS, "args"})
+_ALWAYS = tuple(key for key in _FIELDS if key not in _OMITTED and key not in _SPECIAL)
+_PLAIN_OMITTED = tuple((key, _OMITTED[key]) for key in _FIELDS
+                       if key in _OMITTED and key not in _SPECIAL)  # fmt: skip
+_NUMBER_FIELDS = tuple((key, _OMITTED.get(key, _KEEP)) for key in _NUMBERS)
+_ENCODE = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
 
 
 @functools.lru_cache(maxsize=4096)
@@ -356,4 +368,13 @@ def _parse_cached(
     start_at: datetime | None,
     end_at: datetime | None,
 ) -> Schedule:
-    return _parse_form(spec, form, tz=tz, key=key, start_at=start_at, end_at=end_at)
+    unbounded = _parse_unbounded(spec, form, tz, key)
+    if start_at is None and end_at is None:
+        return unbounded
+    # entries of one spec with bounds of their own (a bulk load's start_at) share the parse
+    return unbounded.bounded(start_at, end_at)
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_unbounded(spec: str, form: Form, tz: str, key: str | None) -> Schedule:
+    return _parse_form(spec, form, tz=tz, key=key)

@@ -37,6 +37,7 @@ logger = logging.getLogger(__name__)
 
 
 SCRIPT_NAMES = ("claim", "ack", "put", "remove", "pause", "beat", "begin", "finish", "record")
+_ENCODE = json.JSONEncoder(separators=(",", ":")).encode
 
 
 @functools.cache
@@ -490,7 +491,7 @@ class Scripts:
                 part.history(name),
                 part.failures(name),
             ]
-            args += [json.dumps(fields, separators=(",", ":")), definition]
+            args += [_ENCODE(fields), definition]
         return list(self._run("put", keys, args))
 
     def remove(

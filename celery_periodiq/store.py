@@ -294,12 +294,12 @@ class Store:
 
     # writing
 
-    def put_item(self, entry: Entry, now_ms: int) -> tuple[dict[str, Any], str]:
+    def put_item(self, entry: Entry, now: datetime) -> tuple[dict[str, Any], str]:
         """The put.lua item for ``entry`` (its fields, its definition), its first tick
-        computed from ``now_ms``."""
+        computed from ``now``."""
         schedule = entry.parsed_schedule()
-        upcoming = next_tick(entry, schedule, from_ms(now_ms)) if entry.enabled else None
-        alert = policy.alert_after(entry, policy.interval_at(schedule, from_ms(now_ms)))
+        upcoming = next_tick(entry, schedule, now) if entry.enabled else None
+        alert = policy.alert_after(entry, policy.interval_at(schedule, now))
         return {
             "name": entry.name,
             "digest": entry.digest,
@@ -342,7 +342,8 @@ class Store:
         return [statuses[entry.name] for entry in entries]
 
     def _items(self, group: list[Entry], now: int) -> dict[str, tuple[dict[str, Any], str]]:
-        return {entry.name: self.put_item(entry, now) for entry in group}
+        instant = from_ms(now)
+        return {entry.name: self.put_item(entry, instant) for entry in group}
 
     def _put_chunk(
         self, part: Partition, mode: str, items: dict[str, tuple[dict[str, Any], str]]

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from celery import Celery
 
 from celery_periodiq import EntryError, EntryExistsError, Periodiq, periodiq
+from celery_periodiq.definitions import build_entry
 from tests.test_cli import cli
 
 TASK = "proj.tasks.poll"
@@ -119,3 +121,50 @@ def test_delete_owner_removes_in_batches(api: Periodiq) -> None:
     assert len(removed) == 100
     assert api.count() == 200
     assert api.count(owner="o0") == 0
+
+
+def test_add_many_anchors_each_entry_of_one_interval_to_its_own_start(api: Periodiq) -> None:
+    start = datetime(2030, 1, 1, tzinfo=UTC)
+    api.add_many(
+        {"name": f"e{n}", "task": TASK, "every": 60, "start_at": start + timedelta(seconds=n)}
+        for n in range(5)
+    )
+    api.add("e-unbounded", TASK, every=60)
+
+    firsts = {stored.name: stored.next_run for stored in api.list()}
+
+    assert [firsts[f"e{n}"] for n in range(5)] == [start + timedelta(seconds=n) for n in range(5)]
+    unbounded = firsts["e-unbounded"]
+    assert unbounded is not None
+    assert unbounded.timestamp() % 60 == 0  # on the epoch's grid
+
+
+def test_add_many_with_one_interval_and_a_bad_start_names_that_entry(api: Periodiq) -> None:
+    good = {"task": TASK, "every": 60, "start_at": datetime(2030, 1, 1, tzinfo=UTC)}
+    batch = [{"name": "a", **good}, {"name": "b", **good, "start_at": datetime(2030, 1, 1)},
+             {"name": "c", **good, "end_at": datetime(2029, 1, 1, tzinfo=UTC)}]  # fmt: skip
+
+    with pytest.raises(EntryError) as caught:
+        api.add_many(batch)
+
+    message = str(caught.value)
+    assert message.startswith("2 bad entries, nothing written: #1: entry 'b': start_at:")
+    assert "has no time zone" in message
+    assert "#2: entry 'c': end_at 2029-01-01T00:00:00+00:00 is before start_at" in message
+    assert api.count() == 0
+
+
+def test_put_script_given_one_name_twice_reads_what_it_wrote_for_it(api: Periodiq) -> None:
+    store = api.store
+    store.ensure_layout(record=True)
+    entry = build_entry("twice", TASK, every=60)
+    now = datetime.now(UTC)
+    part = store.keys.of("twice")
+
+    added = store.scripts.put(part, "add", [store.put_item(entry, now)] * 2)
+    replaced = store.scripts.put(part, "update", [store.put_item(entry, now)] * 2)
+
+    assert added == ["created", "exists"]
+    assert replaced == ["replaced", "replaced"]
+    assert api.get("twice").version == 3
+    assert api.count() == 1

@@ -96,8 +96,11 @@ class IntervalSchedule(Schedule):
     ) -> None:
         super().__init__(spec, timezone=timezone, key=key, start_at=start_at, end_at=end_at)
         self.period = period
-        self.anchor = self.start_at or EPOCH
         self._period_us = period // timedelta(microseconds=1)
+
+    def _bound(self, start_at: datetime | None, end_at: datetime | None) -> None:
+        super()._bound(start_at, end_at)
+        self.anchor = self.start_at or EPOCH
 
     def _next(self, dt: datetime) -> datetime | None:
         elapsed = (dt - self.anchor) // timedelta(microseconds=1)
