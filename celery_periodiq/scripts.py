@@ -31,13 +31,17 @@ from celery_periodiq.errors import ReplicasBehindError
 from celery_periodiq.keys import Keys, Partition
 from celery_periodiq.plan import task_id_for
 
-__all__ = ["SCRIPT_NAMES", "Claim", "ClaimBatch", "Scripts", "script_source"]
+__all__ = ["SCRIPT_NAMES", "Claim", "ClaimBatch", "PutItem", "Scripts", "script_source"]
 
 logger = logging.getLogger(__name__)
 
 
 SCRIPT_NAMES = ("claim", "ack", "put", "remove", "pause", "beat", "begin", "finish", "record")
-_ENCODE = json.JSONEncoder(separators=(",", ":")).encode
+PutItem = tuple[str, str, str | None, str, int | None, int | None, bool, str | None,
+                int | None, str]  # fmt: skip
+"""What put.lua writes for one entry: its name, digest, owner, source, first tick and its
+due instant (ms), whether it goes in the due set, its cluster event, its alert_after (ms),
+and its definition JSON."""
 
 
 @functools.cache
@@ -472,26 +476,32 @@ class Scripts:
         args.extend(json.dumps(item, separators=(",", ":")) for item in settlements)
         return keys, args
 
-    def put(self, part: Partition, mode: str, items: list[tuple[dict[str, Any], str]]) -> list[str]:
+    def put(
+        self,
+        part: Partition,
+        mode: str,
+        items: list[PutItem],
+        was_owners: dict[str, str | None] | None = None,
+    ) -> list[str]:
         """Create or replace entries of one partition; one status per item (see put.lua).
 
-        An item is its fields and its definition (JSON already: not quoted again). The
-        fields name the owner it had when the caller read it (``was_owner``; "add"
-        does not read it).
+        ``was_owners``: the owner each entry had when the caller read it (None: no
+        owner, or not read: "add" does not read it).
         """
         if not items:
             return []
         keys = [part.entries, part.due, part.declared, part.events, part.quarantine, part.state]
         args: list[Any] = [self.keys.changes, mode]
-        for fields, definition in items:
-            name = fields["name"]
-            keys += [
-                part.owner(fields.get("was_owner") or ""),
-                part.owner(fields["owner"] or ""),
-                part.history(name),
-                part.failures(name),
-            ]
-            args += [_ENCODE(fields), definition]
+        owners = was_owners or {}
+        for name, digest, owner, source, next_ms, due_ms, scheduled, event, alert, text in items:
+            was = owners.get(name)
+            keys += (part.owner(was or ""), part.owner(owner or ""), part.history(name),
+                     part.failures(name))  # fmt: skip
+            args += (
+                name, digest, owner or "", source, was or "",
+                "" if next_ms is None else next_ms, "" if due_ms is None else due_ms,
+                "1" if scheduled else "", event or "", "" if alert is None else alert, text,
+            )  # fmt: skip
         return list(self._run("put", keys, args))
 
     def remove(

@@ -28,7 +28,7 @@ from celery_periodiq.errors import ConfigurationError, EntryError
 from celery_periodiq.keys import LAYOUT, Partition
 from celery_periodiq.plan import from_ms, next_tick, task_id_for, to_ms
 from celery_periodiq.schedules import EventSchedule
-from celery_periodiq.scripts import SCRIPT_NAMES, Scripts, script_source
+from celery_periodiq.scripts import SCRIPT_NAMES, PutItem, Scripts, script_source
 
 __all__ = ["BeatInfo", "Event", "Store", "StoredEntry", "connect", "wrong_type"]
 
@@ -294,23 +294,24 @@ class Store:
 
     # writing
 
-    def put_item(self, entry: Entry, now: datetime) -> tuple[dict[str, Any], str]:
-        """The put.lua item for ``entry`` (its fields, its definition), its first tick
-        computed from ``now``."""
+    def put_item(self, entry: Entry, now: datetime) -> PutItem:
+        """The put.lua item for ``entry`` (see :class:`~celery_periodiq.scripts.PutItem`),
+        its first tick computed from ``now``."""
         schedule = entry.parsed_schedule()
         upcoming = next_tick(entry, schedule, now) if entry.enabled else None
         alert = policy.alert_after(entry, policy.interval_at(schedule, now))
-        return {
-            "name": entry.name,
-            "digest": entry.digest,
-            "owner": entry.owner,
-            "source": entry.source,
-            "next": None if upcoming is None else to_ms(upcoming[0]),
-            "due": None if upcoming is None else to_ms(upcoming[1]),
-            "schedule": upcoming is not None,
-            "event": schedule.event if isinstance(schedule, EventSchedule) else None,
-            "alert": None if alert is None else int(alert * 1000),
-        }, entry.to_json()
+        return (
+            entry.name,
+            entry.digest,
+            entry.owner,
+            entry.source,
+            None if upcoming is None else to_ms(upcoming[0]),
+            None if upcoming is None else to_ms(upcoming[1]),
+            upcoming is not None,
+            schedule.event if isinstance(schedule, EventSchedule) else None,
+            None if alert is None else int(alert * 1000),
+            entry.to_json(),
+        )
 
     def put(self, mode: str, entries: list[Entry], now_ms: int | None = None) -> list[str]:
         """Create or replace entries (put.lua modes: add, update, reconcile); a status
@@ -341,25 +342,18 @@ class Store:
                     statuses.update(running.result())
         return [statuses[entry.name] for entry in entries]
 
-    def _items(self, group: list[Entry], now: int) -> dict[str, tuple[dict[str, Any], str]]:
+    def _items(self, group: list[Entry], now: int) -> dict[str, PutItem]:
         instant = from_ms(now)
         return {entry.name: self.put_item(entry, instant) for entry in group}
 
-    def _put_chunk(
-        self, part: Partition, mode: str, items: dict[str, tuple[dict[str, Any], str]]
-    ) -> dict[str, str]:
+    def _put_chunk(self, part: Partition, mode: str, items: dict[str, PutItem]) -> dict[str, str]:
         """One put.lua call for a chunk of one partition, again for those whose owner
         changed meanwhile; a status per name."""
         statuses: dict[str, str] = {}
         for _ in range(_RETRIES):
             # "add" only creates: an entry found there is "exists", whatever its owner
-            if mode == "add":
-                batch = list(items.values())
-            else:
-                owners = self._owners(part, list(items))
-                batch = [(fields | {"was_owner": owners.get(name)}, definition)
-                         for name, (fields, definition) in items.items()]  # fmt: skip
-            done = self.scripts.put(part, mode, batch)
+            owners = None if mode == "add" else self._owners(part, list(items))
+            done = self.scripts.put(part, mode, list(items.values()), owners)
             statuses.update(zip(items, done, strict=True))
             items = {name: items[name] for name, status in zip(items, done, strict=True)
                      if status == "retry"}  # fmt: skip

@@ -11,10 +11,11 @@ import pytest
 from celery import Celery
 
 from celery_periodiq import EntryError, EntryExistsError, Periodiq, periodiq
-from celery_periodiq.definitions import build_entry
+from celery_periodiq.definitions import EntryBuilder, build_entry
 from tests.test_cli import cli
 
 TASK = "proj.tasks.poll"
+START = datetime(2029, 12, 31, tzinfo=UTC)
 
 
 @pytest.fixture
@@ -168,3 +169,38 @@ def test_put_script_given_one_name_twice_reads_what_it_wrote_for_it(api: Periodi
     assert replaced == ["replaced", "replaced"]
     assert api.get("twice").version == 3
     assert api.count() == 1
+
+
+ALIKE_CASES = [
+    {"every": 60, "start_at": datetime(2030, 1, 1, tzinfo=UTC)},
+    {"every": 60.0, "start_at": datetime(2030, 1, 1, 0, 0, 7, tzinfo=UTC)},
+    {"every": 60, "end_at": datetime(2031, 1, 1, tzinfo=UTC), "owner": "o"},
+    {"cron": "H * * * *", "tz": "Europe/Berlin"},
+    {"cron": "H * * * *", "tz": "Europe/Berlin", "start_at": datetime(2030, 1, 1, tzinfo=UTC)},
+    {"every": 60, "tolerance": 1, "jitter": 1},
+    {"every": 60, "tolerance": 1.0, "jitter": True},  # True is not a number of seconds
+    {"every": 60, "start_at": datetime(2030, 1, 1)},  # naive
+    {"every": 60, "start_at": "2030-01-01"},
+    {"every": 60, "timebox": 90},  # longer than the interval
+    {"every": 60, "args": [1, {"b": 2, "a": 1}], "kwargs": {"z": 1}},
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "task"),
+    [("e1", TASK), ('é"\\✓', TASK), (" bad", TASK), ("e1", "\x00periodiq:name\x00")],
+)
+def test_entries_built_alike_equal_entries_built_alone(name: str, task: str) -> None:
+    builder = EntryBuilder()
+
+    def outcome(build: object) -> tuple[object, ...]:
+        try:
+            entry = build()  # type: ignore[operator]
+        except (EntryError, TypeError) as error:
+            return ("error", str(error))
+        return (entry.to_json(), entry.digest, entry.parsed_schedule().next_after(START))
+
+    for options in ALIKE_CASES * 2:  # the second time, alike ones are copied
+        alone = outcome(lambda: build_entry(name, task, **options))  # noqa: B023
+        alike = outcome(lambda: builder.build(name, task, dict(options)))  # noqa: B023
+        assert alike == alone, options

@@ -22,13 +22,14 @@
 -- KEYS[7..] four per entry, in ARGV's order: the owner set it had (as the caller read
 --           it; unused by "add"), the owner set it gets, its history list, its failures list
 -- ARGV[1] changes channel; ARGV[2] mode
--- ARGV[3..] two per entry: a JSON object of its fields, then its definition JSON text:
---   name, digest, owner (or null), source,
---   was_owner   the owner the caller read before the call (null for none)
---   next, due   nominal and jittered instants of the first tick (ms), or null
---   schedule    true if the entry should be in the due set (enabled, clock-driven)
---   event       "reboot" or "shutdown" for a cluster-event entry, else null
---   alert       ms without a successful run before the entry is overdue, or null
+-- ARGV[3..] eleven per entry ("" for none):
+--   name, digest, owner, source,
+--   was_owner   the owner the caller read before the call
+--   next, due   nominal and jittered instants of the first tick (ms)
+--   schedule    "1" if the entry should be in the due set (enabled, clock-driven)
+--   event       "reboot" or "shutdown" for a cluster-event entry
+--   alert       ms without a successful run before the entry is overdue
+--   definition  its definition JSON text
 --
 -- Returns one status per entry: "created", "replaced", "unchanged", "exists" (add on
 -- an existing name), "missing" (update on an unknown name), "runtime" (reconcile met a
@@ -50,9 +51,14 @@ local function given(value)
   return value ~= nil and value ~= cjson.null
 end
 
+local function text(value)
+  if value == '' then return nil end
+  return value
+end
+
 local function owner_of(definition)
   local owner = decoded(definition).owner
-  if type(owner) ~= 'string' then return nil end
+  if type(owner) ~= 'string' or owner == '' then return nil end
   return owner
 end
 
@@ -87,12 +93,14 @@ local function save(name, state)
   saved[#saved + 1] = cjson.encode(state)
 end
 
-for i = 3, #ARGV, 2 do
-  local e = cjson.decode(ARGV[i])
+for i = 3, #ARGV, 11 do
+  local e = {name = ARGV[i], digest = ARGV[i + 1], owner = text(ARGV[i + 2]),
+    source = ARGV[i + 3], was_owner = text(ARGV[i + 4]), next = tonumber(ARGV[i + 5]),
+    due = tonumber(ARGV[i + 6]), schedule = ARGV[i + 7] == '1', event = text(ARGV[i + 8]),
+    alert = tonumber(ARGV[i + 9]), definition = ARGV[i + 10]}
   if pending[e.name] then flush() end
   pending[e.name] = true
-  e.definition = ARGV[i + 1]
-  local base = 6 + (i - 3) * 2
+  local base = 6 + (i - 3) / 11 * 4
   local was_set, owner_set, history, failures = KEYS[base + 1], KEYS[base + 2],
     KEYS[base + 3], KEYS[base + 4]
   local old = redis.call('HGET', entries, e.name)
