@@ -179,21 +179,16 @@ class EntryBuilder:
             EntryError: as :func:`build_entry`.
             TypeError: an unknown option.
         """
-        shape: list[Any] = [task.__class__, task]
-        for key, value in options.items():
-            if key in _BOUNDS:
-                continue
-            kind = value.__class__
-            if kind not in _ALIKE:
-                shape = []  # not comparable: built on its own
-                break
-            shape += (key, kind, value)
-        model = self._models.get(tuple(shape)) if shape else None
+        plain = {key: value for key, value in options.items() if key not in _BOUNDS}
+        kinds = tuple(map(type, plain.values()))
+        shape = (task, tuple(plain.items()), kinds)
+        alike = task.__class__ is str and _ALIKE.issuperset(kinds)  # else built on its own
+        model = self._models.get(shape) if alike else None
         if model is not None:
             return model.alike(name, options.get("start_at"), options.get("end_at"))
         entry = build_entry(name, task, source=self.source, defaults=self.defaults, **options)
-        if shape:
-            self._models[tuple(shape)] = entry
+        if alike:
+            self._models[shape] = entry
         return entry
 
 
