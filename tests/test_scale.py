@@ -12,6 +12,7 @@ from celery import Celery
 
 from celery_periodiq import EntryError, EntryExistsError, Periodiq, periodiq
 from celery_periodiq.definitions import EntryBuilder, build_entry
+from celery_periodiq.entry import Entry, EntryReader
 from tests.test_cli import cli
 
 TASK = "proj.tasks.poll"
@@ -204,3 +205,37 @@ def test_entries_built_alike_equal_entries_built_alone(name: str, task: str) -> 
         alone = outcome(lambda: build_entry(name, task, **options))  # noqa: B023
         alike = outcome(lambda: builder.build(name, task, dict(options)))  # noqa: B023
         assert alike == alone, options
+
+
+def test_definitions_read_alike_equal_definitions_read_alone() -> None:
+    reader = EntryReader()
+    model = {"task": TASK, "schedule": "@every 1h", "form": "every", "catchup": "last",
+             "overlap": "skip", "tolerance": "auto", "timebox": "auto",
+             "expires": "auto"}  # fmt: skip
+    cases = [
+        {"name": "a"},
+        {"name": "b", "start_at": "2030-01-01T00:00:07+00:00"},
+        {"name": "c", "start_at": "2030-01-01T00:00:07"},  # no offset
+        {
+            "name": "d",
+            "start_at": "2030-01-01T00:00:07+00:00",
+            "end_at": "2029-01-01T00:00:00+00:00",
+        },
+        {"name": " e"},
+        {"name": 5},
+        {},  # no name
+        {"name": "f", "jitter": True},
+        {"name": "g", "jitter": 1},
+        {"name": "h", "args": [1]},
+    ]
+
+    def outcome(read: object) -> tuple[object, ...]:
+        try:
+            entry = read()  # type: ignore[operator]
+        except EntryError as error:
+            return ("error", str(error))
+        return (entry, entry.to_json(), entry.digest, entry.parsed_schedule().next_after(START))
+
+    for case in cases * 2:  # the second time, alike ones are copied
+        text = json.dumps({**model, **case})
+        assert outcome(lambda: reader.read(text)) == outcome(lambda: Entry.from_json(text)), case  # noqa: B023
