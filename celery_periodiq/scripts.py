@@ -37,6 +37,8 @@ logger = logging.getLogger(__name__)
 
 
 SCRIPT_NAMES = ("claim", "ack", "put", "remove", "pause", "beat", "begin", "finish", "record")
+_COMPACT = json.JSONEncoder(separators=(",", ":")).encode
+"""``json.dumps(value, separators=(",", ":"))`` without building an encoder per call."""
 PutItem = tuple[str, str, str | None, str, int | None, int | None, bool, str | None,
                 int | None, str]  # fmt: skip
 """What put.lua writes for one entry: its name, digest, owner, source, first tick and its
@@ -473,7 +475,7 @@ class Scripts:
             keys += [part.history(item["name"]), part.failures(item["name"])]
         keys += [part.alerts, part.stats]
         args: list[Any] = [beat_id, history_length]
-        args.extend(json.dumps(item, separators=(",", ":")) for item in settlements)
+        args.extend(map(_COMPACT, settlements))
         return keys, args
 
     def put(
