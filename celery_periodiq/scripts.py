@@ -492,6 +492,35 @@ class Scripts:
         """
         if not items:
             return []
+        return list(self._run("put", *self._put_call(part, mode, items, was_owners)))
+
+    def put_later(
+        self,
+        part: Partition,
+        mode: str,
+        items: list[PutItem],
+        was_owners: dict[str, str | None] | None = None,
+    ) -> Callable[[], list[str]]:
+        """:meth:`put`, sent now and read when the returned function is called: Redis runs
+        it while the caller prepares the next."""
+        if self._clustered or not items:
+            done = self.put(part, mode, items, was_owners)
+            return lambda: done
+        wait = self._later("put", [self._put_call(part, mode, items, was_owners)])
+
+        def read() -> list[str]:
+            (reply,) = wait()
+            return list(reply) if reply is not None else self.put(part, mode, items, was_owners)
+
+        return read
+
+    def _put_call(
+        self,
+        part: Partition,
+        mode: str,
+        items: list[PutItem],
+        was_owners: dict[str, str | None] | None,
+    ) -> tuple[list[str], list[Any]]:
         keys = [part.entries, part.due, part.declared, part.events, part.quarantine, part.state]
         args: list[Any] = [self.keys.changes, mode]
         owners = was_owners or {}
@@ -504,7 +533,7 @@ class Scripts:
                 "" if next_ms is None else next_ms, "" if due_ms is None else due_ms,
                 "1" if scheduled else "", event or "", "" if alert is None else alert, text,
             )  # fmt: skip
-        return list(self._run("put", keys, args))
+        return keys, args
 
     def remove(
         self, part: Partition, owners: dict[str, str | None], sources: str = "*"

@@ -9,10 +9,10 @@ whole read fail.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
-from collections.abc import Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, cast
@@ -326,25 +326,40 @@ class Store:
             for part, group in self._by_partition(entries, lambda entry: entry.name)
             for start in range(0, len(group), size)
         ]
-        if len(groups) == 1:
+        # Each chunk is sent before the last one's reply is read: Redis runs a chunk
+        # while the next is prepared here (one thread: no lock to wait for between them).
+        waiting: tuple[Partition, dict[str, PutItem], Callable[[], list[str]]] | None = None
+        try:
             for part, group in groups:
-                statuses.update(self._put_chunk(part, mode, self._items(group, now)))
-        else:
-            # the next chunk is prepared here while Redis runs the last one
-            with ThreadPoolExecutor(max_workers=1) as pool:
-                running: Future[dict[str, str]] | None = None
-                for part, group in groups:
-                    items = self._items(group, now)
-                    if running is not None:
-                        statuses.update(running.result())
-                    running = pool.submit(self._put_chunk, part, mode, items)
-                if running is not None:
-                    statuses.update(running.result())
+                items = self._items(group, now)
+                owners = None if mode == "add" else self._owners(part, list(items))
+                read = self.scripts.put_later(part, mode, list(items.values()), owners)
+                previous, waiting = waiting, (part, items, read)
+                if previous is not None:
+                    statuses.update(self._put_read(mode, *previous))
+            last, waiting = waiting, None
+            if last is not None:
+                statuses.update(self._put_read(mode, *last))
+        finally:
+            if waiting is not None:  # failed meanwhile: read its reply, freeing its connection
+                with contextlib.suppress(Exception):
+                    waiting[2]()
         return [statuses[entry.name] for entry in entries]
 
     def _items(self, group: list[Entry], now: int) -> dict[str, PutItem]:
         instant = from_ms(now)
         return {entry.name: self.put_item(entry, instant) for entry in group}
+
+    def _put_read(
+        self, mode: str, part: Partition, items: dict[str, PutItem], read: Callable[[], list[str]]
+    ) -> dict[str, str]:
+        """The statuses of a chunk sent with ``put_later``; those whose owner changed
+        meanwhile are put again."""
+        statuses = dict(zip(items, read(), strict=True))
+        again = {name: items[name] for name, status in statuses.items() if status == "retry"}
+        if again:
+            statuses.update(self._put_chunk(part, mode, again))
+        return statuses
 
     def _put_chunk(self, part: Partition, mode: str, items: dict[str, PutItem]) -> dict[str, str]:
         """One put.lua call for a chunk of one partition, again for those whose owner

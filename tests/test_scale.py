@@ -46,6 +46,17 @@ def test_add_many_creates_every_entry_in_batches(api: Periodiq) -> None:
     assert {stored.name for stored in api.entries(batch=64)} == set(created)
 
 
+def test_add_many_after_a_script_flush_writes_every_batch(api: Periodiq) -> None:
+    api.add("first", TASK, every=60)  # the scripts are loaded
+    api.store.client.script_flush()  # each pipelined batch meets NOSCRIPT
+
+    created = api.add_many(tenants(400))
+
+    assert len(created) == 400
+    assert api.count() == 401
+    assert sum(1 for stored in api.entries(batch=100) if stored.next_run is not None) == 401
+
+
 def test_add_many_with_one_bad_entry_writes_nothing_and_names_every_bad_one(
     api: Periodiq,
 ) -> None:
