@@ -13,6 +13,7 @@ import contextlib
 import json
 import logging
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, cast
@@ -21,7 +22,7 @@ import redis
 import redis.sentinel
 
 from celery_periodiq import policy
-from celery_periodiq.cluster_client import ClusterOnDemand
+from celery_periodiq.cluster_client import ClusterOnDemand, is_cluster
 from celery_periodiq.config import Settings, sentinel_hosts
 from celery_periodiq.entry import Entry
 from celery_periodiq.errors import ConfigurationError, EntryError
@@ -326,6 +327,8 @@ class Store:
             for part, group in self._by_partition(entries, lambda entry: entry.name)
             for start in range(0, len(group), size)
         ]
+        if is_cluster(self.client):
+            return self._put_threaded(mode, entries, groups, now)
         # Each chunk is sent before the last one's reply is read: Redis runs a chunk
         # while the next is prepared here (one thread: no lock to wait for between them).
         waiting: tuple[Partition, dict[str, PutItem], Callable[[], list[str]]] | None = None
@@ -349,6 +352,27 @@ class Store:
     def _items(self, group: list[Entry], now: int) -> dict[str, PutItem]:
         instant = from_ms(now)
         return {entry.name: self.put_item(entry, instant) for entry in group}
+
+    def _put_threaded(
+        self,
+        mode: str,
+        entries: list[Entry],
+        groups: list[tuple[Partition, list[Entry]]],
+        now: int,
+    ) -> list[str]:
+        """:meth:`put` on Redis Cluster, whose client cannot send without reading: the
+        next chunk is prepared here while a thread waits for the last one."""
+        statuses: dict[str, str] = {}
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            running: Future[dict[str, str]] | None = None
+            for part, group in groups:
+                items = self._items(group, now)
+                if running is not None:
+                    statuses.update(running.result())
+                running = pool.submit(self._put_chunk, part, mode, items)
+            if running is not None:
+                statuses.update(running.result())
+        return [statuses[entry.name] for entry in entries]
 
     def _put_read(
         self, mode: str, part: Partition, items: dict[str, PutItem], read: Callable[[], list[str]]
