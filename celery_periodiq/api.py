@@ -22,7 +22,13 @@ from celery_periodiq import backfill as backfills
 from celery_periodiq import import_redbeat, policy, registry, transfer
 from celery_periodiq.checkpoint import Checkpoint
 from celery_periodiq.config import Settings, redacted
-from celery_periodiq.definitions import build_entry, changed_entry, refuse_past, task_name
+from celery_periodiq.definitions import (
+    EntryBuilder,
+    build_entry,
+    changed_entry,
+    refuse_past,
+    task_name,
+)
 from celery_periodiq.entry import AUTO, Entry
 from celery_periodiq.errors import (
     BrokerUnavailableError,
@@ -978,15 +984,14 @@ class Periodiq:
             EntryExistsError: an entry of that name exists already (nothing is written).
         """
         built, problems = [], []
-        defaults = Defaults.of(self.settings)
+        builder = EntryBuilder(source="runtime", defaults=Defaults.of(self.settings))
         for position, options in enumerate(entries):
             try:
                 if not isinstance(options, dict):
                     raise EntryError(f"{shown(options)} is not a dict of options")
                 given = dict(options)
                 name, task = given.pop("name", None), given.pop("task", None)
-                built.append(build_entry(_check_name(name), task_name(task), source="runtime",
-                                         defaults=defaults, **given))  # fmt: skip
+                built.append(builder.build(_check_name(name), task_name(task), given))
             except (EntryError, TypeError) as error:
                 problems.append(f"#{position}: {error}")
         names = [entry.name for entry in built]

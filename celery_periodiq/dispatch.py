@@ -24,7 +24,7 @@ from kombu.exceptions import KombuError, OperationalError
 
 from celery_periodiq import ring
 from celery_periodiq.config import Settings
-from celery_periodiq.entry import Entry
+from celery_periodiq.entry import Entry, EntryReader
 from celery_periodiq.errors import BrokerUnavailableError, EntryError
 from celery_periodiq.keys import Partition
 from celery_periodiq.plan import (
@@ -82,9 +82,12 @@ def _queued_ttl(tick: Tick, sent_at_ms: int) -> int:
     return max(int(tick.interval * 2000), 1000)
 
 
+_READER = EntryReader()
+
+
 @functools.lru_cache(maxsize=4096)
 def _entry(definition: str) -> Entry:
-    return Entry.from_json(definition)
+    return _READER.read(definition)
 
 
 class _Claimed(NamedTuple):

@@ -29,7 +29,7 @@ from celery_periodiq.schedules import EventSchedule, Schedule
 from celery_periodiq.schedules import parse_form as _parse_form
 from celery_periodiq.schedules.once import at_spec
 
-__all__ = ["AUTO", "FORMS", "MAX_RUNS", "OPTION_KEYS", "SOURCES", "Entry"]
+__all__ = ["AUTO", "FORMS", "MAX_RUNS", "OPTION_KEYS", "SOURCES", "Entry", "EntryReader"]
 
 FORMS = ("cron", "calendar", "every", "at")
 SOURCES = ("code", "config", "runtime")
@@ -145,6 +145,11 @@ class Entry:
         object.__setattr__(self, "schedule", spec)  # frozen: set once, before any use
 
     def _check(self) -> None:
+        self._check_name()
+        self._check_fields()
+        self._check_schedule()
+
+    def _check_name(self) -> None:
         name = self.name
         if not isinstance(name, str) or not name.strip() or len(name) > _MAX_NAME:
             raise EntryError(
@@ -156,6 +161,10 @@ class Entry:
                 f"entry name {shown(name)} is invalid (allowed: printable, no leading/trailing "
                 "space)"
             )
+
+    def _check_fields(self) -> None:
+        """Every field but the name and the schedule (which the name and the bounds key)."""
+        name = self.name
         if not isinstance(self.task, str) or not self.task.strip():
             raise _fail(name, "task", self.task, "a task name such as 'proj.tasks.report'")
         if self.form not in FORMS:
@@ -233,18 +242,41 @@ class Entry:
                 limit,
                 f"a whole number from 1 to {MAX_RUNS}, or None for no limit",
             )
+
+    def _check_schedule(self) -> None:
         if not isinstance(self.schedule, str):
-            raise _fail(name, "schedule", self.schedule, "text: the schedule as written")
+            raise _fail(self.name, "schedule", self.schedule, "text: the schedule as written")
         try:
             schedule = self.parsed_schedule()
         except ScheduleError as error:
-            raise EntryError(f"entry {shown(name)}: {error}") from None
+            raise EntryError(f"entry {shown(self.name)}: {error}") from None
         self._check_timebox(schedule)
         if self.max_runs is not None and isinstance(schedule, EventSchedule):
             raise _fail(
-                name, "max_runs", self.max_runs,
+                self.name, "max_runs", self.max_runs,
                 "None for @reboot/@shutdown entries: max_runs counts clock ticks",
             )  # fmt: skip
+
+    def alike(self, name: str, start_at: datetime | None, end_at: datetime | None) -> Entry:
+        """A copy of this entry with another name and bounds: what depends on them (the
+        name, the schedule) is checked, the rest is this entry's, checked already. Its
+        ``args``, ``kwargs`` and ``options`` are shallow copies.
+
+        Raises:
+            EntryError: the name or the bounds are invalid.
+        """
+        copied: Entry = object.__new__(Entry)
+        fields = copied.__dict__
+        fields.update(self.__dict__)
+        for derived in ("_json", "_digest", "_schedule", "_templates"):
+            fields.pop(derived, None)
+        fields["_model"] = self
+        fields["name"], fields["start_at"], fields["end_at"] = name, start_at, end_at
+        fields["args"], fields["kwargs"] = list(self.args), dict(self.kwargs)
+        fields["options"] = dict(self.options)
+        copied._check_name()
+        copied._check_schedule()
+        return copied
 
     def _check_timebox(self, schedule: Schedule) -> None:
         # A fixed interval lets us refuse a timebox that would let runs overlap.
@@ -267,11 +299,13 @@ class Entry:
         """The entry's :class:`Schedule` (``H`` is keyed by the entry name)."""
         cached: Schedule | None = self.__dict__.get("_schedule")
         if cached is None:
-            # Only H hashes the key: other specs are parsed once for every entry using them.
-            key = self.name if "H" in self.schedule.upper() else None
-            cached = _parse_cached(
-                self.schedule, self.form, self.tz, key, self.start_at, self.end_at
-            )
+            # Only a cron's H hashes the key (not the h of "@every 1h"): other specs are
+            # parsed once for every entry using them, and entries with bounds of their
+            # own (a bulk load's start_at) get a copy.
+            key = self.name if self.form == "cron" and "H" in self.schedule.upper() else None
+            cached = _parse_cached(self.schedule, self.form, self.tz, key)
+            if self.start_at is not None or self.end_at is not None:
+                cached = cached.bounded(self.start_at, self.end_at)
             object.__setattr__(self, "_schedule", cached)  # frozen: parsed once, on first use
         return cached
 
@@ -299,23 +333,79 @@ class Entry:
         Policy fields are always written, so a stored entry never changes meaning."""
         cached: str | None = self.__dict__.get("_json")
         if cached is None:
-            # what to_dict() gives, less the omitted fields, without its copies
-            fields = self.__dict__
-            data: dict[str, Any] = {}
-            for key, omitted in _STORED:
-                value = fields[key]
-                if omitted is not _KEEP and omitted == value:
-                    continue
-                if value.__class__ is int and key in _NUMBERS:
-                    value = float(value)  # 10 and 10.0 are one definition
-                elif key in _INSTANTS:
-                    value = value.astimezone(UTC).isoformat()
-                elif key == "args":
-                    value = list(value)
-                data[key] = value
-            cached = json.dumps(data, sort_keys=True, separators=(",", ":"))
+            model: Entry | None = self.__dict__.get("_model")
+            cached = self._encoded() if model is None else model._json_alike(self)
             object.__setattr__(self, "_json", cached)  # frozen: computed once, on first use
         return cached
+
+    def _json_fields(self) -> dict[str, Any]:
+        # what to_dict() gives, less the omitted fields, without its copies
+        fields = self.__dict__
+        data: dict[str, Any] = {key: fields[key] for key in _ALWAYS}
+        for key, omitted in _PLAIN_OMITTED:
+            value = fields[key]
+            if omitted == value:
+                continue
+            data[key] = value
+        for key, omitted in _NUMBER_FIELDS:
+            value = fields[key]
+            if omitted is not _KEEP and omitted == value:
+                continue
+            data[key] = float(value) if value.__class__ is int else value  # 10 is 10.0
+        if fields["args"] != _OMITTED["args"]:
+            data["args"] = list(fields["args"])
+        for key in _INSTANTS:
+            value = fields[key]
+            if value is not None:
+                data[key] = value.astimezone(UTC).isoformat()
+        return data
+
+    def _encoded(self) -> str:
+        return _ENCODE(self._json_fields())
+
+    def _json_alike(self, other: Entry) -> str:
+        """The JSON of ``other``, made by :meth:`alike` from this entry: this entry's JSON
+        with ``other``'s name and bounds put in."""
+        start, end = other.start_at, other.end_at
+        shape = (start is not None, end is not None)
+        templates: dict[tuple[bool, bool], list[str] | None] = self.__dict__.setdefault(
+            "_templates", {}
+        )
+        if shape not in templates:
+            templates[shape] = self._template(*shape)
+        pieces = templates[shape]
+        if pieces is None:
+            return other._encoded()
+        # end_at < name < start_at: the order of sorted keys
+        values = [] if end is None else [end.astimezone(UTC).isoformat()]
+        values.append(other.name)
+        if start is not None:
+            values.append(start.astimezone(UTC).isoformat())
+        text = [pieces[0]]
+        for value, piece in zip(values, pieces[1:], strict=True):
+            text += (_quoted(value), piece)
+        return "".join(text)
+
+    def _template(self, start: bool, end: bool) -> list[str] | None:
+        """This entry's JSON cut where the name and the bounds go, or None if it cannot be
+        cut (a marker found elsewhere in it)."""
+        data = self._json_fields()
+        data["name"] = _MARKS["name"]
+        for key, present in (("start_at", start), ("end_at", end)):
+            data.pop(key, None)
+            if present:
+                data[key] = _MARKS[key]
+        text = _ENCODE(data)
+        marks = [_quoted(_MARKS[key]) for key in ("end_at", "name", "start_at")
+                 if key == "name" or (start if key == "start_at" else end)]  # fmt: skip
+        if any(text.count(mark) != 1 for mark in marks):
+            return None
+        pieces = []
+        for mark in marks:
+            before, _, text = text.partition(mark)
+            pieces.append(before)
+        pieces.append(text)
+        return pieces
 
     @property
     def digest(self) -> str:
@@ -343,18 +433,7 @@ class Entry:
         if missing:
             raise EntryError(f"entry {shown(data.get('name'))}: missing fields {sorted(missing)}")
         values = dict(data)
-        for key in ("start_at", "end_at"):
-            raw = values.get(key)
-            if raw is not None:
-                try:
-                    parsed = datetime.fromisoformat(raw)
-                except (TypeError, ValueError):
-                    raise _fail(
-                        str(data.get("name")), key, raw, "an ISO 8601 instant with offset"
-                    ) from None
-                if parsed.tzinfo is None:
-                    raise _fail(str(data.get("name")), key, raw, "an ISO 8601 instant with offset")
-                values[key] = parsed
+        values["start_at"], values["end_at"] = _instants(data)
         try:
             return cls(**values)
         except TypeError as error:
@@ -378,18 +457,86 @@ class Entry:
         return replace(self, **changes)
 
 
+def _instants(data: dict[str, Any]) -> tuple[datetime | None, datetime | None]:
+    """The ``start_at`` and ``end_at`` of stored data, parsed.
+
+    Raises:
+        EntryError: one is not an ISO 8601 instant with an offset.
+    """
+    found: list[datetime | None] = []
+    for key in ("start_at", "end_at"):
+        raw = data.get(key)
+        parsed = None
+        if raw is not None:
+            try:
+                parsed = datetime.fromisoformat(raw)
+            except (TypeError, ValueError):
+                raise _fail(
+                    str(data.get("name")), key, raw, "an ISO 8601 instant with offset"
+                ) from None
+            if parsed.tzinfo is None:
+                raise _fail(str(data.get("name")), key, raw, "an ISO 8601 instant with offset")
+        found.append(parsed)
+    return found[0], found[1]
+
+
+# Stored values entries can be read alike from: compared with their type (1 and 1.0).
+_ALIKE_JSON = frozenset({str, int, float, bool, type(None)})
+_IDENTITY = frozenset({"name", "start_at", "end_at"})
+_MODELS = 1024
+
+
+class EntryReader:
+    """:meth:`Entry.from_json` for many definitions, faster for those alike: equal but
+    for name, ``start_at`` and ``end_at`` (and holding no lists or objects). The first
+    of each kind is read and validated in full; the others are copies of it
+    (:meth:`Entry.alike`) with their own name and bounds, which are checked each time."""
+
+    def __init__(self) -> None:
+        self._models: dict[tuple[Any, ...], Entry] = {}
+
+    def read(self, text: str | bytes) -> Entry:
+        """Parse and validate stored JSON.
+
+        Raises:
+            EntryError: not JSON, or not a valid entry (as :meth:`Entry.from_json`).
+        """
+        try:
+            data = json.loads(text)
+        except (TypeError, ValueError) as error:
+            raise EntryError(f"entry data is not JSON: {error}") from None
+        shape = None
+        if isinstance(data, dict) and "name" in data:
+            plain = {key: value for key, value in data.items() if key not in _IDENTITY}
+            kinds = tuple(map(type, plain.values()))
+            if _ALIKE_JSON.issuperset(kinds):
+                shape = (tuple(plain.items()), kinds)
+                model = self._models.get(shape)
+                if model is not None:
+                    return model.alike(data["name"], *_instants(data))
+        entry = Entry.from_dict(data)
+        if shape is not None:
+            if len(self._models) >= _MODELS:
+                self._models.clear()
+            self._models[shape] = entry
+        return entry
+
+
 _FIELDS = tuple(item.name for item in fields(Entry))
 _KNOWN = frozenset(_FIELDS)
-_STORED = tuple((key, _OMITTED.get(key, _KEEP)) for key in _FIELDS)
+# to_json()'s view of the fields: written always; left out at their _OMITTED value;
+# numbers (as floats); args and the instants apart
+_SPECIAL = frozenset({*_NUMBERS, *_INSTANTS, "args"})
+_ALWAYS = tuple(key for key in _FIELDS if key not in _OMITTED and key not in _SPECIAL)
+_PLAIN_OMITTED = tuple((key, _OMITTED[key]) for key in _FIELDS
+                       if key in _OMITTED and key not in _SPECIAL)  # fmt: skip
+_NUMBER_FIELDS = tuple((key, _OMITTED.get(key, _KEEP)) for key in _NUMBERS)
+_ENCODE = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
+_quoted = json.encoder.encode_basestring_ascii  # a string as _ENCODE writes it
+# what _template() puts where the name and the bounds go
+_MARKS = {key: f"\x00periodiq:{key}\x00" for key in ("name", "start_at", "end_at")}
 
 
 @functools.lru_cache(maxsize=4096)
-def _parse_cached(
-    spec: str,
-    form: Form,
-    tz: str,
-    key: str | None,
-    start_at: datetime | None,
-    end_at: datetime | None,
-) -> Schedule:
-    return _parse_form(spec, form, tz=tz, key=key, start_at=start_at, end_at=end_at)
+def _parse_cached(spec: str, form: Form, tz: str, key: str | None) -> Schedule:
+    return _parse_form(spec, form, tz=tz, key=key)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import uuid
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -66,6 +66,15 @@ def encode_body(channel: Any, body: Any, serializer: str) -> str:
     return str(encoded)
 
 
+def _uuid4() -> str:
+    """``str(uuid.uuid4())`` (what kombu tags a message with), without a UUID object."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = (raw[6] & 0x0F) | 0x40  # version 4
+    raw[8] = (raw[8] & 0x3F) | 0x80  # RFC 4122 variant
+    hexed = raw.hex()
+    return f"{hexed[:8]}-{hexed[8:12]}-{hexed[12:16]}-{hexed[16:20]}-{hexed[20:]}"
+
+
 def fill(
     raw: RawTemplate,
     headers: dict[str, Any],
@@ -76,7 +85,7 @@ def fill(
 ) -> dict[str, Any]:
     """The template's message with a tick's fields (``body`` None: the template's)."""
     properties = dict(raw.message["properties"], correlation_id=correlation_id)
-    properties["delivery_tag"] = delivery_tag or str(uuid.uuid4())
+    properties["delivery_tag"] = delivery_tag or _uuid4()
     if expiration is not None:
         properties["expiration"] = str(int(expiration * 1000))
     message = dict(raw.message, headers=headers, properties=properties)

@@ -31,7 +31,7 @@ from celery_periodiq.errors import ReplicasBehindError
 from celery_periodiq.keys import Keys, Partition
 from celery_periodiq.plan import task_id_for
 
-__all__ = ["SCRIPT_NAMES", "Claim", "ClaimBatch", "Scripts", "script_source"]
+__all__ = ["SCRIPT_NAMES", "Claim", "ClaimBatch", "PutItem", "Scripts", "script_source"]
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +39,13 @@ logger = logging.getLogger(__name__)
 BACKFILL_MEMORY_MS = 30 * 24 * 3600 * 1000
 """How long an entry remembers which backfilled ticks began, after the newest one."""
 SCRIPT_NAMES = ("claim", "ack", "put", "remove", "pause", "beat", "begin", "finish", "record")
+_COMPACT = json.JSONEncoder(separators=(",", ":")).encode
+"""``json.dumps(value, separators=(",", ":"))`` without building an encoder per call."""
+PutItem = tuple[str, str, str | None, str, int | None, int | None, bool, str | None,
+                int | None, int | None, str]  # fmt: skip
+"""What put.lua writes for one entry: its name, digest, owner, source, first tick and its
+due instant (ms), whether it goes in the due set, its cluster event, its alert_after (ms),
+its max_runs, and its definition JSON."""
 
 
 @functools.cache
@@ -477,30 +484,78 @@ class Scripts:
             keys += [part.history(item["name"]), part.failures(item["name"])]
         keys += [part.alerts, part.stats]
         args: list[Any] = [beat_id, history_length]
-        args.extend(json.dumps(item, separators=(",", ":")) for item in settlements)
+        args.extend(map(_COMPACT, settlements))
         return keys, args
 
-    def put(self, part: Partition, mode: str, items: list[tuple[dict[str, Any], str]]) -> list[str]:
+    def put(
+        self,
+        part: Partition,
+        mode: str,
+        items: list[PutItem],
+        was_owners: dict[str, str | None] | None = None,
+    ) -> list[str]:
         """Create or replace entries of one partition; one status per item (see put.lua).
 
-        An item is its fields and its definition (JSON already: not quoted again). The
-        fields name the owner it had when the caller read it (``was_owner``; "add"
-        does not read it).
+        ``was_owners``: the owner each entry had when the caller read it (None: no
+        owner, or not read: "add" does not read it).
         """
         if not items:
             return []
+        return list(self._run("put", *self._put_call(part, mode, items, was_owners)))
+
+    def put_later(
+        self,
+        part: Partition,
+        mode: str,
+        items: list[PutItem],
+        was_owners: dict[str, str | None] | None = None,
+    ) -> Callable[[], list[str]]:
+        """:meth:`put`, sent now and read when the returned function is called: Redis runs
+        it while the caller prepares the next."""
+        if self._clustered or not items:
+            done = self.put(part, mode, items, was_owners)
+            return lambda: done
+        wait = self._later("put", [self._put_call(part, mode, items, was_owners)])
+
+        def read() -> list[str]:
+            (reply,) = wait()
+            return list(reply) if reply is not None else self.put(part, mode, items, was_owners)
+
+        return read
+
+    def _put_call(
+        self,
+        part: Partition,
+        mode: str,
+        items: list[PutItem],
+        was_owners: dict[str, str | None] | None,
+    ) -> tuple[list[str], list[Any]]:
         keys = [part.entries, part.due, part.declared, part.events, part.quarantine, part.state]
         args: list[Any] = [self.keys.changes, mode]
-        for fields, definition in items:
-            name = fields["name"]
-            keys += [
-                part.owner(fields.get("was_owner") or ""),
-                part.owner(fields["owner"] or ""),
-                part.history(name),
-                part.failures(name),
-            ]
-            args += [json.dumps(fields, separators=(",", ":")), definition]
-        return list(self._run("put", keys, args))
+        owners = was_owners or {}
+        for (
+            name,
+            digest,
+            owner,
+            source,
+            next_ms,
+            due_ms,
+            scheduled,
+            event,
+            alert,
+            most,
+            text,
+        ) in items:
+            was = owners.get(name)
+            keys += (part.owner(was or ""), part.owner(owner or ""), part.history(name),
+                     part.failures(name))  # fmt: skip
+            args += (
+                name, digest, owner or "", source, was or "",
+                "" if next_ms is None else next_ms, "" if due_ms is None else due_ms,
+                "1" if scheduled else "", event or "", "" if alert is None else alert,
+                "" if most is None else most, text,
+            )  # fmt: skip
+        return keys, args
 
     def remove(
         self, part: Partition, owners: dict[str, str | None], sources: str = "*"

@@ -9,9 +9,10 @@ whole read fail.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -21,14 +22,14 @@ import redis
 import redis.sentinel
 
 from celery_periodiq import policy
-from celery_periodiq.cluster_client import ClusterOnDemand
+from celery_periodiq.cluster_client import ClusterOnDemand, is_cluster
 from celery_periodiq.config import Settings, sentinel_hosts
 from celery_periodiq.entry import Entry
 from celery_periodiq.errors import ConfigurationError, EntryError
 from celery_periodiq.keys import LAYOUT, Partition
 from celery_periodiq.plan import from_ms, next_tick, task_id_for, to_ms
 from celery_periodiq.schedules import EventSchedule
-from celery_periodiq.scripts import SCRIPT_NAMES, Scripts, script_source
+from celery_periodiq.scripts import SCRIPT_NAMES, PutItem, Scripts, script_source
 
 __all__ = ["BeatInfo", "Event", "RunMemory", "Store", "StoredEntry", "connect", "wrong_type"]
 
@@ -321,24 +322,25 @@ class Store:
 
     # writing
 
-    def put_item(self, entry: Entry, now_ms: int) -> tuple[dict[str, Any], str]:
-        """The put.lua item for ``entry`` (its fields, its definition), its first tick
-        computed from ``now_ms``."""
+    def put_item(self, entry: Entry, now: datetime) -> PutItem:
+        """The put.lua item for ``entry`` (see :class:`~celery_periodiq.scripts.PutItem`),
+        its first tick computed from ``now``."""
         schedule = entry.parsed_schedule()
-        upcoming = next_tick(entry, schedule, from_ms(now_ms)) if entry.enabled else None
-        alert = policy.alert_after(entry, policy.interval_at(schedule, from_ms(now_ms)))
-        return {
-            "name": entry.name,
-            "digest": entry.digest,
-            "owner": entry.owner,
-            "source": entry.source,
-            "next": None if upcoming is None else to_ms(upcoming[0]),
-            "due": None if upcoming is None else to_ms(upcoming[1]),
-            "schedule": upcoming is not None,
-            "event": schedule.event if isinstance(schedule, EventSchedule) else None,
-            "alert": None if alert is None else int(alert * 1000),
-            "max_runs": entry.max_runs,
-        }, entry.to_json()
+        upcoming = next_tick(entry, schedule, now) if entry.enabled else None
+        alert = policy.alert_after(entry, policy.interval_at(schedule, now))
+        return (
+            entry.name,
+            entry.digest,
+            entry.owner,
+            entry.source,
+            None if upcoming is None else to_ms(upcoming[0]),
+            None if upcoming is None else to_ms(upcoming[1]),
+            upcoming is not None,
+            schedule.event if isinstance(schedule, EventSchedule) else None,
+            None if alert is None else int(alert * 1000),
+            entry.max_runs,
+            entry.to_json(),
+        )
 
     def put(self, mode: str, entries: list[Entry], now_ms: int | None = None) -> list[str]:
         """Create or replace entries (put.lua modes: add, update, reconcile); a status
@@ -353,40 +355,72 @@ class Store:
             for part, group in self._by_partition(entries, lambda entry: entry.name)
             for start in range(0, len(group), size)
         ]
-        if len(groups) == 1:
+        if is_cluster(self.client):
+            return self._put_threaded(mode, entries, groups, now)
+        # Each chunk is sent before the last one's reply is read: Redis runs a chunk
+        # while the next is prepared here (one thread: no lock to wait for between them).
+        waiting: tuple[Partition, dict[str, PutItem], Callable[[], list[str]]] | None = None
+        try:
             for part, group in groups:
-                statuses.update(self._put_chunk(part, mode, self._items(group, now)))
-        else:
-            # the next chunk is prepared here while Redis runs the last one
-            with ThreadPoolExecutor(max_workers=1) as pool:
-                running: Future[dict[str, str]] | None = None
-                for part, group in groups:
-                    items = self._items(group, now)
-                    if running is not None:
-                        statuses.update(running.result())
-                    running = pool.submit(self._put_chunk, part, mode, items)
-                if running is not None:
-                    statuses.update(running.result())
+                items = self._items(group, now)
+                owners = None if mode == "add" else self._owners(part, list(items))
+                read = self.scripts.put_later(part, mode, list(items.values()), owners)
+                previous, waiting = waiting, (part, items, read)
+                if previous is not None:
+                    statuses.update(self._put_read(mode, *previous))
+            last, waiting = waiting, None
+            if last is not None:
+                statuses.update(self._put_read(mode, *last))
+        finally:
+            if waiting is not None:  # failed meanwhile: read its reply, freeing its connection
+                with contextlib.suppress(Exception):
+                    waiting[2]()
         return [statuses[entry.name] for entry in entries]
 
-    def _items(self, group: list[Entry], now: int) -> dict[str, tuple[dict[str, Any], str]]:
-        return {entry.name: self.put_item(entry, now) for entry in group}
+    def _items(self, group: list[Entry], now: int) -> dict[str, PutItem]:
+        instant = from_ms(now)
+        return {entry.name: self.put_item(entry, instant) for entry in group}
 
-    def _put_chunk(
-        self, part: Partition, mode: str, items: dict[str, tuple[dict[str, Any], str]]
+    def _put_threaded(
+        self,
+        mode: str,
+        entries: list[Entry],
+        groups: list[tuple[Partition, list[Entry]]],
+        now: int,
+    ) -> list[str]:
+        """:meth:`put` on Redis Cluster, whose client cannot send without reading: the
+        next chunk is prepared here while a thread waits for the last one."""
+        statuses: dict[str, str] = {}
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            running: Future[dict[str, str]] | None = None
+            for part, group in groups:
+                items = self._items(group, now)
+                if running is not None:
+                    statuses.update(running.result())
+                running = pool.submit(self._put_chunk, part, mode, items)
+            if running is not None:
+                statuses.update(running.result())
+        return [statuses[entry.name] for entry in entries]
+
+    def _put_read(
+        self, mode: str, part: Partition, items: dict[str, PutItem], read: Callable[[], list[str]]
     ) -> dict[str, str]:
+        """The statuses of a chunk sent with ``put_later``; those whose owner changed
+        meanwhile are put again."""
+        statuses = dict(zip(items, read(), strict=True))
+        again = {name: items[name] for name, status in statuses.items() if status == "retry"}
+        if again:
+            statuses.update(self._put_chunk(part, mode, again))
+        return statuses
+
+    def _put_chunk(self, part: Partition, mode: str, items: dict[str, PutItem]) -> dict[str, str]:
         """One put.lua call for a chunk of one partition, again for those whose owner
         changed meanwhile; a status per name."""
         statuses: dict[str, str] = {}
         for _ in range(_RETRIES):
             # "add" only creates: an entry found there is "exists", whatever its owner
-            if mode == "add":
-                batch = list(items.values())
-            else:
-                owners = self._owners(part, list(items))
-                batch = [(fields | {"was_owner": owners.get(name)}, definition)
-                         for name, (fields, definition) in items.items()]  # fmt: skip
-            done = self.scripts.put(part, mode, batch)
+            owners = None if mode == "add" else self._owners(part, list(items))
+            done = self.scripts.put(part, mode, list(items.values()), owners)
             statuses.update(zip(items, done, strict=True))
             items = {name: items[name] for name, status in zip(items, done, strict=True)
                      if status == "retry"}  # fmt: skip

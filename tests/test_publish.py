@@ -19,6 +19,7 @@ import pytest
 import redis
 from celery import Celery, signals
 from kombu import Connection, Queue
+from kombu.utils.json import dumps
 
 from celery_periodiq.definitions import build_entry
 from celery_periodiq.entry import Entry
@@ -64,6 +65,8 @@ def messages(app: Celery, broker_url: str) -> dict[str, list[dict[str, Any]]]:
             raw = client.lrange(queue, 0, -1)
             client.delete(queue)
             for payload in reversed(raw):  # LPUSH: the oldest is last
+                # written as kombu writes it, byte for byte (order, spacing, escapes)
+                assert dumps(json.loads(payload)) == payload.decode()
                 message = channel.Message(json.loads(payload), channel=channel)
                 properties = dict(message.properties)
                 found.setdefault(queue, []).append(

@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from celery import Celery
 
 from celery_periodiq import EntryError, EntryExistsError, Periodiq, periodiq
+from celery_periodiq.definitions import EntryBuilder, build_entry
+from celery_periodiq.entry import Entry, EntryReader
 from tests.test_cli import cli
 
 TASK = "proj.tasks.poll"
+START = datetime(2029, 12, 31, tzinfo=UTC)
 
 
 @pytest.fixture
@@ -40,6 +44,17 @@ def test_add_many_creates_every_entry_in_batches(api: Periodiq) -> None:
     assert api.count() == 400
     assert api.count(owner="o1") == 133
     assert {stored.name for stored in api.entries(batch=64)} == set(created)
+
+
+def test_add_many_after_a_script_flush_writes_every_batch(api: Periodiq) -> None:
+    api.add("first", TASK, every=60)  # the scripts are loaded
+    api.store.client.script_flush()  # each pipelined batch meets NOSCRIPT
+
+    created = api.add_many(tenants(400))
+
+    assert len(created) == 400
+    assert api.count() == 401
+    assert sum(1 for stored in api.entries(batch=100) if stored.next_run is not None) == 401
 
 
 def test_add_many_with_one_bad_entry_writes_nothing_and_names_every_bad_one(
@@ -119,3 +134,119 @@ def test_delete_owner_removes_in_batches(api: Periodiq) -> None:
     assert len(removed) == 100
     assert api.count() == 200
     assert api.count(owner="o0") == 0
+
+
+def test_add_many_anchors_each_entry_of_one_interval_to_its_own_start(api: Periodiq) -> None:
+    start = datetime(2030, 1, 1, tzinfo=UTC)
+    api.add_many(
+        {"name": f"e{n}", "task": TASK, "every": 60, "start_at": start + timedelta(seconds=n)}
+        for n in range(5)
+    )
+    api.add("e-unbounded", TASK, every=60)
+
+    firsts = {stored.name: stored.next_run for stored in api.list()}
+
+    assert [firsts[f"e{n}"] for n in range(5)] == [start + timedelta(seconds=n) for n in range(5)]
+    unbounded = firsts["e-unbounded"]
+    assert unbounded is not None
+    assert unbounded.timestamp() % 60 == 0  # on the epoch's grid
+
+
+def test_add_many_with_one_interval_and_a_bad_start_names_that_entry(api: Periodiq) -> None:
+    good = {"task": TASK, "every": 60, "start_at": datetime(2030, 1, 1, tzinfo=UTC)}
+    batch = [{"name": "a", **good}, {"name": "b", **good, "start_at": datetime(2030, 1, 1)},
+             {"name": "c", **good, "end_at": datetime(2029, 1, 1, tzinfo=UTC)}]  # fmt: skip
+
+    with pytest.raises(EntryError) as caught:
+        api.add_many(batch)
+
+    message = str(caught.value)
+    assert message.startswith("2 bad entries, nothing written: #1: entry 'b': start_at:")
+    assert "has no time zone" in message
+    assert "#2: entry 'c': end_at 2029-01-01T00:00:00+00:00 is before start_at" in message
+    assert api.count() == 0
+
+
+def test_put_script_given_one_name_twice_reads_what_it_wrote_for_it(api: Periodiq) -> None:
+    store = api.store
+    store.ensure_layout(record=True)
+    entry = build_entry("twice", TASK, every=60)
+    now = datetime.now(UTC)
+    part = store.keys.of("twice")
+
+    added = store.scripts.put(part, "add", [store.put_item(entry, now)] * 2)
+    replaced = store.scripts.put(part, "update", [store.put_item(entry, now)] * 2)
+
+    assert added == ["created", "exists"]
+    assert replaced == ["replaced", "replaced"]
+    assert api.get("twice").version == 3
+    assert api.count() == 1
+
+
+ALIKE_CASES = [
+    {"every": 60, "start_at": datetime(2030, 1, 1, tzinfo=UTC)},
+    {"every": 60.0, "start_at": datetime(2030, 1, 1, 0, 0, 7, tzinfo=UTC)},
+    {"every": 60, "end_at": datetime(2031, 1, 1, tzinfo=UTC), "owner": "o"},
+    {"cron": "H * * * *", "tz": "Europe/Berlin"},
+    {"cron": "H * * * *", "tz": "Europe/Berlin", "start_at": datetime(2030, 1, 1, tzinfo=UTC)},
+    {"every": 60, "tolerance": 1, "jitter": 1},
+    {"every": 60, "tolerance": 1.0, "jitter": True},  # True is not a number of seconds
+    {"every": 60, "start_at": datetime(2030, 1, 1)},  # naive
+    {"every": 60, "start_at": "2030-01-01"},
+    {"every": 60, "timebox": 90},  # longer than the interval
+    {"every": 60, "args": [1, {"b": 2, "a": 1}], "kwargs": {"z": 1}},
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "task"),
+    [("e1", TASK), ('é"\\✓', TASK), (" bad", TASK), ("e1", "\x00periodiq:name\x00")],
+)
+def test_entries_built_alike_equal_entries_built_alone(name: str, task: str) -> None:
+    builder = EntryBuilder()
+
+    def outcome(build: object) -> tuple[object, ...]:
+        try:
+            entry = build()  # type: ignore[operator]
+        except (EntryError, TypeError) as error:
+            return ("error", str(error))
+        return (entry.to_json(), entry.digest, entry.parsed_schedule().next_after(START))
+
+    for options in ALIKE_CASES * 2:  # the second time, alike ones are copied
+        alone = outcome(lambda: build_entry(name, task, **options))  # noqa: B023
+        alike = outcome(lambda: builder.build(name, task, dict(options)))  # noqa: B023
+        assert alike == alone, options
+
+
+def test_definitions_read_alike_equal_definitions_read_alone() -> None:
+    reader = EntryReader()
+    model = {"task": TASK, "schedule": "@every 1h", "form": "every", "catchup": "last",
+             "overlap": "skip", "tolerance": "auto", "timebox": "auto",
+             "expires": "auto"}  # fmt: skip
+    cases = [
+        {"name": "a"},
+        {"name": "b", "start_at": "2030-01-01T00:00:07+00:00"},
+        {"name": "c", "start_at": "2030-01-01T00:00:07"},  # no offset
+        {
+            "name": "d",
+            "start_at": "2030-01-01T00:00:07+00:00",
+            "end_at": "2029-01-01T00:00:00+00:00",
+        },
+        {"name": " e"},
+        {"name": 5},
+        {},  # no name
+        {"name": "f", "jitter": True},
+        {"name": "g", "jitter": 1},
+        {"name": "h", "args": [1]},
+    ]
+
+    def outcome(read: object) -> tuple[object, ...]:
+        try:
+            entry = read()  # type: ignore[operator]
+        except EntryError as error:
+            return ("error", str(error))
+        return (entry, entry.to_json(), entry.digest, entry.parsed_schedule().next_after(START))
+
+    for case in cases * 2:  # the second time, alike ones are copied
+        text = json.dumps({**model, **case})
+        assert outcome(lambda: reader.read(text)) == outcome(lambda: Entry.from_json(text)), case  # noqa: B023

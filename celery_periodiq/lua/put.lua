@@ -22,15 +22,16 @@
 -- KEYS[7..] four per entry, in ARGV's order: the owner set it had (as the caller read
 --           it; unused by "add"), the owner set it gets, its history list, its failures list
 -- ARGV[1] changes channel; ARGV[2] mode
--- ARGV[3..] two per entry: a JSON object of its fields, then its definition JSON text:
---   name, digest, owner (or null), source,
---   was_owner   the owner the caller read before the call (null for none)
---   next, due   nominal and jittered instants of the first tick (ms), or null
---   schedule    true if the entry should be in the due set (enabled, clock-driven)
---   event       "reboot" or "shutdown" for a cluster-event entry, else null
---   alert       ms without a successful run before the entry is overdue, or null
---   max_runs    the most ticks the beat may publish for it, or null: an entry whose
---               state counts that many runs already gets no next tick (it has ended)
+-- ARGV[3..] twelve per entry ("" for none):
+--   name, digest, owner, source,
+--   was_owner   the owner the caller read before the call
+--   next, due   nominal and jittered instants of the first tick (ms)
+--   schedule    "1" if the entry should be in the due set (enabled, clock-driven)
+--   event       "reboot" or "shutdown" for a cluster-event entry
+--   alert       ms without a successful run before the entry is overdue
+--   max_runs    the most ticks the beat may publish for it: an entry whose state
+--               counts that many runs already gets no next tick (it has ended)
+--   definition  its definition JSON text
 --
 -- Returns one status per entry: "created", "replaced", "unchanged", "exists" (add on
 -- an existing name), "missing" (update on an unknown name), "runtime" (reconcile met a
@@ -52,20 +53,63 @@ local function given(value)
   return value ~= nil and value ~= cjson.null
 end
 
+local function text(value)
+  if value == '' then return nil end
+  return value
+end
+
 local function owner_of(definition)
   local owner = decoded(definition).owner
-  if type(owner) ~= 'string' then return nil end
+  if type(owner) ~= 'string' or owner == '' then return nil end
   return owner
 end
 
-for i = 3, #ARGV, 2 do
-  local e = cjson.decode(ARGV[i])
-  e.definition = ARGV[i + 1]
-  local base = 6 + (i - 3) * 2
+-- The writes of a bulk call are gathered and sent as one command per key at the end
+-- (a call per entry per key costs most of a bulk load), or sooner when a name comes
+-- again in one call, so that it reads what was written for it.
+local definitions, saved, scheduled, cleared, unquarantined, unevented = {}, {}, {}, {}, {}, {}
+local pending = {}
+
+local function send(command, key, args)
+  -- unpack() is bounded by Lua's C stack: at most 4000 arguments a command
+  for first = 1, #args, 4000 do
+    redis.call(command, key, unpack(args, first, math.min(first + 3999, #args)))
+  end
+end
+
+local function flush()
+  if #definitions > 0 then send('HSET', entries, definitions) end
+  if #saved > 0 then send('HSET', states, saved) end
+  if #scheduled > 0 then send('ZADD', due, scheduled) end
+  for first = 1, #cleared, 4000 do
+    redis.call('DEL', unpack(cleared, first, math.min(first + 3999, #cleared)))
+  end
+  if #unquarantined > 0 then send('HDEL', quarantine, unquarantined) end
+  if #unevented > 0 then send('HDEL', events, unevented) end
+  definitions, saved, scheduled, cleared, unquarantined, unevented = {}, {}, {}, {}, {}, {}
+  pending = {}
+end
+
+local function save(name, state)
+  saved[#saved + 1] = name
+  saved[#saved + 1] = cjson.encode(state)
+end
+
+for i = 3, #ARGV, 12 do
+  local e = {name = ARGV[i], digest = ARGV[i + 1], owner = text(ARGV[i + 2]),
+    source = ARGV[i + 3], was_owner = text(ARGV[i + 4]), next = tonumber(ARGV[i + 5]),
+    due = tonumber(ARGV[i + 6]), schedule = ARGV[i + 7] == '1', event = text(ARGV[i + 8]),
+    alert = tonumber(ARGV[i + 9]), max_runs = tonumber(ARGV[i + 10]), definition = ARGV[i + 11]}
+  if pending[e.name] then flush() end
+  pending[e.name] = true
+  local base = 6 + (i - 3) / 12 * 4
   local was_set, owner_set, history, failures = KEYS[base + 1], KEYS[base + 2],
     KEYS[base + 3], KEYS[base + 4]
   local old = redis.call('HGET', entries, e.name)
-  local state, unreadable = load_state(states, e.name)
+  local state, unreadable
+  if mode ~= 'add' then  -- "add" only writes new entries, which start with a new state
+    state, unreadable = load_state(states, e.name)
+  end
   local status
   if old and mode == 'add' then
     status = 'exists'
@@ -82,26 +126,28 @@ for i = 3, #ARGV, 2 do
     local alert = given(e.alert) and e.alert or nil
     if state.alert ~= alert then  -- the default changed, or the entry predates alerts
       state.alert = alert
-      save_state(states, e.name, state)
+      save(e.name, state)
     end
   else
     status = old and 'replaced' or 'created'
     if old and owner_of(old) then redis.call('SREM', usable_set(was_set), e.name) end
     if given(e.owner) then redis.call('SADD', usable_set(owner_set), e.name) end
     if not old and mode == 'add' then
-      redis.call('DEL', history, failures)
+      cleared[#cleared + 1] = history
+      cleared[#cleared + 1] = failures
       state = {}
     else
       if wrong_type(history, 'list') then redis.call('DEL', history) end
       if wrong_type(failures, 'list') then redis.call('DEL', failures) end
       state = state or {}  -- a declared entry written again keeps what is left of its state
     end
-    redis.call('HSET', entries, e.name, e.definition)
-    redis.call('HDEL', quarantine, e.name)
+    definitions[#definitions + 1] = e.name
+    definitions[#definitions + 1] = e.definition
+    unquarantined[#unquarantined + 1] = e.name
     if type(e.event) == 'string' then
       redis.call('HSET', events, e.name, e.event)
     else
-      redis.call('HDEL', events, e.name)
+      unevented[#unevented + 1] = e.name
     end
     if e.source == 'code' or e.source == 'config' then
       redis.call('SADD', declared, e.name)
@@ -113,23 +159,25 @@ for i = 3, #ARGV, 2 do
     state.updated = now
     state.created = state.created or now
     state.alert = given(e.alert) and e.alert or nil
-    local ended = given(e.max_runs) and (tonumber(state.runs) or 0) >= e.max_runs
+    local ended = e.max_runs and (tonumber(state.runs) or 0) >= e.max_runs
     if ended then
       state.next = ''
       redis.call('ZREM', due, e.name)
     elseif e.schedule and state.paused ~= '1' and given(e.next) then
       state.next = e.next
-      redis.call('ZADD', due, e.due, e.name)
+      scheduled[#scheduled + 1] = e.due
+      scheduled[#scheduled + 1] = e.name
     else
       state.next = given(e.next) and e.next or ''
       redis.call('ZREM', due, e.name)
     end
-    save_state(states, e.name, state)
+    save(e.name, state)
     changed = changed + 1
     last_changed = e.name
   end
   out[#out + 1] = status
 end
+flush()
 -- one message per call: the entry's name, or how many changed in a bulk call
 if changed == 1 then
   redis.call('PUBLISH', channel, last_changed)

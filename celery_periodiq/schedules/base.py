@@ -67,6 +67,10 @@ class Schedule(BaseSchedule, ABC):
         self.timezone = timezone
         self.zone: tzinfo = zone(timezone)
         self.key = key
+        self._bound(start_at, end_at)
+
+    def _bound(self, start_at: datetime | None, end_at: datetime | None) -> None:
+        """Set and check ``start_at`` and ``end_at`` (what depends on them, too)."""
         self.start_at = None if start_at is None else require_aware(start_at, "start_at")
         self.end_at = None if end_at is None else require_aware(end_at, "end_at")
         self._start_utc = None if self.start_at is None else self.start_at.astimezone(UTC)
@@ -74,6 +78,18 @@ class Schedule(BaseSchedule, ABC):
         if self._start_utc and self._end_utc and self._end_utc < self._start_utc:
             end, start = self._end_utc.isoformat(), self._start_utc.isoformat()
             raise ScheduleError(f"end_at {end} is before start_at {start}")
+
+    def bounded(self, start_at: datetime | None, end_at: datetime | None) -> Schedule:
+        """This schedule with ``start_at`` and ``end_at`` instead of its own: a copy, the
+        spec not parsed again (what many entries of one spec but their own bounds share).
+
+        Raises:
+            ScheduleError: as :func:`celery_periodiq.parse_schedule` for these bounds.
+        """
+        copied = object.__new__(type(self))
+        copied.__dict__.update(self.__dict__)
+        copied._bound(start_at, end_at)
+        return copied
 
     def next_after(self, dt: datetime) -> datetime | None:
         """The first fire instant strictly after ``dt``.

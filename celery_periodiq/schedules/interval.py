@@ -14,6 +14,7 @@ from celery_periodiq.schedules.describe import describe_duration
 __all__ = ["EPOCH", "IntervalSchedule", "every_spec", "parse_duration"]
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
 _UNITS = {"d": 86400_000_000, "h": 3600_000_000, "m": 60_000_000, "s": 1_000_000, "ms": 1000}
 _PART = re.compile(r"(\d+)(ms|d|h|m|s)")
 _ALLOWED = "a duration such as 30s, 1h30m, 2d or 500ms (units d, h, m, s, ms)"
@@ -96,11 +97,14 @@ class IntervalSchedule(Schedule):
     ) -> None:
         super().__init__(spec, timezone=timezone, key=key, start_at=start_at, end_at=end_at)
         self.period = period
-        self.anchor = self.start_at or EPOCH
         self._period_us = period // timedelta(microseconds=1)
 
+    def _bound(self, start_at: datetime | None, end_at: datetime | None) -> None:
+        super()._bound(start_at, end_at)
+        self.anchor = self.start_at or EPOCH
+
     def _next(self, dt: datetime) -> datetime | None:
-        elapsed = (dt - self.anchor) // timedelta(microseconds=1)
+        elapsed = (dt - self.anchor) // _MICROSECOND
         steps = elapsed // self._period_us + 1
         fire = self.anchor + timedelta(microseconds=steps * self._period_us)
         return fire.astimezone(self.zone)
