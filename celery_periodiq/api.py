@@ -223,7 +223,7 @@ def _simulated(
         first = (nominal, item.due or nominal)
     return simulate_entry(
         entry, state=state, start=start, end=end, down=down, settings=settings, first=first,
-        limit=limit,
+        limit=limit, runs=item.runs,
     )  # fmt: skip
 
 

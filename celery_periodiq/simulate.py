@@ -284,6 +284,7 @@ def simulate_entry(
     settings: Settings,
     first: tuple[datetime, datetime] | None = None,
     limit: int = DEFAULT_LIMIT,
+    runs: int = 0,
 ) -> EntrySimulation:
     """Walk one entry through ``[start, end)`` as the beats would.
 
@@ -302,6 +303,8 @@ def simulate_entry(
         first: the entry's stored next tick and its due instant; None: from the
             definition, the first tick due at or after ``start``.
         limit: fires to list; the others are counted.
+        runs: the ticks the beats published for it so far: an entry with ``max_runs``
+            fires only the runs it has left.
     """
     schedule = entry.parsed_schedule()
     name, tz, spec = entry.name, schedule.timezone, entry.schedule
@@ -326,7 +329,10 @@ def simulate_entry(
             if not walk.fire_count and not walk.missed:
                 reason = _after(schedule, cursor[0], end)
             break
-        if at_ms == due_ms and walk.full and (entry.catchup_window is None or entry.jitter <= 0):
+        if (
+            at_ms == due_ms and walk.full and entry.max_runs is None
+            and (entry.catchup_window is None or entry.jitter <= 0)
+        ):  # fmt: skip
             # Claimed when due, one tick: plan_tick publishes it (it cannot be outside a
             # window). Counted without planning it; an interval without jitter jumps to
             # the end of the stretch at once.
@@ -336,7 +342,7 @@ def simulate_entry(
             stop = min(gone_ms, end_ms) if nominal_ms < gone_ms else end_ms
             cursor = _count_on_time(entry, schedule, cursor, stop, walk)
             continue
-        cursor = _claim(entry, schedule, nominal_ms, due_ms, at_ms, settings, walk)
+        cursor = _claim(entry, schedule, nominal_ms, due_ms, at_ms, settings, walk, runs)
     if walk.fire_count or walk.missed:
         reason = None
     return EntrySimulation(
@@ -382,8 +388,10 @@ def _claim(
     at_ms: int,
     settings: Settings,
     walk: _Walk,
+    runs: int,
 ) -> tuple[datetime, datetime] | None:
-    """A beat claims the tick at ``at_ms``: what it publishes and drops, and the next tick."""
+    """A beat claims the tick at ``at_ms``: what it publishes and drops, and the next tick
+    (``runs``: ticks published before the simulation; each fire of it is one more)."""
     at = from_ms(at_ms)
     plan = plan_tick(
         entry,
@@ -395,6 +403,7 @@ def _claim(
         catchup_cap=settings.catchup_cap,
         default_grace=settings.default_grace,
         sent_at=at,
+        runs=runs + walk.fire_count,
     )
     # every message of a late claim is a catch-up (even a tick due just as the beats
     # come back: the claim decides it with the ticks it missed)

@@ -575,3 +575,20 @@ def test_relative_instants_count_from_the_start_and_naive_ones_are_utc(api: Peri
     data = json.loads(result.stdout)
     assert (data["from"], data["to"]) == ("2026-03-28T12:00:00+00:00", "2026-03-30T00:00:00+00:00")
     assert data["down"] == {"from": "2026-03-28T13:00:00+00:00", "to": "2026-03-28T13:30:00+00:00"}
+
+
+def test_a_limited_entry_fires_only_the_runs_it_has_left(api: Periodiq, redis_client: Any) -> None:
+    put(api, "three-times", T0, every=60, max_runs=3)
+    put(api, "unlimited", T0, every=60)
+    part = api.store.keys.of("three-times")
+    state = json.loads(redis_client.hget(part.state, "three-times"))
+    spent = {**state, "runs": 2}  # the beats already sent two of its three runs
+
+    fresh = api.simulate(start=T0, end=T0 + timedelta(hours=1), names=["three-times"])
+    redis_client.hset(part.state, "three-times", json.dumps(spent))
+    later = api.simulate(start=T0, end=T0 + timedelta(hours=1), names=["three-times"])
+    unlimited = api.simulate(start=T0, end=T0 + timedelta(hours=1), names=["unlimited"])
+
+    assert ticks(only(fresh, "three-times")) == [T0 + timedelta(minutes=k) for k in range(3)]
+    assert ticks(only(later, "three-times")) == [T0]
+    assert only(unlimited, "unlimited").fire_count == 60
