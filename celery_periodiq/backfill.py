@@ -215,7 +215,7 @@ def _run_one(api: Periodiq, entry: Entry, tick: Tick, timeout: float) -> str:
     while True:
         time.sleep(pause)
         pause = min(pause * 1.5, 0.5)
-        memory = store.run_memory(entry.name)
+        memory = store.run_memory(entry.name, nominal)
         mine = [event.kind for event in memory.events
                 if event.task_id == tick.task_id and to_ms(event.at) >= sent_ms]  # fmt: skip
         final = next((kind for kind in mine if kind in _FINAL), None)

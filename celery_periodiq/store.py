@@ -673,18 +673,26 @@ class Store:
         events.reverse()
         return events
 
-    def run_memory(self, name: str) -> RunMemory:
-        """What the worker's guard remembers of an entry's runs (one round trip): the
-        ticks it knows began, its unfinished run, its whole history."""
+    def run_memory(self, name: str, tick_ms: int | None = None) -> RunMemory:
+        """What the worker's guard remembers of an entry's runs (two round trips: the
+        clock, then the rest): the ticks it knows began, its unfinished run, its whole
+        history. With ``tick_ms`` only that one of the backfilled ticks is looked up,
+        not the whole set (what someone waiting for one run needs)."""
         part = self.keys.of(name)
         now = self.now_ms()
         pipe = self.client.pipeline(transaction=False)
         pipe.hget(part.state, name)
-        pipe.smembers(part.backfilled(name))
+        if tick_ms is None:
+            pipe.smembers(part.backfilled(name))
+        else:
+            pipe.sismember(part.backfilled(name), tick_ms)
         pipe.lrange(part.history(name), 0, -1)
         raw, backfilled, rows = pipe.execute(raise_on_error=False)
         state = _state(raw)
-        began = {_int(tick) for tick in backfilled} if isinstance(backfilled, set) else set()
+        if isinstance(backfilled, set):
+            began = {_int(tick) for tick in backfilled}
+        else:  # one tick looked up (an error reply: a key of another type, none began)
+            began = {tick_ms} if tick_ms is not None and backfilled == 1 else set()
         top, seen = _int(state.get("top")), state.get("seen")
         if top:  # "seen" holds how far before "top" each other recent tick was
             began.add(top)

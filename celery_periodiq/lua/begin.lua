@@ -99,10 +99,14 @@ if ARGV[12] ~= '' and now > tonumber(ARGV[12]) then
 end
 local nominal = tonumber(tick)
 local backfill = ARGV[15] == '1'
--- the backfilled set is only a memory: one of another type is dropped, not quarantined
-if wrong_type(KEYS[9], 'set') then redis.call('DEL', KEYS[9]) end
-if nominal and redis.call('SISMEMBER', KEYS[9], tick) == 1 then
-  return refuse('duplicate', 'this tick already began (backfilled)')
+if nominal then
+  local member = redis.pcall('SISMEMBER', KEYS[9], tick)
+  if type(member) == 'table' and member.err then
+    -- the backfilled set is only a memory: one of another type is dropped, not quarantined
+    redis.call('DEL', KEYS[9])
+  elseif member == 1 then
+    return refuse('duplicate', 'this tick already began (backfilled)')
+  end
 end
 local top = tonumber(state.top)
 local seen = type(state.seen) == 'table' and state.seen or {}
