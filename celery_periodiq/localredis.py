@@ -436,8 +436,10 @@ class LocalSentinel(_Started):
         return len(replicas(info, "online")) == len(self.nodes) - 1
 
     def primary(self) -> LocalRedis | None:
-        """The node every sentinel names as primary now (None: none is known, or the
-        sentinels do not agree yet)."""
+        """The node every sentinel names as primary now (None: none is known, the
+        sentinels do not agree yet, or one of them is still carrying out a failover: a
+        failover leader names the promoted replica before it has reconfigured the
+        others, and a primary killed then leaves it stuck)."""
         import redis
 
         named = set()
@@ -448,6 +450,9 @@ class LocalSentinel(_Started):
                     "SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.master_name
                 )
                 named.add(int(found))
+                state = client.sentinel_master(self.master_name, return_responses=True)
+                if "failover_in_progress" in str(state.get("flags")):
+                    return None
             except (redis.RedisError, TypeError, ValueError):
                 continue
             finally:
