@@ -32,13 +32,17 @@ local function decoded(text)
   return {}
 end
 
--- An entry's state, or nil and why it cannot be read (not a JSON object).
-local function load_state(key, name)
-  local raw = redis.call('HGET', key, name)
+-- An entry's state from its stored JSON (false: none), or nil and why it cannot be read
+-- (not a JSON object).
+local function parse_state(raw)
   if not raw then return {}, nil end
   local readable, value = pcall(cjson.decode, raw)
   if readable and type(value) == 'table' then return value, nil end
   return nil, 'its state is not a JSON object'
+end
+
+local function load_state(key, name)
+  return parse_state(redis.call('HGET', key, name))
 end
 
 local function save_state(key, name, state)
@@ -93,13 +97,16 @@ end
 -- cumulative: "<prefix><index>") and the sum in ms ("<prefix>sum"). Bounds in ms; the
 -- same as metrics.BUCKETS.
 local BUCKETS = {10, 50, 100, 500, 1000, 5000, 30000, 60000, 300000}
+local function bucket(ms)
+  for i, bound in ipairs(BUCKETS) do
+    if ms <= bound then return i end
+  end
+  return #BUCKETS + 1
+end
+
 local function observe(key, prefix, ms)
   ms = math.max(ms, 0)
-  local index = #BUCKETS + 1
-  for i, bound in ipairs(BUCKETS) do
-    if ms <= bound then index = i break end
-  end
-  redis.call('HINCRBY', key, prefix .. index, 1)
+  redis.call('HINCRBY', key, prefix .. bucket(ms), 1)
   redis.call('HINCRBY', key, prefix .. 'sum', ms)
 end
 
@@ -126,3 +133,17 @@ local function usable_set(key)
   return key
 end
 
+
+-- redis.call(command, key, items...) in calls of at most 1000 items (Lua's unpack has a
+-- limit); an even size, so that pairs (field value, score member) stay whole. Returns the
+-- replies' elements in order, for commands that reply with a list (HMGET).
+local function chunked(command, key, items)
+  local replies = {}
+  for first = 1, #items, 1000 do
+    local reply = redis.call(command, key, unpack(items, first, math.min(first + 999, #items)))
+    if type(reply) == 'table' then
+      for _, value in ipairs(reply) do replies[#replies + 1] = value end
+    end
+  end
+  return replies
+end

@@ -81,20 +81,28 @@ for _, id in ipairs(expired) do
   end
 end
 
--- 2. Due entries, oldest first.
+-- 2. Due entries, oldest first: their definitions and states read, and their claims
+-- written, a command for all of them each.
 if taken < batch then
   local found = redis.call('ZRANGEBYSCORE', due, '-inf', now + horizon, 'WITHSCORES',
     'LIMIT', 0, batch - taken)
-  for index = 1, #found, 2 do
-    local name, due_at = found[index], tonumber(found[index + 1])
-    redis.call('ZREM', due, name)
-    local definition = redis.call('HGET', entries, name)
+  local names = {}
+  for index = 1, #found, 2 do names[#names + 1] = found[index] end
+  local definitions, stored = {}, {}
+  if #names > 0 then
+    chunked('ZREM', due, names)
+    definitions = chunked('HMGET', entries, names)
+    stored = chunked('HMGET', states, names)
+  end
+  local written, leases = {}, {}
+  for k, name in ipairs(names) do
+    local due_at, definition = tonumber(found[k * 2]), definitions[k]
     if not definition then
       vanished[#vanished + 1] = name
       quarantine_entry(quarantine, name, 'its definition is missing (deleted outside periodiq?)',
         KEYS[8], now)
     else
-      local state, unreadable = load_state(states, name)
+      local state, unreadable = parse_state(stored[k])
       state = state or {}
       local nominal = tonumber(state.next)
       local rebuilt = nominal == nil
@@ -124,13 +132,19 @@ if taken < batch then
           taken = 0,
           rebuilt = rebuilt,
         })
-        redis.call('HSET', ticks, id, claim)
-        redis.call('ZADD', inflight, now + lease, id)
+        written[#written + 1] = id
+        written[#written + 1] = claim
+        leases[#leases + 1] = now + lease
+        leases[#leases + 1] = id
         out[#out + 1] = id
         out[#out + 1] = claim
         out[#out + 1] = definition
       end
     end
+  end
+  if #written > 0 then
+    chunked('HSET', ticks, written)
+    chunked('ZADD', inflight, leases)
   end
 end
 
