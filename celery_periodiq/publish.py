@@ -20,7 +20,6 @@ from typing import Any
 from celery import Celery, signals
 from celery.app.routes import MapRoute
 from celery.utils.saferepr import saferepr
-from kombu.utils.json import dumps
 
 from celery_periodiq import policy, redis_publish
 from celery_periodiq.entry import Entry
@@ -190,8 +189,9 @@ class Publisher:
         self._channel: Any = None
         self._declared: set[tuple[Any, ...]] = set()
         """Templates whose queues were declared on ``_channel``."""
-        self._pipe: dict[int, Any] | None = None
-        """Inside :meth:`batch`: a pipeline per Redis broker channel, by its id."""
+        self._lists: dict[int, tuple[Any, dict[str, list[str]]]] | None = None
+        """Inside :meth:`batch`: per Redis broker channel (by its id), its client and the
+        messages to put in each list, in order."""
         self._flush: Callable[[], None] | None = None
 
     @contextlib.contextmanager
@@ -201,32 +201,31 @@ class Publisher:
         buffer. A failure inside discards what was not sent."""
         batch = getattr(producer, "batch", None)  # kombu < 5.7: none
         with batch(max_size=_BATCH_MOST) if batch else contextlib.nullcontext() as buffered:
-            pipes: dict[int, Any] = {}
+            lists: dict[int, tuple[Any, dict[str, list[str]]]] = {}
 
             def flush() -> None:
                 # kombu's buffer holds only messages built since the last flush (see
-                # _build), which came before those in the pipelines: order is kept
+                # _build), which came before those put directly: order is kept
                 if buffered is not None:
                     buffered.flush()
-                for pipe in pipes.values():
-                    pipe.execute()
+                for client, messages in lists.values():
+                    _push(client, messages)
 
-            self._pipe, self._flush = pipes, flush
+            self._lists, self._flush = lists, flush
             try:
                 yield flush
-                for pipe in pipes.values():
-                    pipe.execute()
+                flush()
             finally:
-                for pipe in pipes.values():
-                    pipe.reset()
-                self._pipe = self._flush = None
+                lists.clear()
+                self._lists = self._flush = None
 
-    def _pipeline(self, channel: Any) -> Any:
-        assert self._pipe is not None
-        pipe = self._pipe.get(id(channel))
-        if pipe is None:
-            pipe = self._pipe[id(channel)] = channel.client.pipeline(transaction=False)
-        return pipe
+    def _put(self, channel: Any, key: str, message: str) -> None:
+        """Put ``message`` in the list ``key`` of ``channel``'s Redis when the batch flushes."""
+        assert self._lists is not None
+        found = self._lists.get(id(channel))
+        if found is None:
+            found = self._lists[id(channel)] = (channel.client, {})
+        found[1].setdefault(key, []).append(message)
 
     def send(self, entry: Entry, tick: Tick, producer: Any) -> str:
         """Publish one tick of ``entry`` through ``producer``; returns its task id."""
@@ -324,12 +323,13 @@ class Publisher:
     ) -> None:
         app, task_id = self.app, options["task_id"]
         args, kwargs = list(entry.args), dict(entry.kwargs)
-        headers = {**template.headers, **options["headers"], "id": task_id, "root_id": task_id}
-        publish = dict(template.publish, headers=headers, correlation_id=task_id)
+        # the headers this tick sets; the others are the template's
+        headers = {**options["headers"], "id": task_id, "root_id": task_id}
         expires: datetime | None = options.get("expires")
+        expiration = None
         if expires is not None:
             headers["expires"] = expires.isoformat()
-            publish["expiration"] = max((expires - self._now()).total_seconds(), 0)
+            expiration = max((expires - self._now()).total_seconds(), 0)
         if "time_limit" in options:
             headers["timelimit"] = [options["time_limit"], options["soft_time_limit"]]
         if args != template.args:
@@ -339,16 +339,19 @@ class Publisher:
             maxsize, levels = app.amqp.kwargsrepr_maxsize, app.conf.task_repr_maxlevels
             headers["kwargsrepr"] = saferepr(kwargs or {}, maxsize, maxlevels=levels)
         channel = producer.channel
-        if template.raw is not None and self._pipe is not None and redis_publish.usable(channel):
+        if template.raw is not None and self._lists is not None and redis_publish.usable(channel):
             same = args == template.args and kwargs == template.kwargs
             body = None if same else redis_publish.encode_body(
                 channel, (args or (), kwargs or {}, template.embed), template.raw.serializer
             )  # fmt: skip
-            message = redis_publish.fill(
-                template.raw, headers, task_id, publish.get("expiration"), body
-            )
-            self._pipeline(channel).lpush(template.raw.key, dumps(message))
+            message = redis_publish.render(template.raw, headers, task_id, expiration, body)
+            self._put(channel, template.raw.key, message)
             return
+        publish = dict(
+            template.publish, headers={**template.headers, **headers}, correlation_id=task_id
+        )
+        if expiration is not None:
+            publish["expiration"] = expiration
         # Declaring costs more than the rest of a publish; once per channel is enough.
         if producer.channel is not self._channel:
             self._channel, self._declared = producer.channel, set()
@@ -362,6 +365,25 @@ class Publisher:
 
 
 _MISSING: Any = object()
+# Messages per LPUSH: one command puts a list's messages of a flush in the order given.
+_PUSH_MOST = 500
+
+
+def _push(client: Any, messages: dict[str, list[str]]) -> None:
+    """LPUSH each list's messages, in order, in one round trip; ``messages`` is emptied
+    (also when that fails: what was not sent is discarded, as kombu's batch does)."""
+    if not messages:
+        return
+    pipe = client.pipeline(transaction=False)
+    try:
+        for key, values in messages.items():
+            for start in range(0, len(values), _PUSH_MOST):
+                pipe.lpush(key, *values[start : start + _PUSH_MOST])
+        messages.clear()
+        pipe.execute()
+    finally:
+        messages.clear()
+        pipe.reset()
 
 
 def _send_task(app: Celery, entry: Entry, options: dict[str, Any], producer: Any) -> str:

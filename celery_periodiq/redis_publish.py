@@ -6,7 +6,8 @@ its kind only in a few fields, the Publisher (publish.py) can put it in the
 queue list itself, in a pipeline of its own. It does so only where it has
 checked that it would write exactly what kombu wrote: kombu publishes the first
 message of each kind while :func:`capturing` records the message it puts, and
-:func:`learn` keeps that as a template only if :func:`fill` rebuilds it exactly.
+:func:`learn` keeps that as a template, its JSON cut where a tick's values go, only
+if :func:`render` rebuilds it exactly.
 """
 
 from __future__ import annotations
@@ -14,14 +15,16 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from kombu.serialization import dumps as serialize
-from kombu.utils.json import dumps
+from kombu.utils.json import JSONEncoder, dumps
 
-__all__ = ["RawTemplate", "capturing", "fill", "learn", "usable"]
+__all__ = ["RawTemplate", "capturing", "learn", "render", "usable"]
 
 
 def usable(channel: Any) -> bool:
@@ -50,11 +53,26 @@ def capturing(channel: Any) -> Iterator[list[tuple[str, dict[str, Any]]]]:
         del channel._put  # the class's method again
 
 
+# What a tick changes in a message: these headers, and the properties and body below.
+_TICK_HEADERS = frozenset({"id", "root_id", "expires", "timelimit", "argsrepr", "kwargsrepr"})
+_TICK_HEADER_PREFIX = "periodiq_"
+_TICK_PROPERTIES = ("correlation_id", "expiration", "delivery_tag")
+_SLOT = re.compile(r'"\\u0000periodiq-slot:(\d+)\\u0000"')
+"""A slot's mark as it reads in JSON (the NUL characters escaped)."""
+_ENCODE = JSONEncoder().encode
+"""kombu's ``dumps`` without building an encoder per call."""
+_quoted = encode_basestring_ascii  # a string as _ENCODE writes it
+
+
 @dataclass(frozen=True, slots=True)
 class RawTemplate:
-    """A message kombu put, and the list it went to."""
+    """A message kombu put, and the list it went to, as JSON cut where a tick's values
+    go: ``pieces[0]``, a slot's value, ``pieces[1]``, ... (one piece more than slots)."""
 
     key: str
+    pieces: tuple[str, ...]
+    slots: tuple[tuple[str, str], ...]
+    """``("headers", name)``, ``("properties", name)`` or ``("body", "")``, in order."""
     message: dict[str, Any]
     serializer: str
 
@@ -75,23 +93,71 @@ def _uuid4() -> str:
     return f"{hexed[:8]}-{hexed[8:12]}-{hexed[12:16]}-{hexed[16:20]}-{hexed[20:]}"
 
 
-def fill(
+def _encoded(value: Any) -> str:
+    """``value`` as kombu's ``dumps`` writes it inside a message."""
+    kind = type(value)
+    if kind is str:
+        return _quoted(value)
+    if kind is int:
+        return int.__repr__(value)
+    return _ENCODE(value)
+
+
+def render(
     raw: RawTemplate,
     headers: dict[str, Any],
     correlation_id: str,
     expiration: float | None,
     body: str | None,
     delivery_tag: str | None = None,
-) -> dict[str, Any]:
-    """The template's message with a tick's fields (``body`` None: the template's)."""
-    properties = dict(raw.message["properties"], correlation_id=correlation_id)
-    properties["delivery_tag"] = delivery_tag or _uuid4()
-    if expiration is not None:
-        properties["expiration"] = str(int(expiration * 1000))
-    message = dict(raw.message, headers=headers, properties=properties)
-    if body is not None:
-        message["body"] = body
-    return message
+) -> str:
+    """The JSON of the template's message with a tick's fields (``headers``: those the
+    tick sets; ``body`` None: the template's; ``expiration`` None: the template's): what
+    ``dumps`` makes of the message with those fields put in."""
+    properties = {
+        "correlation_id": correlation_id,
+        "delivery_tag": delivery_tag or _uuid4(),
+        "expiration": raw.message["properties"].get("expiration")
+        if expiration is None else str(int(expiration * 1000)),
+    }  # fmt: skip
+    pieces = raw.pieces
+    out = [pieces[0]]
+    for index, (part, name) in enumerate(raw.slots, 1):
+        if part == "headers":
+            value = headers[name] if name in headers else raw.message["headers"][name]
+        elif part == "properties":
+            value = properties[name]
+        else:
+            value = raw.message["body"] if body is None else body
+        out.append(_encoded(value))
+        out.append(pieces[index])
+    return "".join(out)
+
+
+def _cut(message: dict[str, Any]) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]] | None:
+    """``message``'s JSON cut at its slots (see RawTemplate), or None if it cannot be."""
+    headers, properties = message.get("headers"), message.get("properties")
+    if not isinstance(headers, dict) or not isinstance(properties, dict):
+        return None
+    slots = [("headers", name) for name in headers
+             if name in _TICK_HEADERS or name.startswith(_TICK_HEADER_PREFIX)]  # fmt: skip
+    slots += [("properties", name) for name in _TICK_PROPERTIES if name in properties]
+    slots.append(("body", ""))
+    marked_headers, marked_properties = dict(headers), dict(properties)
+    marked = dict(message, headers=marked_headers, properties=marked_properties)
+    for index, (part, name) in enumerate(slots):
+        mark = f"\x00periodiq-slot:{index}\x00"
+        if part == "headers":
+            marked_headers[name] = mark
+        elif part == "properties":
+            marked_properties[name] = mark
+        else:
+            marked["body"] = mark
+    cut = _SLOT.split(dumps(marked))
+    order = [int(index) for index in cut[1::2]]
+    if sorted(order) != list(range(len(slots))):
+        return None
+    return tuple(cut[0::2]), tuple(slots[index] for index in order)
 
 
 def learn(
@@ -100,21 +166,26 @@ def learn(
     publish: dict[str, Any],
     body: Any,
 ) -> RawTemplate | None:
-    """The template of one captured message, or None unless :func:`fill` rebuilds it
+    """The template of one captured message, or None unless :func:`render` rebuilds it
     exactly from ``publish`` (the keywords given to ``Producer.publish``) and ``body``."""
     if len(captured) != 1 or publish.get("exchange") or publish.get("compression"):
         return None
     queue, message = captured[0]
     serializer = publish.get("serializer") or "json"
     properties = message.get("properties", {})
+    cut = _cut(message)
+    if cut is None:
+        return None
     raw = RawTemplate(
         key=channel._q_for_pri(queue, channel._get_message_priority(message, reverse=False)),
+        pieces=cut[0],
+        slots=cut[1],
         message=message,
         serializer=serializer,
     )
-    rebuilt = fill(
+    rebuilt = render(
         raw, publish.get("headers") or {}, publish.get("correlation_id", ""),
         publish.get("expiration"), encode_body(channel, body, serializer),
         properties.get("delivery_tag"),
     )  # fmt: skip
-    return raw if dumps(rebuilt) == dumps(message) else None
+    return raw if rebuilt == dumps(message) else None
