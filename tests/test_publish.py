@@ -12,6 +12,7 @@ in milliseconds) and the decoded body must be equal.
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -188,3 +189,23 @@ def test_with_a_publish_signal_receiver_every_tick_goes_through_send_task(
     assert seen == ids
     assert publisher._templates == {}
     assert len(messages(app, broker_url)["celery"]) == 3
+
+
+def test_a_forked_child_does_not_repeat_its_parents_delivery_tags() -> None:
+    # Tags come from a buffer of os.urandom: a child must not inherit what is left of it
+    # (kombu's Redis transport keys unacknowledged messages by their delivery tag).
+    from celery_periodiq.redis_publish import _uuid4
+
+    _uuid4()  # the buffer is filled
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child process
+        os.write(write, json.dumps([_uuid4() for _ in range(3)]).encode())
+        os._exit(0)
+    os.waitpid(child, 0)
+    in_child = json.loads(os.read(read, 4096))
+    in_parent = [_uuid4() for _ in range(3)]
+    os.close(read)
+    os.close(write)
+
+    assert not set(in_child) & set(in_parent)
