@@ -250,3 +250,60 @@ def test_definitions_read_alike_equal_definitions_read_alone() -> None:
     for case in cases * 2:  # the second time, alike ones are copied
         text = json.dumps({**model, **case})
         assert outcome(lambda: reader.read(text)) == outcome(lambda: Entry.from_json(text)), case  # noqa: B023
+
+
+def test_one_claim_and_one_ack_take_more_entries_than_lua_unpacks_at_once(
+    redis_url: str, broker_url: str
+) -> None:
+    # claim.lua and ack.lua read and write a call's entries with one command per key,
+    # in pieces of 1,000 arguments (Lua's unpack stops near 8,000): a call of 4,500
+    # ticks in one partition (9,000 values for the claims' HSET) must claim and settle
+    # every one of them.
+    app = Celery("scaled", broker=broker_url, set_as_current=False)
+    app.conf.periodiq_redis_url = redis_url
+    app.conf.periodiq_partitions = 1
+    api = periodiq(app)
+    api.add_many(tenants(4500, start_at=START))
+    first = START + timedelta(seconds=67)  # every entry's first tick has come
+    part = api.store.keys.part(0)
+    scripts = api.store.scripts
+
+    batch = scripts.claim(part, "beat-1", 5000, 60_000, int(first.timestamp() * 1000))
+    settlements = [
+        {"id": claim.id, "name": claim.name, "version": claim.version,
+         "next": claim.nominal_ms + 3_600_000, "due": claim.nominal_ms + 3_600_000,
+         "counts": {"enqueued": 1}, "events": [["enqueued", claim.nominal_ms, "", "", ""]],
+         "late": [5], "runs": 1}
+        for claim in batch.claims
+    ]  # fmt: skip
+    settled = scripts.ack(part, "beat-1", 10, settlements)
+
+    client = api.store.client
+    assert len(batch.claims) == 4500
+    assert settled == 4500
+    assert client.hlen(part.ticks) == client.zcard(part.inflight) == 0
+    assert client.zcount(part.due, "-inf", "+inf") == 4500
+    assert api.count() == 4500
+    assert all(stored.state.get("runs") == "1" for stored in api.entries())
+    assert int(client.hget(part.stats, "l1")) == 4500  # each 5 ms late: the first bucket
+    api.store.client.close()
+
+
+def test_a_settlement_given_twice_in_one_ack_counts_once(api: Periodiq) -> None:
+    api.add("tenant", TASK, every=60, start_at=START)
+    part = api.store.keys.of("tenant")
+    first = int((START + timedelta(seconds=60)).timestamp() * 1000)
+    (claim,) = api.store.scripts.claim(part, "beat-1", 10, 60_000, first).claims
+    settlement = {
+        "id": claim.id, "name": "tenant", "version": claim.version,
+        "next": first + 60_000, "due": first + 60_000, "counts": {"enqueued": 1},
+        "events": [["enqueued", first, "", "", ""]], "runs": 1,
+    }  # fmt: skip
+
+    settled = api.store.scripts.ack(part, "beat-1", 10, [settlement, dict(settlement)])
+
+    stored = api.get("tenant")
+    assert settled == 1
+    assert stored.state.get("runs") == "1"
+    assert stored.state["n:enqueued"] == "1"
+    assert len(api.store.client.lrange(part.history("tenant"), 0, -1)) == 1
