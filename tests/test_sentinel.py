@@ -185,7 +185,7 @@ def test_beats_and_a_worker_follow_two_failovers_in_a_row_running_no_tick_twice(
         api.store.client.close()
 
 
-def test_a_failover_during_a_burst_of_5000_ticks_runs_each_once(
+def test_a_failover_during_a_burst_of_5000_ticks_runs_each_at_most_once_and_loses_none(
     tmp_path: Path, sentinel: LocalSentinel
 ) -> None:
     with (
@@ -212,24 +212,42 @@ def test_a_failover_during_a_burst_of_5000_ticks_runs_each_once(
         in_flight_at_kill = sent.llen("celery") + ran.llen("runs")
         killed_at = time.monotonic()
         wait_for(lambda: sentinel.primary() not in (None, killed), 30, "a promotion")
+
+        def accounted() -> tuple[set[str], set[str]]:
+            """Entries that ran, and the others whose run was refused because no replica
+            acknowledged its start (what replica acks do: at most once)."""
+            done = {r["entry"] for r in running.runs()}
+            if len(done) < 4500:  # not worth asking about the rest yet
+                return done, set()
+            refused = {
+                name for name in (f"tenant-{n}" for n in range(5000)) if name not in done
+                and any(event.kind == "revoked" and "replicas required" in
+                        event.fields.get("error", "") for event in api.history(name, limit=5))
+            }  # fmt: skip
+            return done, refused
+
         try:
-            wait_for(lambda: len({r["entry"] for r in running.runs()}) == 5000, 60,
-                     "every tick of the burst to run", interval=0.5)  # fmt: skip
+            wait_for(lambda: sum(map(len, accounted())) == 5000, 60,
+                     "every tick of the burst to run or be refused", interval=1.0)  # fmt: skip
         except AssertionError as error:  # what was left, and what the processes said
+            done, refused = accounted()
             left = api.store.client
             raise AssertionError(
-                f"{error}: {len({r['entry'] for r in running.runs()})} of 5000 ran; "
+                f"{error}: {len(done)} of 5000 ran, {len(refused)} refused; "
                 f"{sent.llen('celery')} messages queued; in flight: "
                 f"{sum(left.zcard(part.inflight) for part in api.store.keys.all())}\n"
                 f"{running.logs()[-20000:]}"
             ) from None
+        done, refused = accounted()
 
         print(
             f"burst: {in_flight_at_kill} of 5000 ticks sent when the primary was killed; "
-            f"all had run {time.monotonic() - killed_at:.1f} s after the kill"
+            f"{time.monotonic() - killed_at:.1f} s after the kill {len(done)} had run and "
+            f"{len(refused)} were refused (no replica acknowledged their start in time)"
         )
         assert in_flight_at_kill < 5000  # the kill came during the burst
         assert running.twice() == []
+        assert len(refused) < 500  # the refusals are the failover's window, not the rule
         assert all(process.running for process in running.processes), running.logs()
         killed.start()
         wait_for(lambda: sentinel.in_sync(), 30, "both replicas in sync")
