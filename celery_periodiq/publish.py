@@ -379,7 +379,6 @@ def _push(client: Any, messages: dict[str, list[str]]) -> None:
         for key, values in messages.items():
             for start in range(0, len(values), _PUSH_MOST):
                 pipe.lpush(key, *values[start : start + _PUSH_MOST])
-        messages.clear()
         pipe.execute()
     finally:
         messages.clear()
