@@ -84,7 +84,7 @@ def one_size(size: int, tmp: Path) -> dict[str, float]:
         rss = rss_mib(beat.pid)
         beat.terminate()
         beat.wait(30)
-        dispatcher = Dispatcher(app, api.store, "bench:idle:0", time.monotonic)
+        dispatcher = Dispatcher(app, api.store, "bench:idle:0")
         dispatcher.dispatch()  # the first pass claims every partition: nothing is due
         passes = []
         for _ in range(300):

@@ -67,7 +67,7 @@ def _beat(index: int, urls: tuple[str, str], due: int, ready: Any, go: Any, out:
     """One beat: publish until the broker holds every tick; report its CPU seconds."""
     app = _app(*urls)
     broker = redis.Redis.from_url(urls[1])
-    dispatcher = Dispatcher(app, periodiq(app).store, f"bench-{index}", time.monotonic)
+    dispatcher = Dispatcher(app, periodiq(app).store, f"bench-{index}")
     ready.put(index)
     go.wait()
     began = time.process_time()

@@ -12,7 +12,6 @@ import functools
 import logging
 import math
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -23,6 +22,7 @@ from celery import Celery
 from kombu.exceptions import KombuError, OperationalError
 
 from celery_periodiq import ring
+from celery_periodiq.clock import SAFE_SHARE, elapsed
 from celery_periodiq.config import Settings
 from celery_periodiq.entry import Entry, EntryReader
 from celery_periodiq.errors import BrokerUnavailableError, EntryError
@@ -65,12 +65,12 @@ _NEVER = threading.Event()
 
 
 def _sleep_until(moment: float) -> None:
-    """Sleep until ``time.monotonic()`` reaches ``moment`` (a few ms at most here).
+    """Sleep until :func:`elapsed` reaches ``moment`` (a few ms at most here).
 
     A timed wait rather than ``time.sleep``: under libfaketime (the clock-skew
     tests) ``time.sleep`` fails with EINVAL while timed waits work.
     """
-    remaining = moment - time.monotonic()
+    remaining = moment - elapsed()
     if remaining > 0:
         _NEVER.wait(remaining)
 
@@ -95,9 +95,9 @@ class _Claimed(NamedTuple):
 
     batch: ClaimBatch
     claimed_at: float
-    """``time.monotonic()`` before the claim was sent: its lease counts from here."""
+    """``elapsed()`` before the claim was sent: its lease counts from here."""
     received_at: float
-    """``time.monotonic()`` after its reply was read."""
+    """``elapsed()`` after its reply was read."""
     clock: float
     """The Redis clock (ms) when the last claim of its call ran, before ``received_at``:
     a due instant mapped from these two is never earlier than the real one."""
@@ -105,7 +105,7 @@ class _Claimed(NamedTuple):
 
 def _received(batches: list[ClaimBatch], claimed_at: float) -> list[_Claimed]:
     """The batches of one claim call, read just now."""
-    received_at = time.monotonic()
+    received_at = elapsed()
     clock = max((batch.now_ms + batch.now_us / 1000 for batch in batches), default=0.0)
     return [_Claimed(batch, claimed_at, received_at, clock) for batch in batches]
 
@@ -125,15 +125,15 @@ class Pass:
     clock_ms: float
     """The Redis clock (ms, with its microseconds) at ``measured``."""
     measured: float
-    """``time.monotonic()`` at ``clock_ms``."""
+    """``elapsed()`` at ``clock_ms``."""
 
     def seconds_until_next(self) -> float | None:
         """Seconds until the next due tick or claim recheck, from now."""
         if self.wake_ms is None:
             return None
-        elapsed = time.monotonic() - self.measured
+        passed = elapsed() - self.measured
         # wake a horizon early: the claim then takes those ticks ahead of time
-        return max((self.wake_ms - self.clock_ms - _HORIZON_MS) / 1000 - elapsed, 0.0)
+        return max((self.wake_ms - self.clock_ms - _HORIZON_MS) / 1000 - passed, 0.0)
 
 
 class Dispatcher:
@@ -144,15 +144,22 @@ class Dispatcher:
         app: Celery,
         store: Store,
         beat_id: str,
-        last_heartbeat: Callable[[], float],
         on_vanished: Callable[[list[str]], None] | None = None,
+        covered: Callable[[float, float], bool] | None = None,
     ) -> None:
+        """``covered(since, now)``: whether this beat's heartbeat held without a gap from
+        ``since`` to ``now`` (:meth:`Heartbeat.covers`); without it, a claim is this beat's
+        for its own lease only."""
         self.app = app
         self.store = store
         self.settings: Settings = store.settings
         self._publisher = Publisher(app)
         self.beat_id = beat_id
-        self._last_heartbeat = last_heartbeat
+        self._covered = covered
+        self._injected = False
+        """The pass runs on an injected clock (tests)."""
+        self.refused = 0
+        """Settlements Redis refused since the start: claims another beat had taken over."""
         self._on_vanished = on_vanished
         self.ticks_claimed = 0
         self.last_tick_ms: int | None = None
@@ -171,11 +178,11 @@ class Dispatcher:
         not in it (never claimed, or changed since) is claimed in the next pass."""
         self._lock = threading.Lock()
         self._clock = (0.0, 0.0)
-        """The last Redis clock reading (ms) and ``time.monotonic()`` when it was taken."""
+        """The last Redis clock reading (ms) and ``elapsed()`` when it was taken."""
         self._watched: frozenset[int] | None = None
         """The partitions the ring gives this beat (None: all, until the ring is known)."""
         self._sweep_at = 0.0
-        """``time.monotonic()`` of the next pass over every partition, watched or not."""
+        """``elapsed()`` of the next pass over every partition, watched or not."""
 
     def touch(self, name: str | None = None) -> None:
         """Something changed: claim ``name``'s partition (every partition when None) in the
@@ -222,11 +229,11 @@ class Dispatcher:
         clock, measured = self._clock
         estimate = (
             float(now_ms) if now_ms is not None
-            else clock + (time.monotonic() - measured) * 1000 if measured else math.inf
+            else clock + (elapsed() - measured) * 1000 if measured else math.inf
         )  # fmt: skip
-        sweeping = time.monotonic() >= self._sweep_at
+        sweeping = elapsed() >= self._sweep_at
         if sweeping:
-            self._sweep_at = time.monotonic() + self.settings.claim_lease
+            self._sweep_at = elapsed() + self.settings.claim_lease
         with self._lock:
             return [
                 part for part in self.store.keys.all()
@@ -244,6 +251,7 @@ class Dispatcher:
                 unsettled claims are settled in the next pass, or taken over).
         """
         settings = self.settings
+        self._injected = now_ms is not None
         self._settle_pending()
         lease_ms = int(settings.claim_lease * 1000)
         horizon = 0 if now_ms is not None else _HORIZON_MS
@@ -254,7 +262,7 @@ class Dispatcher:
             self._prefetched = None
             claimed = _received(read(), sent_at)
         # Aging the Redis clock reading from before the call wakes us early, never late.
-        claimed_at = time.monotonic()
+        claimed_at = elapsed()
         taken = {got.batch.partition for got in claimed}
         due = [part for part in self._due_partitions(now_ms) if part.index not in taken]
         # about periodiq_batch_size claims in a pass, however many partitions are due
@@ -342,7 +350,10 @@ class Dispatcher:
         while self._unsettled:
             batches = [(self.store.keys.part(index), items[:size])
                        for index, items in self._unsettled.items()]  # fmt: skip
-            self.store.scripts.ack_many(batches, self.beat_id, self.settings.history_length)
+            settled = self.store.scripts.ack_many(
+                batches, self.beat_id, self.settings.history_length
+            )
+            self._count_refused(sum(len(items) for _, items in batches), settled)
             for index in list(self._unsettled):
                 del self._unsettled[index][:size]
                 if not self._unsettled[index]:
@@ -380,37 +391,67 @@ class Dispatcher:
             if start + size >= len(claims) and self._refill is not None:
                 self._refill()  # Redis claims the next pass while this chunk goes out
                 self._refill = None
-            if not self._may_publish(min(got.claimed_at for _, got in chunk)):
+            try:
+                self._publish_chunk(chunk, producer, settlements, sent)
+            except _LeaseLostError as lost:
                 logger.warning(
-                    "periodiq: lease running out, %d ticks left in flight", len(claims) - start
-                )
+                    "periodiq: %d claimed ticks not sent: %s; they stay in flight, for this "
+                    "beat's next pass if they are still its own, else for the beat that took "
+                    "them over", len(claims) - start, lost,
+                )  # fmt: skip
                 return False
-            with self._publisher.batch(producer) as flush:
-                settled = []
-                for claim, got in chunk:
-                    batch = got.batch
-                    if claim.due_ms > got.clock:  # claimed ahead: send it when it is due
-                        flush()
-                        # from after the claim's reply: never sent before it is due
-                        _sleep_until(got.received_at + (claim.due_ms - got.clock) / 1000)
-                    settlement = self._settle_isolated(claim, producer, batch.now_ms, sent)
-                    settled.append((batch.partition, settlement))
-                flush()
-            # Messages of a chunk go to the broker in one round trip where the
-            # transport can batch (kombu >= 5.7, Redis); they are settled only
-            # after that flush succeeded, so a failed flush leaves them in flight.
-            written: dict[int, list[dict[str, Any]]] = {}
-            for index, settlement in settled:
-                settlements.setdefault(index, []).append(settlement)
-                written.setdefault(index, []).append(settlement)
-            self._settle_chunk(written)
             start += size
             size = min(size * 2, _PUBLISH_CHUNK_MOST)  # the first few go out soonest
         return True
 
+    def _publish_chunk(
+        self,
+        chunk: list[tuple[Claim, _Claimed]],
+        producer: Any,
+        settlements: dict[int, list[dict[str, Any]]],
+        sent: list[tuple[str, Tick]],
+    ) -> None:
+        """Publish one chunk of claims, and settle those the broker took, also when the
+        rest failed (a broker error, or :class:`_LeaseLostError`).
+
+        Messages of a chunk go to the broker in one round trip where the transport can
+        batch (kombu >= 5.7, Redis); they are settled only after that flush succeeded, so
+        a failed flush leaves them in flight. The lease is checked before each message
+        is built and again right before each flush: a beat stopped in between (SIGSTOP,
+        a VM paused) sends nothing it may have lost meanwhile.
+        """
+        oldest = min(got.claimed_at for _, got in chunk)
+        flushed: list[tuple[int, dict[str, Any]]] = []
+        try:
+            with self._publisher.batch(producer) as flush:
+                pending: list[tuple[int, dict[str, Any]]] = []
+
+                def send_now() -> None:
+                    self._check_lease(oldest)
+                    flush()
+                    flushed.extend(pending)
+                    pending.clear()
+
+                for claim, got in chunk:
+                    if claim.due_ms > got.clock:  # claimed ahead: send it when it is due
+                        send_now()
+                        # from after the claim's reply: never sent before it is due
+                        _sleep_until(got.received_at + (claim.due_ms - got.clock) / 1000)
+                    self._check_lease(oldest)
+                    settlement = self._settle_isolated(claim, producer, self._sent_at(got), sent)
+                    pending.append((got.batch.partition, settlement))
+                send_now()
+        finally:
+            written: dict[int, list[dict[str, Any]]] = {}
+            for index, settlement in flushed:
+                settlements.setdefault(index, []).append(settlement)
+                written.setdefault(index, []).append(settlement)
+            if written:
+                self._settle_chunk(written)
+
     def _prefetch(self, parts: list[Partition], share: int, lease_ms: int) -> None:
         """Send the next pass's claims of ``parts``; the next pass reads them."""
-        sent_at = time.monotonic()
+        sent_at = elapsed()
         try:
             read = self.store.scripts.claim_later(parts, self.beat_id, share, lease_ms, _HORIZON_MS)
         except redis.RedisError:  # the next pass claims them the usual way, or fails
@@ -440,16 +481,47 @@ class Dispatcher:
         if settling is None:
             return
         try:
-            settling()
+            settled = settling()
         except Exception:  # written again with the others not written yet
             for index, items in chunk.items():
                 self._unsettled.setdefault(index, []).extend(items)
+            return
+        self._count_refused(sum(map(len, chunk.values())), settled)
 
-    def _may_publish(self, claimed_at: float) -> bool:
-        # Publish only while our claim is surely ours: within the lease of the
-        # claim, or of the last heartbeat that kept other beats off it.
-        fresh = max(claimed_at, self._last_heartbeat())
-        return time.monotonic() - fresh < self.settings.claim_lease * 0.8
+    def _count_refused(self, given: int, settled: int) -> None:
+        """ack.lua settles only claims this beat still owns: say how many it refused."""
+        if settled >= given:
+            return
+        self.refused += given - settled
+        logger.warning(
+            "periodiq: %d settlements refused: another beat took their claims over while "
+            "this one could not renew them (stopped, or cut off from Redis); its messages "
+            "of those ticks were sent before, and the worker's guard drops a second copy "
+            "(%d refused since this beat started)", given - settled, self.refused,
+        )  # fmt: skip
+
+    def _check_lease(self, claimed_at: float) -> None:
+        """Raise :class:`_LeaseLostError` unless claims sent at ``claimed_at`` (:func:`elapsed`)
+        are surely still this beat's: within their own lease, or within a heartbeat that
+        held without a gap since before that lease ran out (other beats take a claim
+        over only once both have run out)."""
+        now = elapsed()
+        safe = self.settings.claim_lease * SAFE_SHARE
+        if now - claimed_at < safe:
+            return
+        if self._covered is not None and self._covered(claimed_at + safe, now):
+            return
+        raise _LeaseLostError(
+            f"claimed {now - claimed_at:.1f} s ago, and this beat's heartbeat did not hold "
+            "throughout (was the process stopped?)"
+        )
+
+    def _sent_at(self, got: _Claimed) -> int:
+        """The Redis clock (ms) now, from the claim's reading of it: what a tick's expiry
+        and lateness count from. With an injected clock (tests), the claim's own."""
+        if self._injected:
+            return got.batch.now_ms
+        return int(got.clock + (elapsed() - got.received_at) * 1000)
 
     def _settle_isolated(
         self, claim: Claim, producer: Any, sent_at_ms: int, sent: list[tuple[str, Tick]]
@@ -638,6 +710,10 @@ class Dispatcher:
             )  # fmt: skip
             fired.append(entry.name)
         return fired
+
+
+class _LeaseLostError(Exception):
+    """Claims may have been taken over by another beat: they must not be sent."""
 
 
 def _missed(tick: Tick) -> int | str:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
+from celery_periodiq.clock import SAFE_SHARE, elapsed
 from celery_periodiq.store import Store
 
 __all__ = ["ChangeListener", "Heartbeat"]
@@ -17,11 +18,14 @@ logger = logging.getLogger(__name__)
 
 
 class Heartbeat(threading.Thread):
-    """Refresh this beat's heartbeat three times per lease.
+    """Refresh this beat's heartbeat three times per lease, and know since when it has
+    held without a gap.
 
-    Other beats take over this beat's claimed ticks only once the heartbeat
-    has expired, so a slow publish never hands a tick to a second beat while
-    this one lives.
+    Other beats take over this beat's claimed ticks only once both the claim's lease
+    and the heartbeat have run out, so a slow publish never hands a tick to a second
+    beat while this one lives. A beat that was stopped (SIGSTOP, a VM paused, a long
+    GC) may find its heartbeat refreshed again by this thread and still have lost its
+    claims while it was stopped: :meth:`covers` tells, from the gaps between refreshes.
     """
 
     def __init__(
@@ -38,19 +42,40 @@ class Heartbeat(threading.Thread):
         self.lease = lease
         self.info = info
         self.on_beats = on_beats
-        self.last_ok = time.monotonic()
+        self._lock = threading.Lock()
+        self._since = math.inf
+        """:func:`elapsed` when the heartbeat began to hold without a gap."""
+        self._until = -math.inf
+        """:func:`elapsed` when it runs out, unless it is refreshed before."""
         self._stopped = threading.Event()
         self._failing = False
 
     def beat_once(self) -> None:
         """Refresh the heartbeat now."""
-        sent = time.monotonic()  # the heartbeat's TTL counts from about here
+        sent = elapsed()  # the heartbeat's TTL counts from after here
         ttl = int(self.lease * 1000)
         now, _, live = self.store.scripts.heartbeat(self.beat_id, "alive", ttl, self.info())
         self.store.alive(self.beat_id, now + ttl, now)
-        self.last_ok = sent
+        self.refreshed(sent, elapsed())
         if self.on_beats is not None:
             self.on_beats(live)
+
+    def refreshed(self, sent: float, received: float) -> None:
+        """A refresh sent at ``sent`` was written (everywhere claims look) by ``received``
+        (both :func:`elapsed`): it holds until ``sent`` + TTL. Written before the last
+        one ran out, it extends it; else there was a gap, in which other beats may have
+        taken this beat's claims over."""
+        with self._lock:
+            if received > self._until:
+                self._since = received  # written by then, at the latest
+            self._until = max(self._until, sent + self.lease)
+
+    def covers(self, since: float, now: float) -> bool:
+        """Whether the heartbeat held, without a gap, from ``since`` to ``now`` (both
+        :func:`elapsed`), with :data:`SAFE_SHARE` of each refresh counted on."""
+        with self._lock:
+            safe_until = self._until - self.lease * (1 - SAFE_SHARE)
+            return self._since <= since and now < safe_until
 
     def run(self) -> None:
         while not self._stopped.wait(self.lease / 3):

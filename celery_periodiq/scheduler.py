@@ -24,6 +24,7 @@ from celery import beat as celery_beat
 
 from celery_periodiq import registry
 from celery_periodiq.alerts import Alerts
+from celery_periodiq.clock import elapsed
 from celery_periodiq.config import Settings, redacted
 from celery_periodiq.dispatch import Dispatcher
 from celery_periodiq.entry import Entry
@@ -83,19 +84,19 @@ class Scheduler(celery_beat.Scheduler):
             raise SystemExit(1) from None
         self.store = Store(self.settings)
         self.beat_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self._dispatcher = Dispatcher(
-            self.app,
-            self.store,
-            self.beat_id,
-            lambda: self._heartbeat.last_ok,
-            on_vanished=self._restore_declared,
-        )
         self._heartbeat = Heartbeat(
             self.store,
             self.beat_id,
             self.settings.claim_lease,
             self._beat_info,
-            on_beats=self._dispatcher.watch,
+            on_beats=self._watch,
+        )
+        self._dispatcher = Dispatcher(
+            self.app,
+            self.store,
+            self.beat_id,
+            on_vanished=self._restore_declared,
+            covered=self._heartbeat.covers,
         )
         self._alerts = Alerts(self.app, self.store, self.settings.alert_task)
         self._listener = ChangeListener(self.store.client, self.store.keys.changes, self._changed)
@@ -196,6 +197,10 @@ class Scheduler(celery_beat.Scheduler):
                 logger.debug("periodiq: still failing: %s", error)
         return None
 
+    def _watch(self, beats: list[str]) -> None:
+        if self._dispatcher is not None:
+            self._dispatcher.watch(beats)
+
     def _changed(self, name: str | None) -> None:
         """An entry changed (None: some, or maybe some): look at it now."""
         if self._dispatcher is not None:
@@ -210,10 +215,12 @@ class Scheduler(celery_beat.Scheduler):
     def _start(self) -> None:
         self.store.ensure_layout(record=True)
         ttl = int(self.settings.claim_lease * 1000)
+        sent = elapsed()
         now, first, live = self.store.scripts.heartbeat(
             self.beat_id, "start", ttl, self._beat_info()
         )
         self.store.alive(self.beat_id, now + ttl, now)
+        self._heartbeat.refreshed(sent, elapsed())
         if self._dispatcher is not None:
             self._dispatcher.watch(live)
         self._started = True

@@ -111,7 +111,7 @@ def test_overdue_is_decided_by_a_beat_once_and_recovered_by_a_success(app: Celer
     stuck = api.add("stuck", "proj.flaky", every=60, start_at=START, alert_after=0.001).entry
     assert stuck is not None
     api.store.put("update", [stuck], now_ms=to_ms(START))  # its ticks from START on
-    dispatcher = Dispatcher(app, api.store, "beat", lambda: float("inf"))
+    dispatcher = Dispatcher(app, api.store, "beat")
     created_ms = int(api.get("stuck").state["created"])
     while api.store.now_ms() <= created_ms + 1:  # the Redis clock passes alert_after
         pass
@@ -136,7 +136,7 @@ def test_an_entry_without_alert_after_or_paused_is_never_overdue(app: Celery) ->
         assert entry is not None
         api.store.put("update", [entry], now_ms=to_ms(START))
     api.pause("resting")
-    dispatcher = Dispatcher(app, api.store, "beat", lambda: float("inf"))
+    dispatcher = Dispatcher(app, api.store, "beat")
 
     dispatcher.dispatch(now_ms=to_ms(START + timedelta(minutes=1)))
 
@@ -278,7 +278,7 @@ def test_an_entry_quarantined_is_an_alert_once(app: Celery) -> None:
     part = api.store.keys.of("victim")
     api.store.client.delete(part.history("victim"))
     api.store.client.set(part.history("victim"), "not a list")  # damage, by someone else
-    dispatcher = Dispatcher(app, api.store, "beat", lambda: float("inf"))
+    dispatcher = Dispatcher(app, api.store, "beat")
 
     dispatcher.dispatch(now_ms=to_ms(START + timedelta(minutes=1)))
     dispatcher.dispatch(now_ms=to_ms(START + timedelta(minutes=2)))

@@ -89,7 +89,7 @@ def test_every_script_runs_on_the_cluster(cluster_api: Periodiq) -> None:
     store.put("update", [entry], now_ms=to_ms(START))
     now, first = store.scripts.beat("cluster-beat", "start", 10_000, {"host": "h"})  # beat.lua
     store.alive("cluster-beat", now + 10_000, now)
-    dispatcher = Dispatcher(app, store, "cluster-beat", lambda: float("inf"))
+    dispatcher = Dispatcher(app, store, "cluster-beat")
     first_tick = START + timedelta(seconds=60)
     done = dispatcher.dispatch(now_ms=to_ms(first_tick))  # claim.lua, ack.lua
     result = guarded.apply(  # begin.lua, finish.lua
@@ -121,7 +121,7 @@ def test_history_and_counters_on_the_cluster(cluster_api: Periodiq) -> None:
     assert entry is not None
     store.put("update", [entry], now_ms=to_ms(START))
     tick = START + timedelta(seconds=60)
-    Dispatcher(app, store, "cluster-beat-2", lambda: float("inf")).dispatch(now_ms=to_ms(tick))
+    Dispatcher(app, store, "cluster-beat-2").dispatch(now_ms=to_ms(tick))
     counted.apply(task_id="run-1", headers={HEADER_ENTRY: "counted", HEADER_TICK: to_ms(tick)})
     counted.apply(task_id="run-2", headers={HEADER_ENTRY: "counted", HEADER_TICK: to_ms(tick)})
 

@@ -48,7 +48,7 @@ class World:
         self.client = self.store.client
         self.part = self.keys.of("victim")
         self.broker = redis.Redis.from_url(broker_url, decode_responses=True)
-        self.dispatcher = Dispatcher(self.app, self.store, "test-beat", lambda: float("inf"))
+        self.dispatcher = Dispatcher(self.app, self.store, "test-beat")
         for name in ("healthy", "victim"):
             self.api.add(name, TASK, every=60, start_at=START)
             # as if added before START: both are due at FIRST

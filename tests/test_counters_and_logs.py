@@ -52,7 +52,7 @@ def test_a_thousand_missed_ticks_count_as_a_thousand(app: Celery) -> None:
     entry = api.add("every-second", "proj.t", every=1, start_at=START).entry
     assert entry is not None
     api.store.put("update", [entry], now_ms=to_ms(START))  # first tick at START + 1 s
-    dispatcher = Dispatcher(app, api.store, "beat", lambda: float("inf"))
+    dispatcher = Dispatcher(app, api.store, "beat")
 
     # the beats were down: 1,001 ticks are due, catch-up "last" runs the newest
     dispatcher.dispatch(now_ms=to_ms(START + timedelta(seconds=1001)))
@@ -77,7 +77,7 @@ def test_a_pass_sending_many_ticks_logs_one_summary_at_info(
     app: Celery, caplog: pytest.LogCaptureFixture
 ) -> None:
     api = tenants(app, 25)
-    dispatcher = Dispatcher(app, api.store, "beat", lambda: float("inf"))
+    dispatcher = Dispatcher(app, api.store, "beat")
     caplog.set_level(logging.DEBUG, logger="celery_periodiq.dispatch")
 
     dispatcher.dispatch(now_ms=to_ms(START + timedelta(seconds=60)))
@@ -99,7 +99,7 @@ def test_a_pass_sending_a_few_ticks_logs_each_at_info(
     entry = api.add("report", "proj.t", every=60, start_at=START).entry
     assert entry is not None
     api.store.put("update", [entry], now_ms=to_ms(START))
-    dispatcher = Dispatcher(app, api.store, "beat", lambda: float("inf"))
+    dispatcher = Dispatcher(app, api.store, "beat")
     caplog.set_level(logging.INFO, logger="celery_periodiq.dispatch")
 
     dispatcher.dispatch(now_ms=to_ms(START + timedelta(seconds=60)))
@@ -177,7 +177,7 @@ def test_a_tick_between_milliseconds_is_sent_once(app: Celery) -> None:
     entry = api.add("tenant", "proj.t", every=3600, start_at=start).entry
     assert entry is not None
     api.store.put("update", [entry], now_ms=to_ms(START))
-    dispatcher = Dispatcher(app, api.store, "beat", lambda: float("inf"))
+    dispatcher = Dispatcher(app, api.store, "beat")
     now_ms = to_ms(start) + 100
 
     first = dispatcher.dispatch(now_ms=now_ms)
@@ -196,7 +196,7 @@ def test_settlements_are_written_after_redis_forgot_the_scripts(
     # The beat sends a chunk's settlements without waiting (by script hash); a Redis
     # that restarted or ran SCRIPT FLUSH answers NOSCRIPT, and they must still land.
     api = tenants(app, 60)
-    dispatcher = Dispatcher(app, api.store, "beat", lambda: float("inf"))
+    dispatcher = Dispatcher(app, api.store, "beat")
     redis_client.script_flush()
 
     first = dispatcher.dispatch(now_ms=to_ms(START + timedelta(seconds=60)))

@@ -56,7 +56,7 @@ def sent_ahead(redis_url: str, broker_url: str) -> None:
 
     thread = threading.Thread(target=listen, daemon=True)
     thread.start()
-    dispatcher = Dispatcher(app, api.store, "beat", time.monotonic)
+    dispatcher = Dispatcher(app, api.store, "beat")
     deadline = time.monotonic() + 10
     while dispatcher.ticks_claimed < count and time.monotonic() < deadline:
         done = dispatcher.dispatch()

@@ -40,7 +40,7 @@ class Beat:
 
     def __init__(self, app: Celery, api: Periodiq, beat_id: str = "beat-1") -> None:
         self.app = app
-        self.dispatcher = Dispatcher(app, api.store, beat_id, lambda: float("inf"))
+        self.dispatcher = Dispatcher(app, api.store, beat_id)
 
     def run(self, now: datetime) -> list[int]:
         """One pass at ``now``; the tick (ms) of each scheduled message it published (the

@@ -67,7 +67,7 @@ def test_with_a_replica_missing_no_claim_is_published_and_with_it_back_each_once
         entry = api.add(name, "proj.t", every=60, start_at=START).entry
         assert entry is not None
         api.store.put("update", [entry], now_ms=to_ms(START))
-    dispatcher = Dispatcher(app, api.store, "beat", lambda: float("inf"))
+    dispatcher = Dispatcher(app, api.store, "beat")
     broker = redis.Redis.from_url(broker_url)
     due = to_ms(START + timedelta(seconds=60))
 
@@ -99,9 +99,7 @@ def test_without_replica_acks_nothing_waits_for_replicas(
     assert entry is not None
     api.store.put("update", [entry], now_ms=to_ms(START))
 
-    done = Dispatcher(app, api.store, "beat", lambda: float("inf")).dispatch(
-        now_ms=to_ms(START + timedelta(seconds=60))
-    )
+    done = Dispatcher(app, api.store, "beat").dispatch(now_ms=to_ms(START + timedelta(seconds=60)))
 
     assert done.claimed == 1
     api.store.client.close()

@@ -74,7 +74,7 @@ class World:
                 raise SoftTimeLimitExceeded()
 
         self.task = task_a
-        self.dispatcher = Dispatcher(self.app, self.store, "seed-beat", lambda: float("inf"))
+        self.dispatcher = Dispatcher(self.app, self.store, "seed-beat")
         options = {"timebox": 30, "expires": None, **policy}
         entry = build_entry("A", "A", every=60, start_at=T0 + timedelta(seconds=30), **options)
         self.store.put("add", [entry], now_ms=self.clock.now)

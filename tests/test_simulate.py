@@ -245,7 +245,7 @@ def run_beat(
     """A real beat on an injected clock: a pass at each due instant while it is up, one
     when it comes back; every message it publishes as (entry, tick, stands for, task id,
     sent at)."""
-    dispatcher = Dispatcher(app, api.store, "simulate-beat", lambda: float("inf"))
+    dispatcher = Dispatcher(app, api.store, "simulate-beat")
     gone, back, stop = to_ms(down[0]), to_ms(down[1]), to_ms(end)
     clock, published = to_ms(start), []
     for _ in range(5000):
