@@ -23,6 +23,9 @@ from celery_periodiq.simulate import Dropped, EntrySimulation, Fire, Simulation
 from celery_periodiq.store import BeatInfo, Event, StoredEntry
 from celery_periodiq.task import PeriodicTask, RunContext
 
+# Connects the worker_init handler that gives plain tasks the duplicate check.
+from celery_periodiq import plain as _plain  # noqa: F401  isort: skip
+
 __version__ = "0.1.0"
 
 __all__ = [

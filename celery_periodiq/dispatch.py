@@ -537,7 +537,7 @@ class Dispatcher:
             reason = f"the beat failed on it: {type(error).__name__}: {error}"
             return {
                 "id": claim.id, "name": claim.name, "version": claim.version, "next": None,
-                "due": None, "quarantine": reason,
+                "due": None, "quarantine": reason, "inc": claim.inc,
             }  # fmt: skip
 
     def _settle(
@@ -546,6 +546,8 @@ class Dispatcher:
         settlement: dict[str, Any] = {
             "id": claim.id, "name": claim.name, "version": claim.version, "next": None, "due": None,
         }  # fmt: skip
+        if claim.inc is not None:
+            settlement["inc"] = claim.inc
         if claim.definition is None:
             return settlement
         try:
@@ -576,6 +578,8 @@ class Dispatcher:
             sent_at=from_ms(sent_at_ms),
             previous=None if claim.prev_ms is None else from_ms(claim.prev_ms),
             runs=claim.runs,
+            owed=claim.owed,
+            taken=claim.taken > 0,
         )
         for tick in plan.publish:
             self._publisher.send(entry, tick, producer)
@@ -624,8 +628,15 @@ class Dispatcher:
             listed = min(len(instants), _MISSED_EVENTS)
             if total > listed:
                 events[-1][4] = f"{total - listed} earlier not listed"
+            if reason == "missed" and plan.folded is not None:
+                events[-1][4] = (
+                    "too late to keep its place: the next run stands for it"
+                    if plan.owed else "too late to keep its place"
+                )  # fmt: skip
             logger.info("periodiq: entry %r: %d ticks %s", claim.name, total, reason)
         accounting: dict[str, Any] = {"counts": counts, "events": events}
+        if plan.owed or claim.owed:
+            accounting["owed"] = plan.owed
         if plan.publish:
             accounting["late"] = late
             accounting["runs"] = runs

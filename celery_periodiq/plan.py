@@ -98,6 +98,9 @@ class Tick:
     soft_time_limit: float | None
     time_limit: float | None
     task_id: str
+    catchup: bool = False
+    """A run published too late to keep its place (the next tick, on time, would be too
+    soon after it): the worker's too-soon rule neither drops it nor counts from it."""
 
 
 @dataclass(slots=True)
@@ -116,6 +119,11 @@ class Plan:
     """The next tick's due instant with jitter applied."""
     newest: datetime | None = None
     """The newest tick this plan handled: the previous tick of the next claim."""
+    folded: datetime | None = None
+    """A tick too late to run on time, folded into the next run (also in ``missed``)."""
+    owed: int = 0
+    """Ticks the entry's next published run stands for besides its own: those folded
+    into it, and not yet stood for."""
 
 
 def due_ticks(
@@ -200,6 +208,8 @@ def plan_tick(
     sent_at: datetime | None = None,
     previous: datetime | None = None,
     runs: int = 0,
+    owed: int = 0,
+    taken: bool = False,
 ) -> Plan:
     """Decide what a claimed tick becomes.
 
@@ -218,6 +228,17 @@ def plan_tick(
         previous: the entry's tick before ``nominal``, if known; on uneven
             schedules (``0 9,17 * * *``) the tolerance drop compares a run with
             the gap since that tick, not with the gap to the next one.
+        runs: ticks published for the entry so far (what ``max_runs`` counts).
+        owed: ticks folded into this entry's next run by earlier claims.
+        taken: the claim was taken over from a beat that died or was stopped with it.
+
+    A tick sent so late that the entry's next tick, on time, would be dropped as too
+    soon after it (or past its own expiry) runs as a catch-up run: the worker's
+    too-soon rule neither drops it nor counts the next run from it. Except when it
+    was claimed in time and is late only because it was taken over (from a beat that
+    died or was stopped with it, one lease later): then, with ``catchup="last"``, it
+    is folded into the next run, which stands for it, and with ``"skip"`` it is
+    missed.
     """
     sent_at = now if sent_at is None else max(sent_at, now)
     schedule = entry.parsed_schedule()
@@ -245,13 +266,29 @@ def plan_tick(
     left = None if entry.max_runs is None else max(entry.max_runs - runs, 0)
     if left is not None and len(chosen) > left:
         chosen = chosen[len(chosen) - left :]  # the others count as missed
-    plan.missed_count = count - len(chosen) - len(plan.skipped_overlap)
-    plan.missed = [t for t in ticks if t not in chosen and t not in plan.skipped_overlap][-_SAMPLE:]
 
     newest = ticks[-1]
     plan.newest = newest
     following = schedule.next_after(past_ms(newest))
+    upcoming = next_tick(entry, schedule, newest, following)
     stands_for = count if entry.catchup == "last" else 1
+    plan.owed = owed
+    if entry.catchup != "all" and chosen:
+        tick = chosen[-1]  # the only one: "last" and "skip" choose one
+        # taken over, and late only because of that (its first beat died or stopped
+        # with it): folded. Claimed late (no beat was there) or sent late by a busy
+        # beat, it is a catch-up run instead.
+        if (
+            taken and _behind(entry, tick, upcoming, sent_at)
+            and not _behind(entry, tick, upcoming, now)
+        ):  # fmt: skip
+            plan.folded = tick
+            chosen = []
+            if entry.catchup == "last":
+                plan.owed = owed + stands_for
+    plan.missed_count = count - len(chosen) - len(plan.skipped_overlap)
+    plan.missed = [t for t in ticks if t not in chosen and t not in plan.skipped_overlap][-_SAMPLE:]
+
     for tick in chosen:
         position = ticks.index(tick)
         before = ticks[position - 1] if position > 0 else previous
@@ -263,25 +300,52 @@ def plan_tick(
         gap_before = (tick - before).total_seconds() if before and before < tick else interval
         expires = _expiry(entry, tick, after, interval, sent_at)
         numbers = policy.limits(entry, interval, default_grace)
+        behind = after is not None and _behind(
+            entry, tick, upcoming if tick == newest else (after, after), sent_at
+        )
         plan.publish.append(
             Tick(
                 nominal=tick,
-                missed=stands_for if tick == newest else 1,
+                missed=stands_for + owed if tick == newest else 1,
                 interval=interval,
                 gap_before=gap_before,
                 expires=expires,
                 soft_time_limit=numbers.timebox,
                 time_limit=numbers.time_limit,
                 task_id=task_id_for(prefix, entry.name, to_ms(tick)),
+                catchup=behind,
             )
         )
+    if plan.publish and plan.publish[-1].nominal == newest:
+        plan.owed = 0
 
     if left is not None and len(plan.publish) >= left:
         return plan  # no runs left: the entry has ended
-    upcoming = next_tick(entry, schedule, newest, following)
     if upcoming is not None:
         plan.next_nominal, plan.next_due = upcoming
     return plan
+
+
+def _behind(
+    entry: Entry,
+    tick: datetime,
+    upcoming: tuple[datetime, datetime] | None,
+    sent_at: datetime,
+) -> bool:
+    """Whether a run of ``tick`` sent at ``sent_at`` is too late to keep its place: the
+    next tick (``upcoming``: it and its due instant), run when due, would start sooner
+    after it than the worker's too-soon rule allows, or ``tick`` has expired."""
+    if entry.expires not in (None, AUTO) and sent_at >= tick + timedelta(
+        seconds=float(entry.expires)
+    ):
+        return True
+    if upcoming is None:
+        return False
+    gap = (upcoming[0] - tick).total_seconds()
+    if gap <= 0:
+        return False
+    earliest = sent_at + timedelta(milliseconds=policy.min_gap_ms(entry, gap))
+    return earliest > upcoming[1]
 
 
 def _expiry(

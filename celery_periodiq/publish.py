@@ -29,6 +29,7 @@ from celery_periodiq.redis_publish import RawTemplate
 
 __all__ = [
     "HEADER_BACKFILL",
+    "HEADER_CATCHUP",
     "HEADER_ENTRY",
     "HEADER_EXPIRES",
     "HEADER_INTERVAL",
@@ -65,6 +66,9 @@ HEADER_EXPIRES = "periodiq_expires"
 """Milliseconds since the epoch after which the run is refused (checked on the Redis clock)."""
 HEADER_TTL = "periodiq_ttl"
 """Milliseconds the running marker lives: the run's hard limit."""
+HEADER_CATCHUP = "periodiq_catchup"
+"""True for a run sent too late to keep its place (a catch-up run): the worker's
+too-soon rule neither drops it nor counts the next run from it."""
 HEADER_BACKFILL = "periodiq_backfill"
 """True for a past tick published by ``backfill()``: no tolerance drop, and not dropped
 for being older than the ticks the worker's guard remembers."""
@@ -93,6 +97,8 @@ def message_options(
         headers[HEADER_INTERVAL] = tick.interval
         headers[HEADER_MISSED] = tick.missed
         headers[HEADER_MIN_GAP] = policy.min_gap_ms(entry, tick.gap_before)
+        if tick.catchup:
+            headers[HEADER_CATCHUP] = True
         options["task_id"] = tick.task_id
         if tick.expires is not None:
             headers[HEADER_EXPIRES] = to_ms(tick.expires)

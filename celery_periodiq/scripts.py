@@ -79,6 +79,10 @@ class Claim:
     runs: int = 0
     """Ticks the beat had published for the entry before this claim (what ``max_runs``
     counts)."""
+    owed: int = 0
+    """Ticks folded into the entry's next run by earlier claims (it stands for them)."""
+    inc: str | None = None
+    """The entry's incarnation when it was claimed (None: written before there were)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +168,8 @@ def _decode_claims(partition: int, raw: list[Any]) -> ClaimBatch:
                 definition=raw[index + 2] or None,
                 rebuilt=bool(record.get("rebuilt", False)),
                 runs=int(record.get("runs", 0)),
+                owed=int(record.get("owed") or 0),
+                inc=record.get("inc"),
             )
         )
     return ClaimBatch(
@@ -202,6 +208,12 @@ class RunStart:
     backfill: bool = False
     """A past tick published by :meth:`Periodiq.backfill`: no tolerance drop, and not
     dropped for being older than the ticks the guard remembers."""
+    catchup: bool = False
+    """A run sent too late to keep its place: no tolerance drop, and the next run's
+    counts from the last run that kept its place."""
+    plain: bool = False
+    """A plain task's run (no ``PeriodicTask``): the duplicate and expiry checks only,
+    no running marker."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -635,6 +647,8 @@ class Scripts:
             run.attempt,
             "1" if run.backfill else "0",
             BACKFILL_MEMORY_MS,
+            "1" if run.catchup else "0",
+            "1" if run.plain else "0",
         ]
         if self.replica_acks:
             [(reply, behind)] = self._replicated_calls(

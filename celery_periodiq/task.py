@@ -31,6 +31,7 @@ from celery_periodiq.errors import ConfigurationError, PeriodiqError, ReplicasBe
 from celery_periodiq.plan import from_ms, tick_text
 from celery_periodiq.publish import (
     HEADER_BACKFILL,
+    HEADER_CATCHUP,
     HEADER_ENTRY,
     HEADER_EXPIRES,
     HEADER_INTERVAL,
@@ -86,7 +87,7 @@ class RunContext:
         )
 
 
-def _header(request: Any, name: str) -> Any:
+def request_header(request: Any, name: str) -> Any:
     value = getattr(request, name, None)
     if value is None and isinstance(getattr(request, "headers", None), dict):
         value = request.headers.get(name)
@@ -143,22 +144,22 @@ class PeriodicTask(Task):  # type: ignore[type-arg]
 
     def _run_start(self, store: Store) -> tuple[str, RunStart, RunContext] | None:
         request = self.request
-        published_for = _header(request, HEADER_ENTRY)
+        published_for = request_header(request, HEADER_ENTRY)
         entry = published_for or self.periodiq_entry
         if not entry:
             return None
-        tick = _header(request, HEADER_TICK)
-        manual = tick is None or bool(_header(request, HEADER_MANUAL))
-        interval = _header(request, HEADER_INTERVAL)
+        tick = request_header(request, HEADER_TICK)
+        manual = tick is None or bool(request_header(request, HEADER_MANUAL))
+        interval = request_header(request, HEADER_INTERVAL)
         hard, soft = (request.timelimit or (None, None)) if request.timelimit else (None, None)
-        ttl = _header(request, HEADER_TTL) or 1000 * policy.marker_ttl(
+        ttl = request_header(request, HEADER_TTL) or 1000 * policy.marker_ttl(
             hard or self.time_limit or self.app.conf.task_time_limit, None
         )
         start = RunStart(
             task_id=str(request.id),
             tick_ms=None if manual else int(tick),
-            min_gap_ms=0 if manual else int(_header(request, HEADER_MIN_GAP) or 0),
-            overlap=_header(request, HEADER_OVERLAP)
+            min_gap_ms=0 if manual else int(request_header(request, HEADER_MIN_GAP) or 0),
+            overlap=request_header(request, HEADER_OVERLAP)
             or self.periodiq_overlap
             or store.settings.default_overlap,
             ttl_ms=int(ttl),
@@ -166,14 +167,15 @@ class PeriodicTask(Task):  # type: ignore[type-arg]
             host=_HOST,
             history_length=store.settings.history_length,
             published=bool(published_for),
-            expires_ms=None if manual else _int_or_none(_header(request, HEADER_EXPIRES)),
+            expires_ms=None if manual else _int_or_none(request_header(request, HEADER_EXPIRES)),
             attempt=uuid.uuid4().hex[:8],
-            backfill=not manual and bool(_header(request, HEADER_BACKFILL)),
+            backfill=not manual and bool(request_header(request, HEADER_BACKFILL)),
+            catchup=not manual and bool(request_header(request, HEADER_CATCHUP)),
         )
         context = RunContext(
             entry=entry,
             scheduled_for=None if manual else from_ms(int(tick)),
-            missed=int(_header(request, HEADER_MISSED) or 1),
+            missed=int(request_header(request, HEADER_MISSED) or 1),
             interval=None if interval is None else float(interval),
             deadline=None,
             checkpoint=Checkpoint(store, entry),
@@ -318,10 +320,10 @@ def _record_revoked(
     """A guarded run revoked by the worker, or a message expired in the queue, is recorded."""
     if not isinstance(sender, PeriodicTask) or request is None:
         return
-    entry = _header(request, HEADER_ENTRY) or sender.periodiq_entry
+    entry = request_header(request, HEADER_ENTRY) or sender.periodiq_entry
     if not entry:
         return
-    tick = _header(request, HEADER_TICK)
+    tick = request_header(request, HEADER_TICK)
     store = sender._periodiq_store()
     end = RunEnd(
         task_id=str(request.id),

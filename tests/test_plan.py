@@ -52,6 +52,8 @@ def plan(
     catchup_cap: int = 100,
     default_grace: float = 10.0,
     sent_at: datetime | None = None,
+    owed: int = 0,
+    taken: bool = False,
 ) -> Plan:
     return plan_tick(
         entry,
@@ -63,6 +65,8 @@ def plan(
         catchup_cap=catchup_cap,
         default_grace=default_grace,
         sent_at=sent_at,
+        owed=owed,
+        taken=taken,
     )
 
 
@@ -311,9 +315,9 @@ def test_a_message_sent_exactly_at_its_tick_expires_at_the_next_tick() -> None:
 def test_a_tick_published_late_expires_one_interval_after_it_is_really_sent() -> None:
     entry = every_minute()
 
-    (tick,) = plan(entry, at(0), at(0, 1), sent_at=at(0, 25)).publish
+    (tick,) = plan(entry, at(0), at(0, 1), sent_at=at(0, 5)).publish
 
-    assert tick.expires == at(1, 25)
+    assert tick.expires == at(1, 5)
 
 
 def test_a_sent_at_before_the_claim_counts_as_the_claim_instant() -> None:
@@ -341,6 +345,102 @@ def test_the_final_tick_of_a_bounded_schedule_expires_after_it_is_sent() -> None
 
 
 # time limits
+
+
+# A tick that cannot keep its place: folded, missed, or a catch-up run
+
+
+def test_a_taken_over_tick_too_late_to_keep_its_place_is_folded_into_the_next_run() -> None:
+    entry = every_minute()  # tolerance 6 s: the next run may follow 54 s after this one
+
+    result = plan(entry, at(1), at(1, 0.1), sent_at=at(1, 6.1), taken=True)
+
+    assert result.publish == []
+    assert (result.folded, result.owed, result.missed_count) == (at(1), 1, 1)
+    assert (result.next_nominal, result.next_due) == (at(2), at(2))
+
+
+def test_a_taken_over_tick_still_on_time_runs() -> None:
+    entry = every_minute()
+
+    result = plan(entry, at(1), at(1, 0.1), sent_at=at(1, 6), taken=True)
+
+    assert published(result) == [(at(1), 1)]
+    assert (result.folded, result.owed) == (None, 0)
+    assert not result.publish[0].catchup
+
+
+def test_the_run_after_a_fold_stands_for_the_folded_ticks() -> None:
+    entry = every_minute()
+
+    result = plan(entry, at(2), at(2, 0.1), owed=3)
+
+    assert published(result) == [(at(2), 4)]
+    assert result.owed == 0
+
+
+def test_a_fold_after_a_fold_owes_them_all() -> None:
+    entry = every_minute()
+
+    result = plan(entry, at(2), at(2, 0.1), sent_at=at(2, 40), taken=True, owed=2)
+
+    assert result.publish == []
+    assert (result.owed, result.missed_count, result.next_nominal) == (3, 1, at(3))
+
+
+def test_with_catchup_skip_a_taken_over_tick_too_late_is_missed_not_owed() -> None:
+    entry = every_minute(catchup="skip")
+
+    result = plan(entry, at(1), at(1, 0.1), sent_at=at(1, 7), taken=True)
+
+    assert result.publish == []
+    assert (result.owed, result.missed_count) == (0, 1)
+
+
+def test_a_tick_sent_late_by_a_busy_beat_runs_as_a_catch_up_run() -> None:
+    entry = every_minute()
+
+    result = plan(entry, at(1), at(1, 0.1), sent_at=at(1, 7))
+
+    assert published(result) == [(at(1), 1)]
+    assert result.publish[0].catchup
+
+
+def test_a_tick_claimed_late_runs_as_a_catch_up_run_standing_for_the_missed_ones() -> None:
+    entry = every_minute()
+
+    result = plan(entry, at(0), at(5, 30), taken=True)
+
+    assert published(result) == [(at(5), 6)]
+    assert result.publish[0].catchup
+
+
+def test_catchup_all_ticks_sent_late_are_catch_up_runs_and_an_on_time_one_is_not() -> None:
+    entry = every_minute(catchup="all")
+
+    result = plan(entry, at(0), at(3, 2))
+
+    assert [(tick.nominal, tick.catchup) for tick in result.publish] == [
+        (at(0), True), (at(1), True), (at(2), True), (at(3), False),
+    ]  # fmt: skip
+
+
+def test_catchup_all_never_folds_a_taken_over_tick() -> None:
+    entry = every_minute(catchup="all")
+
+    result = plan(entry, at(1), at(1, 0.1), sent_at=at(1, 7), taken=True)
+
+    assert published(result) == [(at(1), 1)]
+    assert result.publish[0].catchup
+
+
+def test_a_taken_over_tick_past_its_expiry_is_folded() -> None:
+    entry = every_minute(expires=2, tolerance=30)  # on time until 0:30, expired after 0:02
+
+    result = plan(entry, at(1), at(1, 0.1), sent_at=at(1, 3), taken=True)
+
+    assert result.publish == []
+    assert result.owed == 1
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,10 @@
 --   fails             failed or timeboxed runs in a row
 --   overdue, failing  since when the entry is overdue, failing (absent: it is not)
 --   n                 {reason = count}
+--   paced             when the last run that kept its place began (catch-up runs do not
+--                     move it): what the too-soon rule counts from
+--   owed              ticks folded into the next run, which stands for them
+--   inc               the entry's incarnation: set when it is created, ended by a delete
 -- An event in an entry's history is a JSON array (see record() below); its task_id is
 --   "" when it is the one derived from the tick (the caller knows), "-" for none.
 

@@ -36,6 +36,9 @@
 --   prev        the newest tick this claim handled (ms): the next tick's tolerance counts from it
 --   late        for each tick published, ms from its due instant to its publishing
 --   runs        how many ticks were published (added to the state's runs), or null
+--   owed        ticks the entry's next run stands for besides its own (folded), or null
+--   inc         the entry's incarnation when claimed, or null: a settlement of an
+--               incarnation deleted since settles its claim and changes nothing else
 --
 -- Returns the number of ticks settled.
 
@@ -106,15 +109,24 @@ for k, a in ipairs(settlements) do
   if mine and exists then
     local problem = wrong_type(history, 'list') or wrong_type(failures, 'list')
     if problem == nil and given(a.quarantine) then problem = a.quarantine end
+    local state
     if problem then
       quarantine_here(a.name, problem)
       next_due[a.name] = false
     else
-      local state = loaded[a.name]
+      state = loaded[a.name]
       if state == nil then
-        state = parse_state(stored[k]) or {version = a.version}
+        state = parse_state(stored[k]) or {version = a.version, inc = given(a.inc) and a.inc or nil}
         loaded[a.name] = state
       end
+      if given(a.inc) and state.inc ~= a.inc then
+        -- a claim of an incarnation deleted since: the entry of that name now is another
+        state = nil
+      end
+    end
+    if problem or not state then
+      -- nothing more of this settlement applies
+    else
       local unchanged = (tonumber(state.version) or 0) == tonumber(a.version)
       local paused = state.paused == '1' or held[a.name]
       if unchanged and not paused then
@@ -134,6 +146,7 @@ for k, a in ipairs(settlements) do
         next_due[a.name] = false
       end
       if given(a.prev) then state.prev = a.prev end
+      if unchanged then state.owed = (tonumber(a.owed) or 0) > 0 and a.owed or nil end
       if a.counts then
         for reason, n in pairs(a.counts) do count(state, reason, n) end
         if a.counts.enqueued and not state.waiting_since then state.waiting_since = now end

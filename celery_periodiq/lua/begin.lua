@@ -45,6 +45,12 @@
 --          lost finds its own marker and is told "started" again, with no new writes
 -- ARGV[15] "1" for a backfill run
 -- ARGV[16] how long the backfilled set is kept after its newest tick (ms)
+-- ARGV[17] "1" for a catch-up run: published too late to keep its place, it is not
+--          dropped as too soon, and the next on-time run's too-soon rule still counts
+--          from the last run that kept its place ("paced" in the state)
+-- ARGV[18] "1" for a plain task's run (a task without PeriodicTask, run by an entry):
+--          only the duplicate and expiry checks; no too-soon drop, no overlap check,
+--          no running marker
 --
 -- Returns {outcome, now_ms, last_run_ms or -1, note} where outcome is "started",
 -- "resumed" (a retry), "duplicate", "dropped_too_soon", "skipped_overlap",
@@ -56,6 +62,8 @@ local entries, states, quarantine, due, history = KEYS[1], KEYS[2], KEYS[3], KEY
 local task_id, tick, min_gap, overlap = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
 local ttl, retries, host, keep = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7], tonumber(ARGV[8])
 local name, shown_id = ARGV[10], ARGV[13]
+
+local catchup, plain = ARGV[17] == '1', ARGV[18] == '1'
 
 local now = clock_ms(ARGV[9])
 if redis.call('HEXISTS', entries, name) == 0 then
@@ -89,7 +97,7 @@ local function refuse(outcome, note)
 end
 
 if retries > 0 then
-  state.running = {task_id, now + ttl, ARGV[14]}
+  if not plain then state.running = {task_id, now + ttl, ARGV[14]} end
   save_state(states, name, state)
   event('retry', 'attempt ' .. (retries + 1))
   return {'resumed', now, last or -1, ''}
@@ -122,16 +130,22 @@ if nominal and top then
     end
   end
 end
-if nominal and not backfill and last and now < last + min_gap then
-  return refuse('dropped_too_soon', 'last run began ' .. (now - last) .. ' ms ago')
+-- the too-soon rule counts from the last run that kept its place, not from catch-up runs
+local paced = tonumber(state.paced) or last
+if nominal and not backfill and not catchup and not plain and paced
+    and now < paced + min_gap then
+  return refuse('dropped_too_soon', 'last run began ' .. (now - paced) .. ' ms ago')
 end
-if overlap == 'skip' and holds(state.running, now) and state.running[1] ~= task_id then
+if overlap == 'skip' and not plain and holds(state.running, now)
+    and state.running[1] ~= task_id then
   return refuse('skipped_overlap', 'run ' .. state.running[1] .. ' is unfinished')
 end
 
 state.last_run, state.last_task_id, state.last_status = now, task_id, 'running'
+-- (0: no run kept its place yet; a state from before "paced" counts from last_run)
+if catchup then state.paced = paced or 0 else state.paced = now end
 count(state, 'started', 1)
-state.running = {task_id, now + ttl, ARGV[14]}
+if not plain then state.running = {task_id, now + ttl, ARGV[14]} end
 if nominal then
   -- remember it: "seen" holds how far before "top" each other recent tick was, largest last
   local backs = {}

@@ -31,10 +31,12 @@
 -- microseconds past now_ms), notices, id1, claim1, definition1, id2, ...}
 -- where notices is "" or JSON {"vanished": [name, ...]},
 -- claim is JSON {name, nominal, due, claimed, owner, running, queued, version, prev,
--- runs, taken, rebuilt} (nominal: the tick before jitter, ms; prev: the entry's previous
--- scheduled tick, ms, or -1; runs: ticks published for it so far; taken counts
--- takeovers; rebuilt: the state had no readable next tick and the due instant stands
--- in for it)
+-- runs, taken, rebuilt, owed, inc} (nominal: the tick before jitter, ms; prev: the
+-- entry's previous scheduled tick, ms, or -1; runs: ticks published for it so far;
+-- taken counts takeovers; rebuilt: the state had no readable next tick and the due
+-- instant stands in for it; owed: ticks folded into the entry's next run; inc: the
+-- entry's incarnation, which a delete ends: a claim of an incarnation that is gone
+-- is dropped, not handed out)
 --
 -- An entry with max_runs has at most one unsettled claim: its state names it ("claim"),
 -- and while that claim is in flight a new tick of the entry (scheduled by a writer
@@ -60,6 +62,11 @@ for _, id in ipairs(expired) do
   local raw = redis.call('HGET', ticks, id)
   local claim = raw and decoded(raw)
   if not claim or type(claim.name) ~= 'string' then
+    redis.call('ZREM', inflight, id)
+    redis.call('HDEL', ticks, id)
+  elseif type(claim.inc) == 'string'
+      and (parse_state(redis.call('HGET', states, claim.name)) or {}).inc ~= claim.inc then
+    -- the entry was deleted (and maybe created again) since: nothing of this claim applies
     redis.call('ZREM', inflight, id)
     redis.call('HDEL', ticks, id)
   else
@@ -131,6 +138,8 @@ if taken < batch then
           runs = tonumber(state.runs) or 0,
           taken = 0,
           rebuilt = rebuilt,
+          owed = tonumber(state.owed),
+          inc = type(state.inc) == 'string' and state.inc or nil,
         })
         written[#written + 1] = id
         written[#written + 1] = claim

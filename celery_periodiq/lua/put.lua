@@ -8,7 +8,9 @@
 --              quarantined; never replace an entry whose source is "runtime"
 --              (those belong to the API)
 -- A replaced entry gets a new version and its next tick computed afresh (by the
--- caller); its run state, counters and history are kept. Writing an entry repairs
+-- caller); its run state, counters, history and incarnation are kept. A created one
+-- gets a new incarnation ("inc" in its state): claims made before a delete name the
+-- old one, and claim.lua and ack.lua apply none of them to the new entry. Writing an entry repairs
 -- it: a state that is not JSON starts afresh, history keys of another type are
 -- deleted, its quarantine is lifted. An entry created by "add" starts clean: keys
 -- left behind by a definition that vanished outside periodiq are deleted.
@@ -48,6 +50,9 @@ local changed, last_changed = 0, nil
 
 local now = clock_ms('')
 local out = {}
+-- An incarnation id: this call's instant to the microsecond, and a count within it.
+local time = redis.call('TIME')
+local incarnation, created = time[1] .. time[2], 0
 
 local function given(value)
   return value ~= nil and value ~= cjson.null
@@ -153,6 +158,10 @@ for i = 3, #ARGV, 12 do
       redis.call('SADD', declared, e.name)
     else
       redis.call('SREM', declared, e.name)
+    end
+    if type(state.inc) ~= 'string' then  -- a new entry: a new incarnation (see claim.lua)
+      created = created + 1
+      state.inc = incarnation .. '.' .. created
     end
     state.version = (tonumber(state.version) or 0) + 1
     state.digest = e.digest

@@ -1,0 +1,190 @@
+"""The duplicate check for plain tasks that periodiq entries run.
+
+A ``beat_schedule`` entry (or one added at run time) may name a plain task, one
+without :class:`~celery_periodiq.PeriodicTask`. A tick's message can reach the
+broker twice with one task id: a beat that died or was stopped after sending it and
+before settling it is taken over one lease later, and the beat that takes over sends
+it again. A guarded task drops the copy; a plain one would run it twice.
+
+So on every worker of an app that uses periodiq, each task without ``PeriodicTask``
+gets two of Celery's own task handlers wrapped around its own (as Celery's
+``task_annotations`` ``"@name"`` form does): ``before_start`` asks begin.lua whether
+the tick already began, and a run refused is ``Ignore``-d; ``after_return`` records
+how the run ended, so a plain entry has a history, a last run and alerts too.
+Nothing else of the guard applies: no too-soon drop, no overlap check, no running
+marker. A message without a periodiq tick (every other call of the task) passes
+untouched, at the cost of two attribute reads.
+
+Handlers rather than ``__call__``: Celery calls a task's ``run`` directly unless
+``__call__`` is overridden, and these keep that. It looks for them when it builds a
+task's tracer, so they are installed on ``worker_init``, before it does, for apps
+whose ``beat_scheduler`` is periodiq's, that set a ``periodiq_*`` setting or that
+have a ``PeriodicTask``. If the schedule's Redis cannot be asked, a plain task runs
+(as it would without periodiq) and a warning says so.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import redis
+from celery import Celery, Task
+from celery import states as celery_states
+from celery.exceptions import Ignore, SoftTimeLimitExceeded
+from celery.signals import worker_init
+
+from celery_periodiq import policy
+from celery_periodiq.plan import tick_text
+from celery_periodiq.publish import (
+    HEADER_BACKFILL,
+    HEADER_ENTRY,
+    HEADER_EXPIRES,
+    HEADER_MANUAL,
+    HEADER_TICK,
+    HEADER_TTL,
+)
+from celery_periodiq.scripts import RunEnd, RunStart
+from celery_periodiq.task import PeriodicTask, request_header
+
+__all__ = ["install", "uses_periodiq"]
+
+logger = logging.getLogger(__name__)
+
+_HOST = socket.gethostname()
+_MARK = "_periodiq_plain"
+"""Set on a task class whose handlers are wrapped."""
+_STARTED = "periodiq_plain_run"
+"""Request attribute of a plain run that began: (entry, start, when)."""
+
+
+def uses_periodiq(app: Celery) -> bool:
+    """Whether ``app`` runs periodiq: its beat scheduler, a ``periodiq_*`` setting, or a
+    ``PeriodicTask`` among its tasks."""
+    if "periodiq" in str(app.conf.get("beat_scheduler") or ""):
+        return True
+    if any(str(key).startswith("periodiq_") for key in app.conf):
+        return True
+    return any(isinstance(task, PeriodicTask) for task in app.tasks.values())
+
+
+def install(app: Celery) -> int:
+    """Give every task of ``app`` without ``PeriodicTask`` the duplicate check; returns
+    how many tasks got it (a task that has it already is left as it is)."""
+    count = 0
+    for task in list(app.tasks.values()):
+        cls = type(task)
+        if isinstance(task, PeriodicTask) or getattr(cls, _MARK, False):
+            continue
+        cls.add_around("before_start", _wrap_before_start)
+        cls.add_around("after_return", _wrap_after_return)
+        setattr(cls, _MARK, True)
+        count += 1
+    return count
+
+
+@worker_init.connect
+def _on_worker_init(sender: Any = None, **_: Any) -> None:
+    app = getattr(sender, "app", None)
+    if isinstance(app, Celery) and uses_periodiq(app):
+        installed = install(app)
+        logger.debug("periodiq: %d plain tasks get the duplicate check", installed)
+
+
+def _wrap_before_start(original: Callable[..., Any]) -> Callable[..., Any]:
+    def before_start(self: Task, task_id: str, args: Any, kwargs: Any) -> Any:  # type: ignore[type-arg]
+        _begin(self, task_id)
+        return original(self, task_id, args, kwargs)
+
+    return before_start
+
+
+def _wrap_after_return(original: Callable[..., Any]) -> Callable[..., Any]:
+    def after_return(self: Task, status: str, retval: Any, task_id: str, args: Any,  # type: ignore[type-arg]
+                     kwargs: Any, einfo: Any) -> Any:  # fmt: skip
+        try:
+            return original(self, status, retval, task_id, args, kwargs, einfo)
+        finally:
+            _finish(self, status, retval)
+
+    return after_return
+
+
+def _store(task: Task) -> Any:  # type: ignore[type-arg]
+    from celery_periodiq.api import periodiq
+
+    return periodiq(task.app).store
+
+
+def _begin(task: Task, task_id: str) -> None:  # type: ignore[type-arg]
+    """The duplicate check of a plain run of a tick; raises ``Ignore`` to refuse it."""
+    request = task.request
+    entry, tick = request_header(request, HEADER_ENTRY), request_header(request, HEADER_TICK)
+    if not entry or tick is None or request_header(request, HEADER_MANUAL):
+        return
+    store = _store(task)
+    expires = request_header(request, HEADER_EXPIRES)
+    start = RunStart(
+        task_id=str(task_id),
+        tick_ms=int(tick),
+        min_gap_ms=0,
+        overlap="allow",
+        ttl_ms=int(request_header(request, HEADER_TTL) or policy.marker_ttl(None, None) * 1000),
+        retries=int(request.retries or 0),
+        host=_HOST,
+        history_length=store.settings.history_length,
+        expires_ms=None if expires is None else int(expires),
+        attempt=uuid.uuid4().hex[:8],
+        backfill=bool(request_header(request, HEADER_BACKFILL)),
+        plain=True,
+    )
+    try:
+        admission = store.scripts.begin(entry, start)
+    except redis.RedisError as error:
+        logger.warning(
+            "periodiq: entry %r tick %s run %s starts without its duplicate check: the "
+            "schedule's Redis failed: %s", entry, tick_text(int(tick)), task_id, error,
+        )  # fmt: skip
+        return
+    if not admission.runs:
+        logger.warning(
+            "periodiq: entry %r tick %s run %s %s%s", entry, tick_text(int(tick)), task_id,
+            admission.outcome, f": {admission.note}" if admission.note else "",
+        )  # fmt: skip
+        raise Ignore()
+    if admission.guarded:
+        setattr(request, _STARTED, (entry, start, time.monotonic()))
+
+
+def _finish(task: Task, status: str, retval: Any) -> None:  # type: ignore[type-arg]
+    """Record how a plain run that began ended."""
+    request = task.request
+    started = getattr(request, _STARTED, None)
+    if started is None:
+        return
+    setattr(request, _STARTED, None)
+    entry, start, began = started
+    outcome, error = "succeeded", ""
+    if status == celery_states.FAILURE:
+        outcome = "timeboxed" if isinstance(retval, SoftTimeLimitExceeded) else "failed"
+        error = f"{type(retval).__name__}: {retval}"
+    elif status != celery_states.SUCCESS:
+        outcome = "revoked"
+    end = RunEnd(
+        task_id=start.task_id,
+        tick_ms=start.tick_ms,
+        outcome=outcome,
+        error=error[:500],
+        duration_ms=int((time.monotonic() - began) * 1000),
+        host=_HOST,
+        history_length=start.history_length,
+    )
+    try:
+        _store(task).scripts.finish(entry, end)
+    except redis.RedisError as failure:
+        logger.error("periodiq: entry %r run %s: could not record %s: %s",
+                     entry, start.task_id, outcome, failure)  # fmt: skip
