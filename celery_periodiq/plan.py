@@ -334,18 +334,22 @@ def _behind(
 ) -> bool:
     """Whether a run of ``tick`` sent at ``sent_at`` is too late to keep its place: the
     next tick (``upcoming``: it and its due instant), run when due, would start sooner
-    after it than the worker's too-soon rule allows, or ``tick`` has expired."""
-    if entry.expires not in (None, AUTO) and sent_at >= tick + timedelta(
-        seconds=float(entry.expires)
-    ):
+    after it than the worker's too-soon rule allows (the gap minus the tolerance), or
+    ``tick`` has expired. Each tick costs this, so it works in float seconds."""
+    late = (sent_at - tick).total_seconds()
+    expires = entry.expires
+    if expires is not None and expires != AUTO and late >= float(expires):
         return True
     if upcoming is None:
         return False
-    gap = (upcoming[0] - tick).total_seconds()
+    following, due = upcoming
+    gap = (following - tick).total_seconds()
     if gap <= 0:
         return False
-    earliest = sent_at + timedelta(milliseconds=policy.min_gap_ms(entry, gap))
-    return earliest > upcoming[1]
+    slack = policy.tolerance(entry, gap)
+    if due is not following:  # jittered: the next run starts that much later
+        slack += (due - following).total_seconds()
+    return late > slack
 
 
 def _expiry(
