@@ -433,17 +433,22 @@ class Dispatcher:
         )
 
     def _settled_chunk(self) -> None:
-        """Wait for the settlements sent by :meth:`_settle_chunk`; those that failed are
-        written again by :meth:`_settle_pending`."""
+        """Wait for the settlements sent by :meth:`_settle_chunk`; those that failed, or
+        could not even be sent, are written by :meth:`_settle_pending` (first thing in the
+        next pass, if not at the end of this one)."""
         settling, chunk = self._settling, self._unsettled_chunk
         self._settling, self._unsettled_chunk = None, {}
-        if settling is None:
-            return
-        try:
-            settling()
-        except Exception:  # written again with the others not written yet
-            for index, items in chunk.items():
-                self._unsettled.setdefault(index, []).extend(items)
+        if settling is not None:
+            try:
+                settling()
+            except Exception:  # kept below, with the others not written yet
+                pass
+            else:
+                return
+        # Not sent (ack_later raised) or failed: dropping them would leave their claims
+        # to be taken over after the lease and published again.
+        for index, items in chunk.items():
+            self._unsettled.setdefault(index, []).extend(items)
 
     def _may_publish(self, claimed_at: float) -> bool:
         # Publish only while our claim is surely ours: within the lease of the
