@@ -384,7 +384,7 @@ def _idle_pass_periodiq(current: Run, rounds: int) -> list[float]:
     app.conf.periodiq_redis_url = current.schedule_url
     app.conf.periodiq_key_prefix = "periodiq"
     store = Store(Settings.from_app(app))
-    dispatcher = Dispatcher(app, store, "bench-idle:0:0", time.monotonic)
+    dispatcher = Dispatcher(app, store, "bench-idle:0:0")
     timings = []
     for _ in range(rounds):
         began = time.perf_counter()

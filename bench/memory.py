@@ -71,7 +71,7 @@ def drive_periodiq(entries: int, rounds: int) -> dict[str, Any]:
             for n in range(entries)
         ]  # fmt: skip
         store.put("update", [e for e in definitions if e is not None], now_ms=to_ms(START))
-        dispatcher = Dispatcher(app, store, "bench:1:memory", lambda: float("inf"))
+        dispatcher = Dispatcher(app, store, "bench:1:memory")
         began = time.monotonic()
         for round_ in range(1, rounds + 1):
             now = to_ms(START + timedelta(seconds=round_))

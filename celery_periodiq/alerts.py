@@ -46,17 +46,23 @@ class Alerts:
 
     def send(self, parts: list[Partition]) -> int:
         """Pop and send (or log) the pending transitions of ``parts``; returns how many.
-        Transitions whose message could not be sent go back to the front of their list.
+        When a message cannot be sent, every transition popped and not sent goes back to
+        the front of its own partition's list, in order, and the error is raised.
 
         Raises:
-            redis.RedisError: Redis failed (nothing popped is lost: see above).
+            redis.RedisError: Redis failed (popped and not sent: pushed back, see above).
         """
         pipe = self.store.client.pipeline(transaction=False)
         for part in parts:
             pipe.lpop(part.alerts, _BATCH)
+        # A partition whose pop failed (a Cluster node down) does not stop the others'
+        # from being sent: what they popped is only theirs now.
+        replies = pipe.execute(raise_on_error=False)
+        popped = [(part, items or []) for part, items in zip(parts, replies, strict=True)
+                  if not isinstance(items, Exception)]  # fmt: skip
+        failed = next((reply for reply in replies if isinstance(reply, Exception)), None)
         sent = 0
-        for part, items in zip(parts, pipe.execute(), strict=True):
-            items = items or []
+        for number, (part, items) in enumerate(popped):
             for position, raw in enumerate(items):
                 message = payload(raw, self.store.keys.prefix)
                 if message is None:
@@ -65,10 +71,20 @@ class Alerts:
                 try:
                     self._deliver(message)
                 except Exception:
-                    self.store.client.lpush(part.alerts, *reversed(items[position:]))
+                    self._push_back([(part, items[position:]), *popped[number + 1 :]])
                     raise
                 sent += 1
+        if failed is not None:
+            raise failed
         return sent
+
+    def _push_back(self, unsent: list[tuple[Partition, list[str]]]) -> None:
+        """Put transitions back at the front of their lists, in their order (one round trip)."""
+        pipe = self.store.client.pipeline(transaction=False)
+        for part, items in unsent:
+            if items:
+                pipe.lpush(part.alerts, *reversed(items))
+        pipe.execute()
 
     def _deliver(self, message: dict[str, Any]) -> None:
         if self.task is not None:

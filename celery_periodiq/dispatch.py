@@ -474,19 +474,23 @@ class Dispatcher:
         )
 
     def _settled_chunk(self) -> None:
-        """Wait for the settlements sent by :meth:`_settle_chunk`; those that failed are
-        written again by :meth:`_settle_pending`."""
+        """Wait for the settlements sent by :meth:`_settle_chunk`; those that failed, or
+        could not even be sent, are written by :meth:`_settle_pending` (first thing in the
+        next pass, if not at the end of this one)."""
         settling, chunk = self._settling, self._unsettled_chunk
         self._settling, self._unsettled_chunk = None, {}
-        if settling is None:
-            return
-        try:
-            settled = settling()
-        except Exception:  # written again with the others not written yet
-            for index, items in chunk.items():
-                self._unsettled.setdefault(index, []).extend(items)
-            return
-        self._count_refused(sum(map(len, chunk.values())), settled)
+        if settling is not None:
+            try:
+                settled = settling()
+            except Exception:  # kept below, with the others not written yet
+                pass
+            else:
+                self._count_refused(sum(map(len, chunk.values())), settled)
+                return
+        # Not sent (ack_later raised) or failed: dropping them would leave their claims
+        # to be taken over after the lease and published again.
+        for index, items in chunk.items():
+            self._unsettled.setdefault(index, []).extend(items)
 
     def _count_refused(self, given: int, settled: int) -> None:
         """ack.lua settles only claims this beat still owns: say how many it refused."""

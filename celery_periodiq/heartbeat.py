@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from celery_periodiq.clock import SAFE_SHARE, elapsed
+from celery_periodiq.outage import Outage
 from celery_periodiq.store import Store
 
 __all__ = ["ChangeListener", "Heartbeat"]
@@ -35,6 +36,7 @@ class Heartbeat(threading.Thread):
         lease: float,
         info: Callable[[], dict[str, Any]],
         on_beats: Callable[[list[str]], None] | None = None,
+        outage: Outage | None = None,
     ) -> None:
         super().__init__(name="periodiq-heartbeat", daemon=True)
         self.store = store
@@ -48,7 +50,9 @@ class Heartbeat(threading.Thread):
         self._until = -math.inf
         """:func:`elapsed` when it runs out, unless it is refreshed before."""
         self._stopped = threading.Event()
-        self._failing = False
+        self._outage = outage or Outage()
+        """Told of every failure and recovery: the beat's, so that one outage of Redis is
+        one ERROR in its log, however many of its parts meet it."""
 
     def beat_once(self) -> None:
         """Refresh the heartbeat now."""
@@ -82,13 +86,9 @@ class Heartbeat(threading.Thread):
             try:
                 self.beat_once()
             except Exception as error:  # the thread must outlive any failure; logged once
-                if not self._failing:
-                    logger.warning("periodiq beat %s: heartbeat failed: %s", self.beat_id, error)
-                self._failing = True
+                self._outage.failed(f"the heartbeat of beat {self.beat_id}", error)
             else:
-                if self._failing:
-                    logger.info("periodiq beat %s: heartbeat restored", self.beat_id)
-                self._failing = False
+                self._outage.worked(f"the heartbeat of beat {self.beat_id}")
 
     def stop(self) -> None:
         """Stop refreshing (the heartbeat then expires unless the beat unregisters)."""

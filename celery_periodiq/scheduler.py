@@ -30,13 +30,16 @@ from celery_periodiq.dispatch import Dispatcher
 from celery_periodiq.entry import Entry
 from celery_periodiq.errors import BrokerUnavailableError, ConfigurationError, ReplicasBehindError
 from celery_periodiq.heartbeat import ChangeListener, Heartbeat
-from celery_periodiq.store import Store, wrong_type
+from celery_periodiq.outage import Outage
+from celery_periodiq.store import Store
 
 __all__ = ["Scheduler"]
 
 logger = logging.getLogger(__name__)
 
 _RECONCILE_CHUNK = 500
+_PASS = "a beat pass"
+_RECONCILING = "reconciling the declared entries"
 _MAX_BACKOFF = 5.0
 _ALERT_EVERY = 1.0  # seconds between two rounds of sending alert transitions
 _LEGACY_PREFIX = "periodiq"
@@ -55,12 +58,11 @@ class Scheduler(celery_beat.Scheduler):
         self._dispatcher: Dispatcher | None = None
         self._started = False
         self._wake = threading.Event()
-        self._failing = False
-        """A pass failed; logged once until a pass succeeds again."""
+        self._outage = Outage()
+        """What fails now (passes, reconciling, the heartbeat): one ERROR, one INFO."""
         self._backoff = 0.5
         self._needs_reconcile = True
         """Write the declared entries (on start, and after Redis failed: it may have lost them)."""
-        self._reconcile_failing = False
         self._reconcile_after = 0.0
         self._pending_events: dict[str, set[str]] = {}
         self._alerts_at = 0.0
@@ -90,6 +92,7 @@ class Scheduler(celery_beat.Scheduler):
             self.settings.claim_lease,
             self._beat_info,
             on_beats=self._watch,
+            outage=self._outage,
         )
         self._dispatcher = Dispatcher(
             self.app,
@@ -154,6 +157,12 @@ class Scheduler(celery_beat.Scheduler):
         """Everything a tick does, in order; returns how long to wait for the next one."""
         dispatcher = self._dispatcher
         assert dispatcher is not None
+        recovering = self._outage.failing(_PASS)
+        if recovering:
+            # A pass with nothing due asks Redis nothing: it must answer before the beat
+            # says it is usable again. Then the declared entries are written at once.
+            self.store.now_ms()
+            self._reconcile_after = 0.0
         if not self._started:
             self._start()
         if self._needs_reconcile and time.monotonic() >= self._reconcile_after:
@@ -167,10 +176,9 @@ class Scheduler(celery_beat.Scheduler):
         if time.monotonic() >= self._alerts_at:
             self._alerts_at = time.monotonic() + _ALERT_EVERY
             self._alerts.send(dispatcher.mine())
-        if self._failing:
-            logger.info("periodiq: usable again; missed ticks follow their catch-up policy")
-            self._failing = False
+        if recovering:
             self._backoff = 0.5
+        self._outage.worked(_PASS)
         wait = done.seconds_until_next()
         limit = self._limit
         wait = limit if wait is None else min(wait, limit)
@@ -181,7 +189,7 @@ class Scheduler(celery_beat.Scheduler):
         return wait
 
     def _guarded(self, step: Callable[[], float]) -> float | None:
-        """Run ``step``; a failure is logged (once until a pass succeeds) and gives None."""
+        """Run ``step``; a failure is told to the outage (logged once in it) and gives None."""
         try:
             return step()
         except ConfigurationError as error:  # Redis holds another layout: nothing to retry
@@ -190,11 +198,7 @@ class Scheduler(celery_beat.Scheduler):
         except Exception as error:  # the beat must outlive anything one pass meets
             if isinstance(error, redis.RedisError) and not isinstance(error, ReplicasBehindError):
                 self._needs_reconcile = True  # a Redis that restarted may have lost entries
-            if not self._failing:
-                self._failing = True
-                _log_failure("a beat pass", error)
-            else:
-                logger.debug("periodiq: still failing: %s", error)
+            self._outage.failed(_PASS, error)
         return None
 
     def _watch(self, beats: list[str]) -> None:
@@ -229,18 +233,16 @@ class Scheduler(celery_beat.Scheduler):
             self._pending_events.setdefault("reboot", set())
 
     def _try_reconcile(self) -> None:
-        """Reconcile; a failure is logged once and retried a few seconds later, and never
-        stops this pass from publishing the ticks that are due."""
+        """Reconcile; a failure is told to the outage and retried a few seconds later, and
+        never stops this pass from publishing the ticks that are due."""
         try:
             self._reconcile()
         except Exception as error:
             self._reconcile_after = time.monotonic() + _MAX_BACKOFF
-            if not self._reconcile_failing:
-                self._reconcile_failing = True
-                _log_failure("reconciling the declared entries", error)
+            self._outage.failed(_RECONCILING, error)
             return
         self._needs_reconcile = False
-        self._reconcile_failing = False
+        self._outage.worked(_RECONCILING)
         logger.info(
             "periodiq: beat %s ready; %d entries under prefix %r",
             self.beat_id, self.store.count(),
@@ -353,23 +355,3 @@ class Scheduler(celery_beat.Scheduler):
         if dispatcher is not None and dispatcher.last_tick_ms is not None:
             info["last_tick"] = dispatcher.last_tick_ms
         return info
-
-
-def _log_failure(what: str, error: Exception) -> None:
-    """Log a failure once, saying what kind it is: Redis unreachable, Redis refusing a
-    command (WRONGTYPE: data written by something else), or anything else."""
-    if isinstance(error, ReplicasBehindError):
-        logger.error("periodiq: %s failed: %s; retrying, beat keeps running", what, error)
-    elif isinstance(error, redis.ResponseError):
-        hint = " (a key of the schedule holds data written by something else)"
-        logger.error(
-            "periodiq: %s failed: Redis refused a command: %s%s; retrying, beat keeps running",
-            what, error, hint if wrong_type(error) else "",
-        )  # fmt: skip
-    elif isinstance(error, redis.RedisError):
-        logger.error(
-            "periodiq: %s failed: Redis unreachable (%s); retrying, beat keeps running",
-            what, error,
-        )  # fmt: skip
-    else:
-        logger.exception("periodiq: %s failed; retrying, beat keeps running", what)

@@ -380,7 +380,7 @@ class Scripts:
                 behind = ReplicasBehindError(
                     f"{acked} of the {self.replica_acks} replicas required "
                     f"(periodiq_replica_acks) acknowledged the {what} within "
-                    f"{self._wait_ms} ms; {then}"
+                    f"{self._wait_ms} ms" + (f"; {then}" if then else "")
                 )
             for position, reply in zip(positions, answered, strict=True):
                 replies[position] = (reply, behind)
@@ -626,7 +626,13 @@ class Scripts:
         return bool(self._run("record", [part.entries, part.state, part.history(name)], args))
 
     def begin(self, name: str, run: RunStart, now_ms: int | None = None) -> Admission:
-        """The worker's guards before a run (begin.lua): one round trip."""
+        """The worker's guards before a run (begin.lua): one round trip.
+
+        Raises:
+            ReplicasBehindError: with ``replica_acks``, the run started (or resumed) but
+                too few replicas acknowledged it; its ``now_ms`` is the Redis clock then.
+                Sending the same ``run`` (its attempt token) again writes the start again.
+        """
         part = self.keys.of(name)
         keys = [part.entries, part.state, part.quarantine, part.due, part.history(name),
                 part.failures(name), part.alerts, part.stats, part.backfilled(name)]  # fmt: skip
@@ -652,13 +658,14 @@ class Scripts:
         ]
         if self.replica_acks:
             [(reply, behind)] = self._replicated_calls(
-                "begin", [(keys, args)], "start of the run",
-                "it is not run; a copy of its tick is dropped as a duplicate unless a "
-                "failover lost the start, then the copy runs",
-            )  # fmt: skip
-            if behind is not None:
-                raise behind
+                "begin", [(keys, args)], "start of the run", ""
+            )
             outcome, now, last, note = reply
+            # A refusal need not be replicated: nothing runs on it. A start must be
+            # before the body runs; the caller sends it again (see PeriodicTask._begin).
+            if behind is not None and outcome in ("started", "resumed"):
+                behind.now_ms = int(now)
+                raise behind
         else:
             outcome, now, last, note = self._run("begin", keys, args)
         return Admission(

@@ -265,25 +265,60 @@ class PeriodicTask(Task):  # type: ignore[type-arg]
             vars(self.request)["periodiq_run"] = None
 
     def _begin(self, store: Store, entry: str, start: RunStart) -> Any:
-        """begin.lua, sent again while Redis fails over (up to ``_FAILOVER_PATIENCE``): the
-        attempt token makes a begin whose reply was lost come back "started", not
-        "duplicate"."""
-        deadline = time.monotonic() + _FAILOVER_PATIENCE
-        pause = 0.1
+        """begin.lua, sent again with the run's attempt token (so that it is recognised as
+        this run's, not taken for a duplicate, and writes the start again):
+
+        - while Redis does not answer (a failover), up to ``_FAILOVER_PATIENCE``;
+        - while fewer replicas than ``periodiq_replica_acks`` have the start, until the
+          tick's expiry or, for a run without one, until its running marker would end
+          (:func:`_replica_limit_ms`), on the Redis clock; then ReplicasBehindError.
+        """
+        began = answered = give_up = time.monotonic()
+        pause, limit_ms, told = 0.1, None, False
         while True:
             try:
                 store.ensure_layout()
-                return store.scripts.begin(entry, start, self._periodiq_now())
+                admission = store.scripts.begin(entry, start, self._periodiq_now())
+            except ReplicasBehindError as behind:
+                answered = time.monotonic()
+                now_ms = behind.now_ms if behind.now_ms is not None else 0
+                if limit_ms is None:
+                    limit_ms = _replica_limit_ms(start, now_ms)
+                    # the same bound on this host's clock, should the Redis clock be held
+                    give_up = answered + (limit_ms - now_ms) / 1000
+                    logger.warning(
+                        "periodiq: entry %r run %s waits: %s; its start is written again "
+                        "until one has it, for up to %.1f s", entry, start.task_id, behind,
+                        (limit_ms - now_ms) / 1000,
+                    )  # fmt: skip
+                if now_ms >= limit_ms or time.monotonic() >= give_up:
+                    until = "its tick expired" if limit_ms == start.expires_ms else (
+                        "its running marker ended")  # fmt: skip
+                    raise ReplicasBehindError(
+                        f"{behind}, and none had it {time.monotonic() - began:.1f} s later, "
+                        f"when {until}: it is not run; a copy of its tick is dropped as a "
+                        "duplicate unless a failover lost the start, then the copy runs"
+                    ) from behind
+                wait = min(pause, (limit_ms - now_ms) / 1000)
             except _FAILING_OVER as error:
-                if time.monotonic() + pause > deadline:
+                if time.monotonic() + pause > answered + _FAILOVER_PATIENCE:
                     raise
-                if pause == 0.1:
+                if not told:
+                    told = True
                     logger.warning(
                         "periodiq: entry %r run %s waits for Redis (%s); trying again for up "
                         "to %d s", entry, start.task_id, error, _FAILOVER_PATIENCE,
                     )  # fmt: skip
-                time.sleep(pause)
-                pause = min(pause * 2, 2.0)
+                wait = pause
+            else:
+                if limit_ms is not None:
+                    logger.info(
+                        "periodiq: entry %r run %s: a replica has its start after %.1f s",
+                        entry, start.task_id, time.monotonic() - began,
+                    )  # fmt: skip
+                return admission
+            time.sleep(wait)
+            pause = min(pause * 2, 2.0)
 
     def _finish(self, store: Store, entry: str, end: RunEnd) -> None:
         try:
@@ -296,6 +331,15 @@ class PeriodicTask(Task):  # type: ignore[type-arg]
                 end.outcome,
                 failure,
             )
+
+
+def _replica_limit_ms(start: RunStart, now_ms: int) -> int:
+    """Until when (Redis clock, ms) a run whose start no replica has yet waits for one:
+    its tick's expiry, and never past the end of its running marker (its hard time limit,
+    else two intervals, else an hour), after which it would no longer keep other runs off.
+    """
+    ends = now_ms + start.ttl_ms
+    return ends if start.expires_ms is None else min(start.expires_ms, ends)
 
 
 def _int_or_none(value: Any) -> int | None:

@@ -12,11 +12,13 @@ import json
 import logging
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 from celery import Celery
+from celery.signals import before_task_publish
 from kombu.exceptions import OperationalError
 
 from celery_periodiq import PeriodicTask, Periodiq, periodiq
@@ -24,6 +26,7 @@ from celery_periodiq.alerts import Alerts
 from celery_periodiq.config import Settings
 from celery_periodiq.dispatch import Dispatcher
 from celery_periodiq.errors import ConfigurationError, EntryError
+from celery_periodiq.localredis import LocalRedis
 from celery_periodiq.plan import to_ms
 from celery_periodiq.publish import HEADER_ENTRY, HEADER_TICK
 from tests.test_cli import cli
@@ -211,6 +214,75 @@ def test_a_transition_whose_message_fails_goes_back_first(app: Celery) -> None:
         Alerts(app, api.store, "proj.alert").send(api.store.keys.all())
 
     assert [item[1] for item in pending(api, "flaky")] == ["failing", "recovered"]
+
+
+def delivered(broker_url: str) -> list[tuple[str, str]]:
+    """(entry, transition) of every alert message on the broker, oldest first."""
+    broker = redis.Redis.from_url(broker_url)
+    try:
+        raw = list(reversed(broker.lrange("celery", 0, -1)))
+    finally:
+        broker.close()
+    payloads = [json.loads(base64.b64decode(json.loads(item)["body"]))[0][0] for item in raw]
+    return [(p["entry"], p["transition"]) for p in payloads]
+
+
+def test_no_transition_is_lost_when_the_broker_fails_midway_through_several_partitions(
+    tmp_path: Path, redis_url: str
+) -> None:
+    names = ["flaky-a", "flaky-b", "flaky-c"]
+    with LocalRedis(tmp_path / "failing-broker", persist=True) as broker:
+        app = Celery("alerting-outage", broker=broker.url, set_as_current=False)
+        app.conf.periodiq_redis_url = redis_url
+        app.conf.broker_connection_retry = False
+        app.conf.broker_connection_timeout = 0.2
+        app.conf.broker_transport_options = {"max_retries": 0}
+        api = periodiq(app)
+        parts = {api.store.keys.partition_of(name) for name in names}
+        assert len(parts) == len(names)  # three partitions, each with its transitions
+        task = runs_of(app, ["fail", "ok"] * len(names))
+        for name in names:
+            api.add(name, "proj.flaky", every=60, start_at=START, failure_threshold=1)
+            run_ticks(task, name, 2)  # failing, then recovered
+        published = []
+
+        def broker_dies_at_the_second(**_: Any) -> None:
+            published.append(1)
+            if len(published) == 2:
+                broker.stop(kill=True)  # the second message finds no broker
+
+        before_task_publish.connect(broker_dies_at_the_second, weak=False)
+        try:
+            with pytest.raises(OperationalError):
+                Alerts(app, api.store, "proj.alert").send(api.store.keys.all())
+        finally:
+            before_task_publish.disconnect(broker_dies_at_the_second)
+        broker.start()
+        sent = Alerts(app, api.store, "proj.alert").send(api.store.keys.all())
+
+        said = delivered(broker.url)
+        api.store.client.close()
+    assert sent == 2 * len(names) - 1  # all but the one that went out before the failure
+    assert sorted(said) == sorted((name, kind) for name in names
+                                  for kind in ("failing", "recovered"))  # fmt: skip
+    for name in names:  # each entry's in the order they happened
+        assert [kind for entry, kind in said if entry == name] == ["failing", "recovered"]
+
+
+def test_a_partition_whose_pop_fails_does_not_cost_the_others_their_transitions(
+    app: Celery, broker_url: str
+) -> None:
+    api = periodiq(app)
+    api.add("flaky", "proj.flaky", every=60, start_at=START, failure_threshold=1)
+    run_ticks(runs_of(app, ["fail"]), "flaky", 1)
+    other = next(p for p in api.store.keys.all() if p != api.store.keys.of("flaky"))
+    api.store.client.set(other.alerts, "not a list")  # that partition's pop fails
+
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        Alerts(app, api.store, "proj.alert").send(api.store.keys.all())
+
+    assert delivered(broker_url) == [("flaky", "failing")]
+    assert pending(api, "flaky") == []
 
 
 @pytest.mark.parametrize(

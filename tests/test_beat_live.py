@@ -91,6 +91,53 @@ def test_redis_restart_mid_run_is_survived_and_missed_ticks_follow_catchup_last(
     assert "Redis unreachable" in running.logs()
 
 
+_LINE = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}): (\w+)/[^\]]*\] (.*)$")
+
+
+def log_lines(text: str, since: float) -> list[tuple[float, str, str]]:
+    """(time, level, message) of each line of a Celery log written at ``since`` or later."""
+    lines = []
+    for line in text.splitlines():
+        found = _LINE.match(line)
+        if found:
+            stamp = datetime.strptime(found[1], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+            if stamp >= since:
+                lines.append((stamp, found[2], found[3]))
+    return lines
+
+
+def test_a_schedule_redis_outage_is_one_error_and_one_usable_again_once_redis_answers(
+    tmp_path: Path, redis_server: LocalRedis, broker_url: str
+) -> None:
+    with cluster(tmp_path, redis_server.url, broker_url) as running:
+        beat = running.beat("beat")
+        api = api_for(redis_server.url, broker_url)
+        api.add("hourly", "record", every=3600)  # nothing falls due: passes make few calls
+        wait_for(lambda: " ready; " in beat.output(), 60, "the beat to be ready")
+        wait_for(lambda: api.beats(), 30, "the beat to register")
+
+        redis_server.stop(kill=True)
+        down = time.time()
+        # long enough for heartbeats, passes and a reconcile retry (every 5 s) to fail
+        wait_for(lambda: time.time() > down + 7, 8, "seven seconds of outage")
+        up = time.time()
+        redis_server.start()
+        wait_for(lambda: "usable again" in beat.output(), 30, "the beat to say it is usable")
+        said = time.monotonic()
+        wait_for(lambda: time.monotonic() > said + 3, 4, "three more seconds of passes")
+        lines = log_lines(beat.output(), down - 0.05)
+        api.store.client.close()
+    shown = "\n".join(f"{stamp:.3f} {level} {message}" for stamp, level, message in lines)
+    errors = [(stamp, message) for stamp, level, message in lines if level == "ERROR"]
+    usable = [stamp for stamp, _, message in lines if "usable again" in message]
+    assert len(errors) == 1, shown  # one outage, one ERROR
+    assert "Redis unreachable" in errors[0][1], shown
+    assert len(usable) == 1, shown  # and one INFO when it ends
+    assert usable[0] >= up, shown  # never while Redis was down
+    assert errors[0][0] < usable[0], shown
+    assert not [m for _, _, m in lines if "heartbeat failed" in m or "restored" in m], shown
+
+
 def test_broker_outage_keeps_claimed_ticks_in_flight_until_it_returns(
     tmp_path: Path, redis_url: str
 ) -> None:

@@ -204,6 +204,8 @@ def test_a_reconcile_that_fails_after_redis_returns_does_not_end_the_beat(
                  "the append-only file to hold the damage")  # fmt: skip
         redis_server.stop(kill=True)
         wait_for(lambda: "Redis unreachable" in beat.output(), 30, "the beat to notice")
+        down = time.monotonic()  # its heartbeat noticed first; its passes (every second) too
+        wait_for(lambda: time.monotonic() > down + 3, 4, "three seconds of outage")
         redis_server.restart()
         refused = re.compile(r"reconciling the declared entries failed: Redis refused a "
                              r"command: .*WRONGTYPE")  # fmt: skip

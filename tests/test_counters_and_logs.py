@@ -9,6 +9,7 @@ worker's guard run in this process on an injected clock.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import Iterator
@@ -17,10 +18,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import redis
 from celery import Celery
+from celery.signals import before_task_publish
 
 from celery_periodiq import PeriodicTask, Periodiq, periodiq
 from celery_periodiq.config import Settings
 from celery_periodiq.dispatch import Dispatcher
+from celery_periodiq.localredis import LocalRedis
 from celery_periodiq.plan import tick_text, to_ms
 from celery_periodiq.publish import HEADER_ENTRY, HEADER_TICK
 from celery_periodiq.scheduler import Scheduler
@@ -207,3 +210,37 @@ def test_settlements_are_written_after_redis_forgot_the_scripts(
         assert stored.counters == {"enqueued": 1}
         assert stored.next_run == START + timedelta(seconds=120)
     assert redis_client.zcard(api.store.keys.part(0).inflight) == 0
+
+
+def test_settlements_the_schedule_redis_refused_are_written_next_pass_and_nothing_is_resent(
+    app: Celery, redis_server: LocalRedis, broker_url: str
+) -> None:
+    api = tenants(app, 3)
+    dispatcher = Dispatcher(app, api.store, "beat")
+    due = to_ms(START + timedelta(seconds=60))
+    lease_ms = int(api.settings.claim_lease * 1000)
+
+    def schedule_redis_dies_once_the_ticks_are_claimed(**_: object) -> None:
+        if redis_server.running:
+            redis_server.stop(kill=True)  # the messages go out; their settlements cannot
+
+    before_task_publish.connect(schedule_redis_dies_once_the_ticks_are_claimed, weak=False)
+    try:
+        with contextlib.suppress(redis.RedisError):  # the pass may fail, or say it did
+            dispatcher.dispatch(now_ms=due)
+    finally:
+        before_task_publish.disconnect(schedule_redis_dies_once_the_ticks_are_claimed)
+    redis_server.start()
+    dispatcher.dispatch(now_ms=due + 100)  # writes the settlements kept from the last pass
+    after_the_lease = dispatcher.dispatch(now_ms=due + lease_ms + 1000)
+
+    broker = redis.Redis.from_url(broker_url)
+    sent = [json.loads(raw)["headers"]["id"] for raw in broker.lrange("celery", 0, -1)]
+    broker.close()
+    assert len(sent) == 3
+    assert len(set(sent)) == 3  # no task id sent twice: nothing was taken over and resent
+    assert after_the_lease.claimed == 0
+    for stored in api.list():
+        assert stored.counters == {"enqueued": 1}
+        assert stored.next_run == START + timedelta(seconds=120)
+    assert sum(api.store.client.zcard(part.inflight) for part in api.store.keys.all()) == 0

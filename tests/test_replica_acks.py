@@ -4,14 +4,21 @@ a body only once a replica has its start (``WAIT``).
 A real primary and a real replica on loopback. With the replica gone the claims are
 refused (ReplicasBehindError) and nothing reaches the broker; with it back, the
 claims are taken over after their lease and published, each tick once. A run whose
-start no replica acknowledged is not run, and says why.
+start no replica acknowledged waits (its start written again) until one has it, and is
+refused only once its tick expired, saying why.
 """
 
 from __future__ import annotations
 
+import logging
+import os
+import signal
+import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -23,7 +30,7 @@ from celery_periodiq.dispatch import Dispatcher
 from celery_periodiq.errors import ConfigurationError, ReplicasBehindError
 from celery_periodiq.localredis import LocalRedis
 from celery_periodiq.plan import to_ms
-from celery_periodiq.publish import HEADER_ENTRY, HEADER_TICK
+from celery_periodiq.publish import HEADER_ENTRY, HEADER_EXPIRES, HEADER_TICK
 from celery_periodiq.scripts import RunStart
 from tests.processes import wait_for
 
@@ -125,12 +132,9 @@ def test_bad_replica_settings_are_refused(settings: dict[str, object], words: li
     assert all(word in str(caught.value) for word in words), str(caught.value)
 
 
-def test_a_run_starts_only_once_a_replica_has_its_start_and_is_refused_without_one(
-    tmp_path: Path, primary: LocalRedis, broker_url: str
-) -> None:
-    replica = replica_of(tmp_path, primary).start()
-    wait_for(lambda: in_sync(primary), 30, "the replica to sync")
-    app = Celery("acked-runs", broker=broker_url, set_as_current=False)
+def acked_app(primary: LocalRedis, broker_url: str, name: str) -> tuple[Celery, Any, list[int]]:
+    """An app with replica acks 1 (200 ms) and a guarded task recording its bodies."""
+    app = Celery(name, broker=broker_url, set_as_current=False)
     app.conf.periodiq_redis_url = primary.url
     app.conf.periodiq_replica_acks = 1
     app.conf.periodiq_replica_timeout = 0.2
@@ -140,27 +144,115 @@ def test_a_run_starts_only_once_a_replica_has_its_start_and_is_refused_without_o
     def acked(tick: int) -> None:
         bodies.append(tick)
 
+    return app, acked, bodies
+
+
+def test_a_run_waits_while_no_replica_has_its_start_and_runs_once_one_has(
+    tmp_path: Path, primary: LocalRedis, broker_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="celery_periodiq.task")
+    replica = replica_of(tmp_path, primary).start()
+    wait_for(lambda: in_sync(primary), 30, "the replica to sync")
+    app, acked, bodies = acked_app(primary, broker_url, "acked-runs")
     api = periodiq(app)
     api.add("acked", "proj.acked", every=60, start_at=START)
     api.store.client.script_flush()  # the first begin meets NOSCRIPT and loads it
     first, second = to_ms(START + timedelta(seconds=60)), to_ms(START + timedelta(seconds=120))
-
     ran = acked.apply(args=[first], headers={HEADER_ENTRY: "acked", HEADER_TICK: first})
     replica.stop(kill=True)
-    refused = acked.apply(args=[second], headers={HEADER_ENTRY: "acked", HEADER_TICK: second})
+
+    def replica_returns_while_the_run_waits() -> None:
+        wait_for(lambda: "run second waits: 0 of the 1 replicas required" in caplog.text, 30,
+                 "the second run to wait for a replica")  # fmt: skip
+        replica.start()  # a new, empty replica: it syncs from the primary
+
+    returning = threading.Thread(target=replica_returns_while_the_run_waits)
+    returning.start()
+    waited = time.monotonic()
+    later = acked.apply(args=[second], task_id="second",
+                        headers={HEADER_ENTRY: "acked", HEADER_TICK: second})  # fmt: skip
+    waited = time.monotonic() - waited
+    returning.join(30)
 
     assert ran.state == "SUCCESS"
-    assert bodies == [first]  # the second body never ran
-    assert refused.state == "IGNORED"
-    last = api.history("acked", limit=1)[0]
-    assert last.kind == "revoked"
-    assert "0 of the 1 replicas required" in last.fields.get("error", "")
-    assert api.get("acked").running is None  # its marker is cleared
+    assert later.state == "SUCCESS", later.state
+    assert bodies == [first, second]  # each once
+    assert waited > 0.2  # it waited past one replica timeout, and was not refused
+    assert "run second: a replica has its start after " in caplog.text
+    kinds = [event.kind for event in api.history("acked", limit=10)]
+    assert kinds.count("started") == 2
+    assert "revoked" not in kinds
+    assert api.get("acked").counters.get("started") == 2
     replica.close()
     api.store.client.close()
 
 
-def test_a_begin_sent_again_with_its_token_is_its_own_not_a_duplicate(
+def test_a_run_no_replica_acknowledges_is_refused_only_once_its_tick_expired(
+    primary: LocalRedis, broker_url: str
+) -> None:
+    app, acked, bodies = acked_app(primary, broker_url, "acked-refused")  # no replica at all
+    api = periodiq(app)
+    api.add("acked", "proj.acked", every=60, start_at=START)
+    tick = to_ms(START + timedelta(seconds=60))
+    expires = api.store.now_ms() + 1500  # on the Redis clock, as the beat sets it
+
+    began = time.monotonic()
+    refused = acked.apply(
+        args=[tick], headers={HEADER_ENTRY: "acked", HEADER_TICK: tick, HEADER_EXPIRES: expires}
+    )
+    waited = time.monotonic() - began
+
+    assert refused.state == "IGNORED"
+    assert bodies == []
+    assert 1.3 < waited < 5, waited  # until its expiry, not one replica timeout
+    assert api.store.now_ms() >= expires
+    last = api.history("acked", limit=1)[0]
+    assert last.kind == "revoked"
+    error = last.fields.get("error", "")
+    assert "0 of the 1 replicas required" in error
+    assert "when its tick expired: it is not run" in error
+    assert api.get("acked").running is None  # its marker is cleared
+    api.store.client.close()
+
+
+def test_a_begin_sent_again_with_its_token_writes_its_start_again_for_the_replicas(
+    tmp_path: Path, primary: LocalRedis, broker_url: str
+) -> None:
+    # A begin whose reply was lost is sent again on another connection (one that has
+    # written nothing): WAIT there counts nothing unless the begin writes again.
+    replica = replica_of(tmp_path, primary).start()
+    wait_for(lambda: in_sync(primary), 30, "the replica to sync")
+    app, _, _ = acked_app(primary, broker_url, "acked-resent")
+    api = periodiq(app)
+    api.add("acked", "proj.acked", every=60, start_at=START)
+    tick = to_ms(START + timedelta(seconds=60))
+    start = RunStart(
+        task_id="same-id", tick_ms=tick, min_gap_ms=0, overlap="skip", ttl_ms=60_000,
+        retries=0, host="h", history_length=10, attempt="a1",
+    )  # fmt: skip
+    assert replica.pid is not None
+    os.kill(replica.pid, signal.SIGSTOP)  # connected, but it acknowledges nothing
+    try:
+        with pytest.raises(ReplicasBehindError):
+            api.store.scripts.begin("acked", start)
+        fresh = acked_app(primary, broker_url, "acked-resent")[0]  # another client
+        with pytest.raises(ReplicasBehindError, match="0 of the 1 replicas required"):
+            periodiq(fresh).store.scripts.begin("acked", start)  # its reply was lost
+    finally:
+        os.kill(replica.pid, signal.SIGCONT)
+    again = periodiq(fresh).store.scripts.begin("acked", start)  # now a replica has it
+
+    assert again.outcome == "started"
+    assert api.get("acked").counters == {"started": 1}
+    replica_client = redis.Redis(port=replica.port, decode_responses=True)
+    assert '"a1"' in (replica_client.hget(api.store.keys.of("acked").state, "acked") or "")
+    replica_client.close()
+    periodiq(fresh).store.client.close()
+    replica.close()
+    api.store.client.close()
+
+
+def test_a_begin_sent_again_with_its_token_is_its_own_and_writes_its_start_again(
     primary: LocalRedis, broker_url: str
 ) -> None:
     app = Celery("resent", broker=broker_url, set_as_current=False)
@@ -176,9 +268,19 @@ def test_a_begin_sent_again_with_its_token_is_its_own_not_a_duplicate(
         )  # fmt: skip
 
     first = api.store.scripts.begin("resent", start("a1"), tick)
+    api.store.client.config_set("notify-keyspace-events", "Kh")
+    events = api.store.client.pubsub(ignore_subscribe_messages=True)
+    events.subscribe(f"__keyspace@0__:{api.store.keys.of('resent').state}")
+    wait_for(lambda: events.get_message(timeout=0.1) is None and events.subscribed, 5,
+             "the subscription")  # fmt: skip
     again = api.store.scripts.begin("resent", start("a1"), tick + 5)  # its reply was lost
+    written = events.get_message(timeout=2.0)
+    events.close()
     copy = api.store.scripts.begin("resent", start("b2"), tick + 10)  # a re-published copy
 
     assert (first.outcome, again.outcome, copy.outcome) == ("started", "started", "duplicate")
     assert api.get("resent").counters == {"started": 1, "duplicate": 1}
+    # written again (unchanged): a WAIT after it counts a write of its own connection
+    assert written is not None
+    assert written["data"] == "hset"
     api.store.client.close()

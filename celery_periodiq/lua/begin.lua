@@ -41,8 +41,9 @@
 -- ARGV[11] "1" if the message came from the beat or trigger() (the entry must exist)
 -- ARGV[12] the message's expiry (ms), or ""
 -- ARGV[13] the task id as the history records it: "" when the tick derives it
--- ARGV[14] this delivery's attempt token, or "": a begin sent again after its reply was
---          lost finds its own marker and is told "started" again, with no new writes
+-- ARGV[14] this delivery's attempt token, or "": a begin sent again (its reply lost, or
+--          its replicas behind) finds its own marker, writes the state again unchanged
+--          and is told "started" again
 -- ARGV[15] "1" for a backfill run
 -- ARGV[16] how long the backfilled set is kept after its newest tick (ms)
 -- ARGV[17] "1" for a catch-up run: published too late to keep its place, it is not
@@ -80,6 +81,10 @@ local state = load_state(states, name) or {}
 local last = tonumber(state.last_run)
 
 if ARGV[14] ~= '' and type(state.running) == 'table' and state.running[3] == ARGV[14] then
+  -- written again, unchanged: a WAIT after this call then counts a write of this
+  -- connection, so it says whether a replica has the start (the reply may have been lost
+  -- on another connection, or the replicas were behind when it was first written)
+  save_state(states, name, state)
   return {'started', now, last or -1, ''}
 end
 if type(state.queued) == 'table' and state.queued[1] == task_id then state.queued = nil end
