@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from celery_periodiq.scripts import Pulse
 from celery_periodiq.store import Store
 
 __all__ = ["ChangeListener", "Heartbeat"]
@@ -21,7 +22,9 @@ class Heartbeat(threading.Thread):
 
     Other beats take over this beat's claimed ticks only once the heartbeat
     has expired, so a slow publish never hands a tick to a second beat while
-    this one lives.
+    this one lives. Each heartbeat also says which declaration set the beat runs
+    with (``declared``) and keeps its generation alive in every partition, so that
+    no beat removes or overwrites what this one declares while it lives.
     """
 
     def __init__(
@@ -30,7 +33,8 @@ class Heartbeat(threading.Thread):
         beat_id: str,
         lease: float,
         info: Callable[[], dict[str, Any]],
-        on_beats: Callable[[list[str]], None] | None = None,
+        on_beats: Callable[[Pulse], None] | None = None,
+        declared: str = "",
     ) -> None:
         super().__init__(name="periodiq-heartbeat", daemon=True)
         self.store = store
@@ -38,6 +42,10 @@ class Heartbeat(threading.Thread):
         self.lease = lease
         self.info = info
         self.on_beats = on_beats
+        self.declared = declared
+        """The digest of this beat's declaration set."""
+        self.generation: int | None = None
+        """Its generation, once declared."""
         self.last_ok = time.monotonic()
         self._stopped = threading.Event()
         self._failing = False
@@ -46,11 +54,11 @@ class Heartbeat(threading.Thread):
         """Refresh the heartbeat now."""
         sent = time.monotonic()  # the heartbeat's TTL counts from about here
         ttl = int(self.lease * 1000)
-        now, _, live = self.store.scripts.heartbeat(self.beat_id, "alive", ttl, self.info())
-        self.store.alive(self.beat_id, now + ttl, now)
+        pulse = self.store.scripts.heartbeat(self.beat_id, "alive", ttl, self.info(), self.declared)
+        self.store.alive(self.beat_id, pulse.now_ms + ttl, pulse.now_ms, self.generation)
         self.last_ok = sent
         if self.on_beats is not None:
-            self.on_beats(live)
+            self.on_beats(pulse)
 
     def run(self) -> None:
         while not self._stopped.wait(self.lease / 3):
