@@ -504,10 +504,14 @@ def _saved(api: Periodiq, verb: str, stored: StoredEntry) -> None:
 @click.pass_context
 @handled
 def beats_command(ctx: click.Context, as_json: bool) -> None:
-    """List live beats: host, pid, version, uptime, last tick, ticks.
+    """List live beats: host, pid, version, uptime, ticks, declarations.
+
+    DECLARES is the digest of the entries a beat declares in code and
+    beat_schedule: beats of one version of the code share it; two digests mean
+    two versions live (a rolling deploy), as doctor says.
 
     --json: an array of beats {id, host, pid, version, started, seen,
-    last_tick, ticks_claimed, partitions, uptime_s, last_tick_age_s}.
+    last_tick, ticks_claimed, partitions, uptime_s, last_tick_age_s, declared}.
     """
     api = api_of(ctx)
     beats, now = api.beats(), api.now()

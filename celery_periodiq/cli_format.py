@@ -410,18 +410,20 @@ def failures_text(items: Sequence[tuple[str, Event, tzinfo]], style: Style, widt
 
 
 def beats_text(beats: Sequence[BeatInfo], now: datetime, style: Style, width: int) -> str:
-    """Live beats: host, pid, version, uptime, last tick, ticks claimed."""
+    """Live beats: host, pid, version, uptime, last tick, ticks claimed, and the digest
+    of the declaration set each runs with (beats of one version of the code share it)."""
     if not beats:
         return "No live beats: nothing is being scheduled."
     columns = [
         Column("HOST", shrink=8), Column("PID"), Column("VERSION"), Column("UPTIME"),
-        Column("LAST TICK"), Column("TICKS CLAIMED"),
+        Column("LAST TICK"), Column("TICKS CLAIMED"), Column("DECLARES"),
     ]  # fmt: skip
     rows = []
     for beat in beats:
         uptime = span((now - beat.started).total_seconds()) if beat.started else "?"
         last = relative(beat.last_tick, now) if beat.last_tick else "never"
-        texts = [beat.host, str(beat.pid), beat.version, uptime, last, str(beat.ticks_claimed)]
+        texts = [beat.host, str(beat.pid), beat.version, uptime, last, str(beat.ticks_claimed),
+                 beat.declared[:8] or "-"]  # fmt: skip
         rows.append(Row([(text, None) for text in texts]))
     return "\n".join(table(columns, rows, width, style))
 

@@ -16,7 +16,7 @@ from celery_periodiq import policy
 from celery_periodiq.config import redacted
 from celery_periodiq.errors import shown
 from celery_periodiq.plan import from_ms
-from celery_periodiq.store import StoredEntry
+from celery_periodiq.store import BeatInfo, StoredEntry
 from celery_periodiq.task import PeriodicTask
 from celery_periodiq.topology import sentinel_report
 
@@ -148,7 +148,47 @@ def _check_beats(api: Periodiq) -> Check:
         return Check("beats", "fail", "no live beat: nothing is being scheduled")
     hosts = ", ".join(sorted({f"{beat.host}:{beat.pid}" for beat in beats}))
     noun = "beat" if len(beats) == 1 else "beats"
-    return Check("beats", "ok", f"{len(beats)} live {noun} ({hosts})")
+    found = f"{len(beats)} live {noun} ({hosts})"
+    try:
+        mixed = _declaration_sets(api, beats)
+    except redis.RedisError as error:
+        return Check("beats", "warn", f"{found}; cannot read their declarations: {error}")
+    if mixed:
+        return Check("beats", "warn", f"{found}; {mixed}")
+    return Check("beats", "ok", found)
+
+
+def _declaration_sets(api: Periodiq, beats: list[BeatInfo]) -> str | None:
+    """What the live beats declare, when they do not all declare the same (a rolling
+    deploy, or beats running different code): each set with its beats, newest first,
+    and how many names differ; None when one set is live."""
+    by_set: dict[str, list[str]] = {}
+    for beat in beats:
+        by_set.setdefault(beat.declared, []).append(f"{beat.host}:{beat.pid}")
+    if len(by_set) < 2:
+        return None
+    stored = api.store.declaration_sets(digest for digest in by_set if digest)
+    order = sorted(by_set, key=lambda digest: -(stored[digest].generation or 0)
+                   if digest in stored else 0)  # fmt: skip
+    described = []
+    for digest in order:
+        found = stored.get(digest)
+        label = (digest[:8] if digest else "a version that says nothing") + (
+            "" if found is None or found.names is not None else f" (unreadable: {found.problem})"
+        )
+        described.append(f"{label} by {', '.join(sorted(by_set[digest]))}")
+    names = [found.names for found in stored.values() if found.names is not None]
+    every: set[str] = set().union(*names)
+    common = set.intersection(*(set(declared) for declared in names)) if names else set()
+    differ = len(every - common)
+    redefined = sum(len({found[name] for found in names if name in found}) > 1 for name in every)
+    return (
+        f"{len(by_set)} declaration sets are live (a rolling deploy, or beats running "
+        f"different code), newest first: {'; '.join(described)}; {differ} "
+        f"{'name is' if differ == 1 else 'names are'} declared by some sets only, "
+        f"{redefined} defined differently (the newest set's definitions win while its "
+        "beats live)"
+    )
 
 
 def _check_clock(api: Periodiq) -> Check:

@@ -11,6 +11,7 @@ from typing import Any
 
 from celery_periodiq.clock import SAFE_SHARE, elapsed
 from celery_periodiq.outage import Outage
+from celery_periodiq.scripts import Pulse
 from celery_periodiq.store import Store
 
 __all__ = ["ChangeListener", "Heartbeat"]
@@ -27,6 +28,9 @@ class Heartbeat(threading.Thread):
     beat while this one lives. A beat that was stopped (SIGSTOP, a VM paused, a long
     GC) may find its heartbeat refreshed again by this thread and still have lost its
     claims while it was stopped: :meth:`covers` tells, from the gaps between refreshes.
+    Each heartbeat also says which declaration set the beat runs with (``declared``)
+    and keeps its generation alive in every partition, so that no beat removes or
+    overwrites what this one declares while it lives.
     """
 
     def __init__(
@@ -35,8 +39,9 @@ class Heartbeat(threading.Thread):
         beat_id: str,
         lease: float,
         info: Callable[[], dict[str, Any]],
-        on_beats: Callable[[list[str]], None] | None = None,
+        on_beats: Callable[[Pulse], None] | None = None,
         outage: Outage | None = None,
+        declared: str = "",
     ) -> None:
         super().__init__(name="periodiq-heartbeat", daemon=True)
         self.store = store
@@ -49,6 +54,10 @@ class Heartbeat(threading.Thread):
         """:func:`elapsed` when the heartbeat began to hold without a gap."""
         self._until = -math.inf
         """:func:`elapsed` when it runs out, unless it is refreshed before."""
+        self.declared = declared
+        """The digest of this beat's declaration set."""
+        self.generation: int | None = None
+        """Its generation, once declared."""
         self._stopped = threading.Event()
         self._outage = outage or Outage()
         """Told of every failure and recovery: the beat's, so that one outage of Redis is
@@ -58,11 +67,11 @@ class Heartbeat(threading.Thread):
         """Refresh the heartbeat now."""
         sent = elapsed()  # the heartbeat's TTL counts from after here
         ttl = int(self.lease * 1000)
-        now, _, live = self.store.scripts.heartbeat(self.beat_id, "alive", ttl, self.info())
-        self.store.alive(self.beat_id, now + ttl, now)
+        pulse = self.store.scripts.heartbeat(self.beat_id, "alive", ttl, self.info(), self.declared)
+        self.store.alive(self.beat_id, pulse.now_ms + ttl, pulse.now_ms, self.generation)
         self.refreshed(sent, elapsed())
         if self.on_beats is not None:
-            self.on_beats(live)
+            self.on_beats(pulse)
 
     def refreshed(self, sent: float, received: float) -> None:
         """A refresh sent at ``sent`` was written (everywhere claims look) by ``received``

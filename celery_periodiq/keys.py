@@ -77,6 +77,13 @@ class Partition:
         return f"{self.tag}:alive"
 
     @property
+    def generations(self) -> str:
+        """zset: generation of a declaration set -> when its last beat's heartbeat runs
+        out (ms), this partition's copy, so that put.lua and remove.lua can tell
+        atomically whether a beat of the code that wrote an entry still lives."""
+        return f"{self.tag}:generations"
+
+    @property
     def alerts(self) -> str:
         """list: alert transitions (overdue, failing, recovered) not yet sent, oldest first."""
         return f"{self.tag}:alerts"
@@ -126,11 +133,20 @@ class Keys:
         """hash: layout and partitions of the schedule stored under this prefix."""
         self.changes = f"{self.tag}:changes"
         """pub/sub channel: an entry was created, changed, paused or deleted."""
+        self.declarers = f"{self.tag}:declarers"
+        """hash: live beat id -> the digest of the declaration set it runs with."""
+        self.generation = f"{self.tag}:generation"
+        """string: the newest generation given to a declaration set (ms), so that two
+        sets first declared in one millisecond still get two generations."""
         self._parts = [Partition(index, f"{{{prefix}:{index}}}") for index in range(partitions)]
 
     def beat(self, beat_id: str) -> str:
         """hash with TTL: one beat instance's heartbeat."""
         return f"{self.tag}:beat:{beat_id}"
+
+    def declaration(self, digest: str) -> str:
+        """hash with TTL: one declaration set: its generation and its entries' names."""
+        return f"{self.tag}:declaration:{digest}"
 
     def partition_of(self, name: str) -> int:
         """The index of the partition ``name`` lives in."""

@@ -1,10 +1,13 @@
 """Entries declared in code (``@periodic``) and in ``app.conf.beat_schedule``.
 
-The beat reconciles these into Redis when it starts.
+The beat reconciles these into Redis when it starts, and says which set it declares
+(:func:`declaration_of`), so that beats of two versions of the code can run side by side.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -22,7 +25,7 @@ from celery_periodiq.errors import ConfigurationError, EntryError, shown
 from celery_periodiq.policy import Defaults
 from celery_periodiq.schedules import Schedule
 
-__all__ = ["Declaration", "declare", "declared", "from_beat_schedule"]
+__all__ = ["Declaration", "declaration_of", "declare", "declared", "from_beat_schedule"]
 
 logger = logging.getLogger(__name__)
 
@@ -155,3 +158,12 @@ def from_beat_schedule(app: Celery, settings: Settings) -> list[Entry]:
         except (EntryError, KeyError, TypeError, AttributeError) as error:
             logger.error("beat_schedule %r is skipped: %s", name, error)
     return entries
+
+
+def declaration_of(entries: list[Entry]) -> tuple[str, dict[str, str]]:
+    """A beat's declaration set: its digest, and each entry's name with its definition's
+    digest. Beats running the same code declare the same set; the digest is a hash of
+    the names and definitions, so any change to either makes another set."""
+    names = {entry.name: entry.digest for entry in sorted(entries, key=lambda e: e.name)}
+    text = json.dumps(names, separators=(",", ":"), sort_keys=True).encode()
+    return hashlib.sha1(text, usedforsecurity=False).hexdigest()[:16], names

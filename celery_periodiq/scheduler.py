@@ -31,13 +31,14 @@ from celery_periodiq.entry import Entry
 from celery_periodiq.errors import BrokerUnavailableError, ConfigurationError, ReplicasBehindError
 from celery_periodiq.heartbeat import ChangeListener, Heartbeat
 from celery_periodiq.outage import Outage
+from celery_periodiq.reconcile import Declarations
+from celery_periodiq.scripts import Pulse
 from celery_periodiq.store import Store
 
 __all__ = ["Scheduler"]
 
 logger = logging.getLogger(__name__)
 
-_RECONCILE_CHUNK = 500
 _PASS = "a beat pass"
 _RECONCILING = "reconciling the declared entries"
 _MAX_BACKOFF = 5.0
@@ -85,14 +86,16 @@ class Scheduler(celery_beat.Scheduler):
             logger.critical("periodiq: %s; the beat cannot start", error)
             raise SystemExit(1) from None
         self.store = Store(self.settings)
+        self._declarations = Declarations(self.store, self._declared_entries)
         self.beat_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._heartbeat = Heartbeat(
             self.store,
             self.beat_id,
             self.settings.claim_lease,
             self._beat_info,
-            on_beats=self._watch,
+            on_beats=self._on_pulse,
             outage=self._outage,
+            declared=self._declarations.digest,
         )
         self._dispatcher = Dispatcher(
             self.app,
@@ -165,6 +168,8 @@ class Scheduler(celery_beat.Scheduler):
             self._reconcile_after = 0.0
         if not self._started:
             self._start()
+        if self._declarations.due():  # a beat of other code came or went: rolling deploys
+            self._needs_reconcile = True
         if self._needs_reconcile and time.monotonic() >= self._reconcile_after:
             self._try_reconcile()
         if self._pending_events and not self._needs_reconcile:
@@ -201,10 +206,6 @@ class Scheduler(celery_beat.Scheduler):
             self._outage.failed(_PASS, error)
         return None
 
-    def _watch(self, beats: list[str]) -> None:
-        if self._dispatcher is not None:
-            self._dispatcher.watch(beats)
-
     def _changed(self, name: str | None) -> None:
         """An entry changed (None: some, or maybe some): look at it now."""
         if self._dispatcher is not None:
@@ -220,15 +221,14 @@ class Scheduler(celery_beat.Scheduler):
         self.store.ensure_layout(record=True)
         ttl = int(self.settings.claim_lease * 1000)
         sent = elapsed()
-        now, first, live = self.store.scripts.heartbeat(
-            self.beat_id, "start", ttl, self._beat_info()
+        pulse = self.store.scripts.heartbeat(
+            self.beat_id, "start", ttl, self._beat_info(), self._declarations.digest
         )
-        self.store.alive(self.beat_id, now + ttl, now)
+        self.store.alive(self.beat_id, pulse.now_ms + ttl, pulse.now_ms)
         self._heartbeat.refreshed(sent, elapsed())
-        if self._dispatcher is not None:
-            self._dispatcher.watch(live)
+        self._on_pulse(pulse)
         self._started = True
-        if first:
+        if pulse.flag:
             logger.info("periodiq: first beat of the cluster: @reboot entries fire")
             self._pending_events.setdefault("reboot", set())
 
@@ -309,33 +309,32 @@ class Scheduler(celery_beat.Scheduler):
         return list(entries.values())
 
     def _reconcile(self) -> None:
-        declared = self._declared_entries
-        statuses: dict[str, int] = {}
-        for start in range(0, len(declared), _RECONCILE_CHUNK):
-            chunk = declared[start : start + _RECONCILE_CHUNK]
-            for entry, status in zip(chunk, self.store.put("reconcile", chunk), strict=True):
-                statuses[status] = statuses.get(status, 0) + 1
-                if status == "runtime":
-                    logger.warning(
-                        "periodiq: entry %r exists as a runtime entry; its declaration is ignored",
-                        entry.name,
-                    )
-        names = {entry.name for entry in declared}
-        vanished = sorted(self.store.declared_names() - names)
-        removed = self.store.remove(vanished, "code,config") if vanished else []
-        logger.info("periodiq: reconciled %d declared entries %s", len(declared), statuses)
-        if removed:
-            logger.warning(
-                "periodiq: removed %d entries no longer declared in code or beat_schedule: %s",
-                len(removed), ", ".join(removed),
-            )  # fmt: skip
+        """Write the declared entries, remove those no live beat declares (see
+        :mod:`celery_periodiq.reconcile`)."""
+        again = self._declarations.reconcile(self._publish_generation)
+        if again is not None:
+            self._reconcile_after = time.monotonic() + again
+
+    def _publish_generation(self, generation: int) -> None:
+        """Tell every partition that a beat of ``generation`` lives (a heartbeat now, and
+        with every heartbeat after), before anything is written with it."""
+        self._heartbeat.generation = generation
+        self._heartbeat.beat_once()
+
+    def _on_pulse(self, pulse: Pulse) -> None:
+        """A heartbeat's answer (the heartbeat thread's, or the start's): the live beats
+        make the ring; when their declaration sets changed, wake up to reconcile."""
+        if self._dispatcher is not None:
+            self._dispatcher.watch(pulse.live)
+        if self._declarations.heard(pulse):
+            self._wake.set()
 
     def _restore_declared(self, names: list[str]) -> None:
         """Write back the declarations of entries whose definitions vanished from Redis."""
         wanted = set(names)
         lost = [entry for entry in self._declared_entries if entry.name in wanted]
         if lost:
-            self.store.put("reconcile", lost)
+            self.store.put("reconcile", lost, generation=self._declarations.generation)
             logger.warning(
                 "periodiq: declared entries %s were missing from Redis; written again",
                 [entry.name for entry in lost],

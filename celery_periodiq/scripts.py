@@ -31,14 +31,18 @@ from celery_periodiq.errors import ReplicasBehindError
 from celery_periodiq.keys import Keys, Partition
 from celery_periodiq.plan import task_id_for
 
-__all__ = ["SCRIPT_NAMES", "Claim", "ClaimBatch", "PutItem", "Scripts", "script_source"]
+__all__ = ["SCRIPT_NAMES", "Claim", "ClaimBatch", "Pulse", "PutItem", "Scripts", "script_source"]
 
 logger = logging.getLogger(__name__)
 
 
 BACKFILL_MEMORY_MS = 30 * 24 * 3600 * 1000
 """How long an entry remembers which backfilled ticks began, after the newest one."""
-SCRIPT_NAMES = ("claim", "ack", "put", "remove", "pause", "beat", "begin", "finish", "record")
+DECLARATION_TTL_MS = 24 * 3600 * 1000
+"""How long a declaration set (and its generation) is kept after its last beat: an old
+version's beat that comes back within it is still older than the code deployed since."""
+SCRIPT_NAMES = ("claim", "ack", "put", "remove", "pause", "beat", "begin", "finish", "record",
+                "declare")  # fmt: skip
 _COMPACT = json.JSONEncoder(separators=(",", ":")).encode
 """``json.dumps(value, separators=(",", ":"))`` without building an encoder per call."""
 PutItem = tuple[str, str, str | None, str, int | None, int | None, bool, str | None,
@@ -181,6 +185,21 @@ def _decode_claims(partition: int, raw: list[Any]) -> ClaimBatch:
         claims=claims,
         vanished=list(notices.get("vanished") or []),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Pulse:
+    """What a heartbeat (beat.lua) answered."""
+
+    now_ms: int
+    flag: bool
+    """start: no other beat was alive; stop: no other beat is alive any more."""
+    live: list[str]
+    """The ids of the beats alive now."""
+    declarations: dict[str, str] = field(default_factory=dict)
+    """Each live beat's declaration set digest ("" for a beat that says none)."""
+    registered: bool = False
+    """This beat's declaration set is stored (False: declare it again)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -505,15 +524,18 @@ class Scripts:
         mode: str,
         items: list[PutItem],
         was_owners: dict[str, str | None] | None = None,
+        generation: int | None = None,
     ) -> list[str]:
         """Create or replace entries of one partition; one status per item (see put.lua).
 
         ``was_owners``: the owner each entry had when the caller read it (None: no
-        owner, or not read: "add" does not read it).
+        owner, or not read: "add" does not read it). ``generation``: the writing beat's
+        declaration set's (reconcile).
         """
         if not items:
             return []
-        return list(self._run("put", *self._put_call(part, mode, items, was_owners)))
+        call = self._put_call(part, mode, items, was_owners, generation)
+        return list(self._run("put", *call))
 
     def put_later(
         self,
@@ -521,17 +543,20 @@ class Scripts:
         mode: str,
         items: list[PutItem],
         was_owners: dict[str, str | None] | None = None,
+        generation: int | None = None,
     ) -> Callable[[], list[str]]:
         """:meth:`put`, sent now and read when the returned function is called: Redis runs
         it while the caller prepares the next."""
         if self._clustered or not items:
-            done = self.put(part, mode, items, was_owners)
+            done = self.put(part, mode, items, was_owners, generation)
             return lambda: done
-        wait = self._later("put", [self._put_call(part, mode, items, was_owners)])
+        wait = self._later("put", [self._put_call(part, mode, items, was_owners, generation)])
 
         def read() -> list[str]:
             (reply,) = wait()
-            return list(reply) if reply is not None else self.put(part, mode, items, was_owners)
+            if reply is not None:
+                return list(reply)
+            return self.put(part, mode, items, was_owners, generation)
 
         return read
 
@@ -541,9 +566,11 @@ class Scripts:
         mode: str,
         items: list[PutItem],
         was_owners: dict[str, str | None] | None,
+        generation: int | None = None,
     ) -> tuple[list[str], list[Any]]:
-        keys = [part.entries, part.due, part.declared, part.events, part.quarantine, part.state]
-        args: list[Any] = [self.keys.changes, mode]
+        keys = [part.entries, part.due, part.declared, part.events, part.quarantine, part.state,
+                part.generations]  # fmt: skip
+        args: list[Any] = [self.keys.changes, mode, "" if generation is None else generation]
         owners = was_owners or {}
         for (
             name,
@@ -573,11 +600,13 @@ class Scripts:
         self, part: Partition, owners: dict[str, str | None], sources: str = "*"
     ) -> list[str]:
         """Delete entries of one partition whose source is in ``sources``, given the owner
-        each had when read; returns the names removed, and ``retry:NAME`` for those whose
-        owner changed meanwhile."""
+        each had when read; returns the names removed, ``retry:NAME`` for those whose
+        owner changed meanwhile, and (unless ``sources`` is ``"*"``) ``kept:NAME`` for
+        those a live beat of the generation that wrote them still declares."""
         if not owners:
             return []
-        keys = [part.entries, part.due, part.declared, part.events, part.quarantine, part.state]
+        keys = [part.entries, part.due, part.declared, part.events, part.quarantine, part.state,
+                part.generations]  # fmt: skip
         args: list[Any] = [self.keys.changes, sources]
         for name, owner in owners.items():
             keys += [part.owner(owner or ""), part.history(name), part.failures(name),
@@ -600,22 +629,33 @@ class Scripts:
         return str(self._run("pause", keys, [self.keys.changes, name, "resume", nominal, due]))
 
     def beat(
-        self, beat_id: str, action: str, ttl_ms: int, info: dict[str, Any]
+        self, beat_id: str, action: str, ttl_ms: int, info: dict[str, Any], declared: str = ""
     ) -> tuple[int, bool]:
         """Heartbeat ``start``/``alive``/``stop``; returns (server now in ms, cluster flag)."""
-        now, flag, _ = self.heartbeat(beat_id, action, ttl_ms, info)
-        return now, flag
+        pulse = self.heartbeat(beat_id, action, ttl_ms, info, declared)
+        return pulse.now_ms, pulse.flag
 
     def heartbeat(
-        self, beat_id: str, action: str, ttl_ms: int, info: dict[str, Any]
-    ) -> tuple[int, bool, list[str]]:
-        """Heartbeat ``start``/``alive``/``stop``; returns (server now in ms, cluster flag,
-        the ids of the beats alive now)."""
-        args: list[Any] = [beat_id, action, ttl_ms]
+        self, beat_id: str, action: str, ttl_ms: int, info: dict[str, Any], declared: str = ""
+    ) -> Pulse:
+        """Heartbeat ``start``/``alive``/``stop`` of a beat running with the declaration
+        set ``declared`` (its digest; "" for none), whose TTL it refreshes."""
+        args: list[Any] = [beat_id, action, ttl_ms, declared, DECLARATION_TTL_MS]
         for key, value in info.items():
             args.extend([key, value])
-        now, flag, *live = self._run("beat", [self.keys.beats, self.keys.beat(beat_id)], args)
-        return int(now), bool(flag), [str(beat) for beat in live]
+        keys = [self.keys.beats, self.keys.beat(beat_id), self.keys.declarers,
+                self.keys.declaration(declared)]  # fmt: skip
+        now, flag, *rest = self._run("beat", keys, args)
+        registered, pairs = bool(rest[0]) if rest else False, [str(value) for value in rest[1:]]
+        declarations = dict(zip(pairs[::2], pairs[1::2], strict=True))
+        return Pulse(int(now), bool(flag), list(declarations), declarations, registered)
+
+    def declare(self, digest: str, names: str, hint: int | None = None) -> int:
+        """Store a declaration set (declare.lua) given its digest and its names' JSON;
+        returns its generation (``hint``, the one this beat had, when it was lost)."""
+        keys = [self.keys.declaration(digest), self.keys.generation]
+        args = [names, "" if hint is None else hint, DECLARATION_TTL_MS]
+        return int(self._run("declare", keys, args))
 
     def record(self, name: str, kind: str, task_id: str, tick_ms: int | None, note: str,
                history_length: int) -> bool:  # fmt: skip

@@ -31,7 +31,8 @@ from celery_periodiq.plan import from_ms, next_tick, task_id_for, to_ms
 from celery_periodiq.schedules import EventSchedule
 from celery_periodiq.scripts import SCRIPT_NAMES, PutItem, Scripts, script_source
 
-__all__ = ["BeatInfo", "Event", "RunMemory", "Store", "StoredEntry", "connect", "wrong_type"]
+__all__ = ["BeatInfo", "DeclarationSet", "Event", "RunMemory", "Store", "StoredEntry", "connect",
+           "wrong_type"]  # fmt: skip
 
 logger = logging.getLogger(__name__)
 
@@ -248,6 +249,21 @@ class BeatInfo:
     ticks_claimed: int
     partitions: int = 0
     """How many partitions the beat watches (its share of the ring)."""
+    declared: str = ""
+    """The digest of the declaration set it runs with ("" when it says none)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeclarationSet:
+    """What one version of the code declares, as stored by the first beat running it."""
+
+    digest: str
+    generation: int | None
+    """When it was first declared (ms); None when unreadable."""
+    names: dict[str, str] | None
+    """Each declared entry's name, with its definition's digest; None when unreadable."""
+    problem: str | None = None
+    """Why it cannot be read (another type, garbage), or None."""
 
 
 class Store:
@@ -342,10 +358,17 @@ class Store:
             entry.to_json(),
         )
 
-    def put(self, mode: str, entries: list[Entry], now_ms: int | None = None) -> list[str]:
+    def put(
+        self,
+        mode: str,
+        entries: list[Entry],
+        now_ms: int | None = None,
+        generation: int | None = None,
+    ) -> list[str]:
         """Create or replace entries (put.lua modes: add, update, reconcile); a status
         per entry, in order. One script call per partition per ``periodiq_batch_size``
-        entries. ``now_ms`` replaces the Redis clock for first ticks (tests)."""
+        entries. ``now_ms`` replaces the Redis clock for first ticks (tests);
+        ``generation`` is the reconciling beat's (see :meth:`declare`)."""
         self.ensure_layout(record=True)
         now = self.now_ms() if now_ms is None else now_ms
         statuses: dict[str, str] = {}
@@ -356,7 +379,7 @@ class Store:
             for start in range(0, len(group), size)
         ]
         if is_cluster(self.client):
-            return self._put_threaded(mode, entries, groups, now)
+            return self._put_threaded(mode, entries, groups, now, generation)
         # Each chunk is sent before the last one's reply is read: Redis runs a chunk
         # while the next is prepared here (one thread: no lock to wait for between them).
         waiting: tuple[Partition, dict[str, PutItem], Callable[[], list[str]]] | None = None
@@ -364,13 +387,13 @@ class Store:
             for part, group in groups:
                 items = self._items(group, now)
                 owners = None if mode == "add" else self._owners(part, list(items))
-                read = self.scripts.put_later(part, mode, list(items.values()), owners)
+                read = self.scripts.put_later(part, mode, list(items.values()), owners, generation)
                 previous, waiting = waiting, (part, items, read)
                 if previous is not None:
-                    statuses.update(self._put_read(mode, *previous))
+                    statuses.update(self._put_read(mode, generation, *previous))
             last, waiting = waiting, None
             if last is not None:
-                statuses.update(self._put_read(mode, *last))
+                statuses.update(self._put_read(mode, generation, *last))
         finally:
             if waiting is not None:  # failed meanwhile: read its reply, freeing its connection
                 with contextlib.suppress(Exception):
@@ -387,6 +410,7 @@ class Store:
         entries: list[Entry],
         groups: list[tuple[Partition, list[Entry]]],
         now: int,
+        generation: int | None,
     ) -> list[str]:
         """:meth:`put` on Redis Cluster, whose client cannot send without reading: the
         next chunk is prepared here while a thread waits for the last one."""
@@ -397,30 +421,41 @@ class Store:
                 items = self._items(group, now)
                 if running is not None:
                     statuses.update(running.result())
-                running = pool.submit(self._put_chunk, part, mode, items)
+                running = pool.submit(self._put_chunk, part, mode, items, generation)
             if running is not None:
                 statuses.update(running.result())
         return [statuses[entry.name] for entry in entries]
 
     def _put_read(
-        self, mode: str, part: Partition, items: dict[str, PutItem], read: Callable[[], list[str]]
+        self,
+        mode: str,
+        generation: int | None,
+        part: Partition,
+        items: dict[str, PutItem],
+        read: Callable[[], list[str]],
     ) -> dict[str, str]:
         """The statuses of a chunk sent with ``put_later``; those whose owner changed
         meanwhile are put again."""
         statuses = dict(zip(items, read(), strict=True))
         again = {name: items[name] for name, status in statuses.items() if status == "retry"}
         if again:
-            statuses.update(self._put_chunk(part, mode, again))
+            statuses.update(self._put_chunk(part, mode, again, generation))
         return statuses
 
-    def _put_chunk(self, part: Partition, mode: str, items: dict[str, PutItem]) -> dict[str, str]:
+    def _put_chunk(
+        self,
+        part: Partition,
+        mode: str,
+        items: dict[str, PutItem],
+        generation: int | None = None,
+    ) -> dict[str, str]:
         """One put.lua call for a chunk of one partition, again for those whose owner
         changed meanwhile; a status per name."""
         statuses: dict[str, str] = {}
         for _ in range(_RETRIES):
             # "add" only creates: an entry found there is "exists", whatever its owner
             owners = None if mode == "add" else self._owners(part, list(items))
-            done = self.scripts.put(part, mode, list(items.values()), owners)
+            done = self.scripts.put(part, mode, list(items.values()), owners, generation)
             statuses.update(zip(items, done, strict=True))
             items = {name: items[name] for name, status in zip(items, done, strict=True)
                      if status == "retry"}  # fmt: skip
@@ -432,8 +467,19 @@ class Store:
         """Delete entries whose source is in ``sources``, and all their keys; returns the
         names removed (damaged ones and leftovers of vanished definitions included).
         One script call per partition per ``periodiq_batch_size`` names."""
+        return self._remove(names, sources)[0]
+
+    def remove_declared(self, names: list[str]) -> tuple[list[str], list[str]]:
+        """Delete entries declared in code or config that no live beat declares any more;
+        returns the names removed, and those kept because a beat of the generation that
+        wrote them still lives (told atomically by each partition's copy of the live
+        generations, whatever the caller's view of the beats)."""
+        return self._remove(names, "code,config")
+
+    def _remove(self, names: list[str], sources: str) -> tuple[list[str], list[str]]:
         self.ensure_layout()
         removed: list[str] = []
+        kept: list[str] = []
         size = self.settings.batch_size
         groups = [
             (part, group[start : start + size])
@@ -443,11 +489,34 @@ class Store:
         for part, pending in groups:
             for _ in range(_RETRIES):
                 done = self.scripts.remove(part, self._owners(part, pending), sources)
-                removed += [name for name in done if not name.startswith("retry:")]
+                removed += [name for name in done if not name.startswith(("retry:", "kept:"))]
+                kept += [name[len("kept:") :] for name in done if name.startswith("kept:")]
                 pending = [name[len("retry:") :] for name in done if name.startswith("retry:")]
                 if not pending:
                     break
-        return removed
+        return removed, kept
+
+    def declare(self, digest: str, names: dict[str, str], hint: int | None = None) -> int:
+        """Store a beat's declaration set (see :func:`registry.declaration_of`) unless it
+        is, and return its generation: when it was first declared (ms), or ``hint``, the
+        generation this beat had, when the set was lost meanwhile."""
+        text = json.dumps(names, separators=(",", ":"), sort_keys=True)
+        return self.scripts.declare(digest, text, hint)
+
+    def declaration_sets(self, digests: Iterable[str]) -> dict[str, DeclarationSet]:
+        """Stored declaration sets by digest (those not stored are left out); one that is
+        unreadable (another type, garbage written by someone else) is returned with its
+        problem, not raised."""
+        wanted = sorted(set(digests))
+        pipe = self.client.pipeline(transaction=False)
+        for digest in wanted:
+            pipe.hmget(self.keys.declaration(digest), ["gen", "names"])
+        found = {}
+        for digest, reply in zip(wanted, pipe.execute(raise_on_error=False) if wanted else [],
+                                 strict=True):  # fmt: skip
+            if reply != [None, None]:
+                found[digest] = _declaration_set(self.keys.declaration(digest), digest, reply)
+        return found
 
     def published(self, name: str, kind: str, task_id: str, tick_ms: int | None = None,
                   note: str = "") -> None:  # fmt: skip
@@ -713,11 +782,13 @@ class Store:
         now = self.now_ms()
         ids = cast("list[str]", self.client.zrangebyscore(self.keys.beats, now, "+inf"))
         pipe = self.client.pipeline(transaction=False)
+        pipe.hgetall(self.keys.declarers)
         for beat_id in ids:
             pipe.hgetall(self.keys.beat(beat_id))
+        declarers, *infos = pipe.execute(raise_on_error=False)
         beats = []
-        for beat_id, info in zip(ids, pipe.execute() if ids else [], strict=True):
-            if not info:
+        for beat_id, info in zip(ids, infos, strict=True):
+            if not info or isinstance(info, Exception):
                 continue
             beats.append(
                 BeatInfo(
@@ -730,17 +801,25 @@ class Store:
                     last_tick=_ms(info.get("last_tick")),
                     ticks_claimed=_int(info.get("ticks_claimed")),
                     partitions=_int(info.get("partitions")),
+                    declared=declarers.get(beat_id, "") if isinstance(declarers, dict) else "",
                 )
             )
         return beats
 
-    def alive(self, beat_id: str, until_ms: int, now_ms: int) -> None:
+    def alive(
+        self, beat_id: str, until_ms: int, now_ms: int, generation: int | None = None
+    ) -> None:
         """Tell every partition that ``beat_id`` is alive until ``until_ms`` (its claims are
-        not taken over before then), and forget beats whose heartbeat ran out."""
+        not taken over before then), and so is a beat of ``generation``, the generation
+        of its declaration set (what put.lua and remove.lua go by); forget beats and
+        generations whose heartbeats ran out."""
         pipe = self.client.pipeline(transaction=False)
         for part in self.keys.all():
             pipe.zadd(part.alive, {beat_id: until_ms})
             pipe.zremrangebyscore(part.alive, "-inf", now_ms)
+            if generation is not None:
+                pipe.zadd(part.generations, {str(generation): until_ms}, gt=True)
+                pipe.zremrangebyscore(part.generations, "-inf", now_ms)
         pipe.execute()
 
     def gone(self, beat_id: str) -> None:
@@ -757,6 +836,22 @@ def _decoded(text: str | None) -> dict[str, Any]:
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
+
+
+def _declaration_set(key: str, digest: str, reply: object) -> DeclarationSet:
+    """A declaration set from its HMGET reply (or the error Redis gave instead)."""
+    if isinstance(reply, Exception):
+        problem = f"key {key} holds another type, not a hash" if wrong_type(reply) else str(reply)
+        return DeclarationSet(digest, None, None, problem)
+    generation, text = reply if isinstance(reply, list) else (None, None)
+    try:
+        names = json.loads(text or "")
+    except ValueError:
+        names = None
+    if not isinstance(names, dict) or not all(isinstance(v, str) for v in names.values()):
+        return DeclarationSet(digest, None, None, f"key {key}: its names are not JSON")
+    gen = _int(generation)
+    return DeclarationSet(digest, gen or None, names, None if gen else f"key {key}: no generation")
 
 
 def _decoded_list(text: str) -> list[Any]:

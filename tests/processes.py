@@ -128,9 +128,17 @@ class Cluster:
             else redis.Redis.from_url(redis_url, decode_responses=True)
         )
 
-    def beat(self, name: str = "beat", prefix: list[str] | None = None, **env: str) -> Celery:
+    def beat(
+        self,
+        name: str = "beat",
+        prefix: list[str] | None = None,
+        app: str | None = None,
+        **env: str,
+    ) -> Celery:
+        """A ``celery beat`` of this cluster's app (or of ``app``: another module, as a
+        second version of the code in a rolling deploy)."""
         process = Celery(
-            ["-A", self.app, "beat", "--loglevel=INFO",
+            ["-A", app or self.app, "beat", "--loglevel=INFO",
              "-s", str(self.tmp / f"{name}-schedule")],
             {**self.env, **env}, self.tmp / f"{name}.log", prefix,
         )  # fmt: skip

@@ -19,10 +19,16 @@ from tests.test_beat_cluster import ticks_of
 pytestmark = pytest.mark.slow
 
 
-def run_beat_once(running: Cluster, name: str, schedule: dict[str, Any]) -> None:
-    """Start a beat with ``schedule`` as its beat_schedule, let it reconcile, stop it."""
+def run_beat_once(
+    running: Cluster, name: str, schedule: dict[str, Any], removes: str | None = None
+) -> None:
+    """Start a beat with ``schedule`` as its beat_schedule, let it reconcile (and remove
+    ``removes``: a beat that stopped a moment ago keeps what it declared for its lease),
+    stop it."""
     beat = running.beat(name, TEST_BEAT_SCHEDULE=json.dumps(schedule))
     wait_for(lambda: "reconciled" in beat.output(), 30, f"{name} to reconcile")
+    if removes is not None:
+        wait_for(lambda: f": {removes}" in beat.output(), 30, f"{name} to remove {removes}")
     beat.stop()
 
 
@@ -31,9 +37,9 @@ def test_redeploy_adds_updates_and_removes_declared_entries_and_leaves_runtime_o
 ) -> None:
     with cluster(tmp_path, redis_url, broker_url) as running:
         api = api_for(redis_url, broker_url)
-        api.add("runtime-made", "record", every=60, owner="tests")
+        api.add("runtime-made", "record", every=86400, owner="tests")
         run_beat_once(running, "deploy1", {
-            "kept": {"task": "record", "every": 60},
+            "kept": {"task": "record", "every": 86400},
             "changed": {"task": "record", "every": 60},
             "dropped": {"task": "record", "every": 60},
         })  # fmt: skip
@@ -45,14 +51,16 @@ def test_redeploy_adds_updates_and_removes_declared_entries_and_leaves_runtime_o
         runtime_before = api.get("runtime-made")
 
         run_beat_once(running, "deploy2", {
-            "kept": {"task": "record", "every": 60},
+            "kept": {"task": "record", "every": 86400},
             "changed": {"task": "record", "every": 30},
             "new": {"task": "record", "every": 60},
-        })  # fmt: skip
+        }, removes="dropped")  # fmt: skip
         names = {stored.name for stored in api.list()}
         kept, changed = api.get("kept"), api.get("changed")
     assert names == {"kept", "changed", "new", "runtime-made"}
-    assert kept.state == kept_before  # unchanged: version, counters and next tick all kept
+    # unchanged: version, counters and next tick all kept; the new deployment declares it now
+    assert {**kept.state, "gen": ""} == {**kept_before, "gen": ""}
+    assert int(kept.state["gen"]) > int(kept_before["gen"])
     assert kept.counters["succeeded"] == 7
     assert changed.entry is not None
     assert changed.entry.schedule == "@every 30s"

@@ -539,11 +539,18 @@ def test_add_at_prints_the_one_off_and_its_run(api: Periodiq) -> None:
 # beats and doctor
 
 
-def register_beat(api: Periodiq, ticks: int = 7) -> None:
-    """What a starting beat writes (beat.lua), with a last tick."""
-    info = {"host": "beat-host", "pid": 4242, "version": "0.1.0", "ticks_claimed": ticks}
-    api.store.scripts.beat("beat-host:4242:abc", "start", 60_000, info)
-    api.store.scripts.beat("beat-host:4242:abc", "alive", 60_000, {"last_tick": api.store.now_ms()})
+def register_beat(
+    api: Periodiq, ticks: int = 7, pid: int = 4242, declares: dict[str, str] | None = None
+) -> None:
+    """What a starting beat writes (beat.lua), with a last tick, declaring ``declares``
+    (entry name -> definition digest; none by default)."""
+    beat_id = f"beat-host:{pid}:abc"
+    names = declares or {}
+    digest = "-".join(f"{name}={value}" for name, value in sorted(names.items())) or "none"
+    api.store.declare(digest, names)
+    info = {"host": "beat-host", "pid": pid, "version": "0.1.0", "ticks_claimed": ticks}
+    api.store.scripts.beat(beat_id, "start", 60_000, info, declared=digest)
+    api.store.scripts.beat(beat_id, "alive", 60_000, {"last_tick": api.store.now_ms()}, digest)
 
 
 def test_beats_lists_live_beats(api: Periodiq) -> None:
@@ -553,14 +560,17 @@ def test_beats_lists_live_beats(api: Periodiq) -> None:
     shapes = json.loads(cli(api.app, "beats", "--json").stdout)
 
     assert text.stdout.splitlines()[0].split() == [
-        "HOST", "PID", "VERSION", "UPTIME", "LAST", "TICK", "TICKS", "CLAIMED"
+        "HOST", "PID", "VERSION", "UPTIME", "LAST", "TICK", "TICKS", "CLAIMED", "DECLARES"
     ]  # fmt: skip
     assert text.stdout.splitlines()[1].split()[:3] == ["beat-host", "4242", "0.1.0"]
+    assert text.stdout.splitlines()[1].split()[-1] == "none"
     assert list(shapes[0]) == [
         "id", "host", "pid", "version", "started", "seen", "last_tick", "ticks_claimed",
-        "partitions", "uptime_s", "last_tick_age_s",
+        "partitions", "uptime_s", "last_tick_age_s", "declared",
     ]  # fmt: skip
-    assert (shapes[0]["pid"], shapes[0]["ticks_claimed"]) == (4242, 7)
+    assert (shapes[0]["pid"], shapes[0]["ticks_claimed"], shapes[0]["declared"]) == (
+        4242, 7, "none"
+    )  # fmt: skip
 
 
 def test_beats_without_a_beat_says_nothing_is_scheduled(api: Periodiq) -> None:
@@ -578,6 +588,25 @@ def test_doctor_passes_with_a_live_beat_and_a_reachable_broker(api: Periodiq) ->
         ["ok", "entries"],
     ]  # fmt: skip
     assert result.stdout.endswith("\nAll checks passed.\n")
+
+
+def test_doctor_warns_when_beats_of_two_declaration_sets_are_live(api: Periodiq) -> None:
+    register_beat(api, pid=1, declares={"acc.x": "old", "acc.old": "a"})
+    register_beat(api, pid=2, declares={"acc.x": "new", "acc.y": "b"})  # declared later
+    register_beat(api, pid=3, declares={"acc.x": "new", "acc.y": "b"})
+
+    result = cli(api.app, "doctor", "--json")
+
+    report = json.loads(result.stdout)
+    beats = next(check for check in report["checks"] if check["name"] == "beats")
+    assert result.exit_code == 0
+    assert beats["status"] == "warn"
+    assert "3 live beats" in beats["detail"]
+    assert (
+        "2 declaration sets are live (a rolling deploy, or beats running different code), "
+        "newest first: acc.x=ne by beat-host:2, beat-host:3; acc.old= by beat-host:1; "
+        "2 names are declared by some sets only, 1 defined differently" in beats["detail"]
+    )
 
 
 def test_doctor_fails_without_a_beat_and_with_a_quarantined_entry(

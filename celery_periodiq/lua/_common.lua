@@ -8,6 +8,8 @@
 --   top, seen         the newest started tick (ms) and how far before it (ms) the
 --                     other recently started ticks were (at most WINDOW of them)
 --   alert             ms without a success before the entry is overdue (none: never)
+--   gen               the generation of the declaration set that wrote (or last declared)
+--                     a declared entry (put.lua, remove.lua)
 --   last_ok, resumed  when the last run succeeded, when the entry was last resumed
 --   fails             failed or timeboxed runs in a row
 --   overdue, failing  since when the entry is overdue, failing (absent: it is not)

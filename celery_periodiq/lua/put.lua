@@ -6,7 +6,11 @@
 --   update     fail if the name does not exist
 --   reconcile  create, or replace if the stored digest differs or the entry is
 --              quarantined; never replace an entry whose source is "runtime"
---              (those belong to the API)
+--              (those belong to the API), nor one written by a newer generation of
+--              declarations while a beat of that generation lives (an older beat
+--              never overwrites a newer definition; once the newer beats are gone,
+--              as when a deploy is rolled back, it may). The entry's state keeps
+--              the generation that wrote it, or last declared it unchanged.
 -- A replaced entry gets a new version and its next tick computed afresh (by the
 -- caller); its run state, counters, history and incarnation are kept. A created one
 -- gets a new incarnation ("inc" in its state): claims made before a delete name the
@@ -21,10 +25,12 @@
 -- KEYS[4] events      hash  entry name -> "reboot" or "shutdown", for cluster-event entries
 -- KEYS[5] quarantine  hash  entry name -> why it is quarantined
 -- KEYS[6] state       hash  entry name -> state JSON
--- KEYS[7..] four per entry, in ARGV's order: the owner set it had (as the caller read
+-- KEYS[7] generations zset  generation -> when its last beat's heartbeat runs out (ms)
+-- KEYS[8..] four per entry, in ARGV's order: the owner set it had (as the caller read
 --           it; unused by "add"), the owner set it gets, its history list, its failures list
 -- ARGV[1] changes channel; ARGV[2] mode
--- ARGV[3..] twelve per entry ("" for none):
+-- ARGV[3] the writer's generation (reconcile; "" for none)
+-- ARGV[4..] twelve per entry ("" for none):
 --   name, digest, owner, source,
 --   was_owner   the owner the caller read before the call
 --   next, due   nominal and jittered instants of the first tick (ms)
@@ -37,15 +43,16 @@
 --
 -- Returns one status per entry: "created", "replaced", "unchanged", "exists" (add on
 -- an existing name), "missing" (update on an unknown name), "runtime" (reconcile met a
--- runtime entry of that name) or "retry" (its owner changed since the caller read it:
+-- runtime entry of that name), "newer" (reconcile met a definition a newer live
+-- generation wrote: nothing written) or "retry" (its owner changed since the caller read it:
 -- nothing written; read again and call again).
 --
 -- Publishes once on the changes channel if anything changed: the entry's name, or
 -- "<n> entries".
 
 local entries, due, declared, events = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local quarantine, states = KEYS[5], KEYS[6]
-local channel, mode = ARGV[1], ARGV[2]
+local quarantine, states, generations = KEYS[5], KEYS[6], KEYS[7]
+local channel, mode, writer = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local changed, last_changed = 0, nil
 
 local now = clock_ms('')
@@ -95,19 +102,28 @@ local function flush()
   pending = {}
 end
 
+-- Whether `state` was written by a generation newer than the writer's, one of whose
+-- beats still lives.
+local function newer_lives(state)
+  local gen = tonumber(state.gen)
+  if not writer or not gen or gen <= writer then return false end
+  local until_ms = tonumber(redis.call('ZSCORE', generations, string.format('%d', gen)))
+  return until_ms ~= nil and until_ms > now
+end
+
 local function save(name, state)
   saved[#saved + 1] = name
   saved[#saved + 1] = cjson.encode(state)
 end
 
-for i = 3, #ARGV, 12 do
+for i = 4, #ARGV, 12 do
   local e = {name = ARGV[i], digest = ARGV[i + 1], owner = text(ARGV[i + 2]),
     source = ARGV[i + 3], was_owner = text(ARGV[i + 4]), next = tonumber(ARGV[i + 5]),
     due = tonumber(ARGV[i + 6]), schedule = ARGV[i + 7] == '1', event = text(ARGV[i + 8]),
     alert = tonumber(ARGV[i + 9]), max_runs = tonumber(ARGV[i + 10]), definition = ARGV[i + 11]}
   if pending[e.name] then flush() end
   pending[e.name] = true
-  local base = 6 + (i - 3) / 12 * 4
+  local base = 7 + (i - 4) / 12 * 4
   local was_set, owner_set, history, failures = KEYS[base + 1], KEYS[base + 2],
     KEYS[base + 3], KEYS[base + 4]
   local old = redis.call('HGET', entries, e.name)
@@ -124,13 +140,17 @@ for i = 3, #ARGV, 12 do
     status = 'runtime'
   elseif old and owner_of(old) ~= (given(e.was_owner) and e.was_owner or nil) then
     status = 'retry'
+  elseif old and mode == 'reconcile' and not unreadable and newer_lives(state) then
+    status = state.digest == e.digest and 'unchanged' or 'newer'
   elseif old and mode == 'reconcile' and not unreadable and state.digest == e.digest
       and redis.call('HEXISTS', quarantine, e.name) == 0
       and not wrong_type(history, 'list') and not wrong_type(failures, 'list') then
     status = 'unchanged'
     local alert = given(e.alert) and e.alert or nil
-    if state.alert ~= alert then  -- the default changed, or the entry predates alerts
-      state.alert = alert
+    local gen = writer or state.gen  -- the declaring generation takes the entry over
+    if state.alert ~= alert or state.gen ~= gen then  -- alert: the default changed, or
+      state.alert = alert                             -- the entry predates alerts
+      state.gen = gen
       save(e.name, state)
     end
   else
@@ -165,6 +185,7 @@ for i = 3, #ARGV, 12 do
     end
     state.version = (tonumber(state.version) or 0) + 1
     state.digest = e.digest
+    state.gen = writer or state.gen
     state.updated = now
     state.created = state.created or now
     state.alert = given(e.alert) and e.alert or nil

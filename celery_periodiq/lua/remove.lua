@@ -11,19 +11,32 @@
 -- KEYS[4] events      hash  entry name -> cluster event
 -- KEYS[5] quarantine  hash  entry name -> why it is quarantined
 -- KEYS[6] state       hash  entry name -> state JSON
--- KEYS[7..] five per entry, in ARGV's order: its owner set (as the caller read it),
+-- KEYS[7] generations zset  generation -> when its last beat's heartbeat runs out (ms)
+-- KEYS[8..] five per entry, in ARGV's order: its owner set (as the caller read it),
 --           its history, failures, checkpoint and backfilled keys
 -- ARGV[1] changes channel
--- ARGV[2] sources allowed to be removed, comma separated ("code,config"), or "*"
+-- ARGV[2] sources allowed to be removed, comma separated ("code,config"), or "*"; all
+--         but "*" (an admin's delete) keep an entry while a beat of the generation
+--         of declarations that wrote it lives: that beat declares it
 -- ARGV[3..] two per entry: its name, and the owner the caller read ("" for none)
 --
--- Returns the names actually removed, and "retry:<name>" for an entry whose owner
--- changed since the caller read it (nothing of it removed: read again, call again).
+-- Returns the names actually removed, "retry:<name>" for an entry whose owner changed
+-- since the caller read it (nothing of it removed: read again, call again), and
+-- "kept:<name>" for one kept for a live beat of the generation that wrote it.
 
 local entries, due, declared, events = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local quarantine, states = KEYS[5], KEYS[6]
+local quarantine, states, generations = KEYS[5], KEYS[6], KEYS[7]
 local channel, sources = ARGV[1], ARGV[2]
 local out = {}
+local now = clock_ms('')
+
+-- Whether a beat of the generation that wrote the entry still lives.
+local function writer_lives(name)
+  local gen = tonumber(decoded(redis.call('HGET', states, name) or '').gen)
+  if not gen then return false end
+  local until_ms = tonumber(redis.call('ZSCORE', generations, string.format('%d', gen)))
+  return until_ms ~= nil and until_ms > now
+end
 
 local function left_behind(name, own)
   if redis.call('ZSCORE', due, name) or redis.call('HEXISTS', quarantine, name) == 1
@@ -35,7 +48,7 @@ end
 
 for i = 3, #ARGV, 2 do
   local name, was_owner = ARGV[i], ARGV[i + 1]
-  local base = 6 + (i - 3) / 2 * 5
+  local base = 7 + (i - 3) / 2 * 5
   local own = {KEYS[base + 1], KEYS[base + 2], KEYS[base + 3], KEYS[base + 4], KEYS[base + 5]}
   local definition = redis.call('HGET', entries, name)
   local entry = definition and decoded(definition) or {}
@@ -44,6 +57,8 @@ for i = 3, #ARGV, 2 do
     or string.find(',' .. sources .. ',', ',' .. tostring(entry.source) .. ',', 1, true)
   if definition and owner ~= was_owner then
     out[#out + 1] = 'retry:' .. name
+  elseif definition and allowed and sources ~= '*' and writer_lives(name) then
+    out[#out + 1] = 'kept:' .. name
   elseif (definition and allowed) or (not definition and sources == '*' and left_behind(name, own)) then
     redis.call('HDEL', entries, name)
     redis.call('HDEL', states, name)

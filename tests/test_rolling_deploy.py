@@ -1,0 +1,152 @@
+"""A rolling deploy: beats of two versions of one app (``tests/apps/deploy_old.py`` and
+``deploy_new.py``, one schedule) run side by side. An entry declared by a live beat is
+never removed; where both declare a name, the newest deployment's definition stays
+however often the older beats start or reconcile; once a version's last beat is gone,
+what only it declared is removed (with a WARNING) and the other's definitions apply.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from celery_periodiq import Periodiq
+from celery_periodiq.localredis import LocalRedis
+from tests.processes import Celery, Cluster, api_for, cluster, wait_for
+
+pytestmark = pytest.mark.slow
+
+REMOVED = "removed 1 entries no longer declared in code or beat_schedule: {}"
+
+
+def ready(process: Celery, times: int = 1) -> None:
+    """Wait until the beat has reconciled and is ready ``times`` times in all."""
+    wait_for(lambda: process.output().count(" ready; ") >= times, 60,
+             f"{process.log.stem} to be ready ({times})")  # fmt: skip
+
+
+def names(api: Periodiq) -> set[str]:
+    return {stored.name for stored in api.list()}
+
+
+def args_of(api: Periodiq, name: str) -> list[object]:
+    entry = api.get(name).entry
+    assert entry is not None
+    return list(entry.args)
+
+
+def more_runs(running: Cluster, entry: str, more: int) -> list[dict[str, object]]:
+    """Wait until ``entry`` ran ``more`` more times; its runs."""
+    count = len(running.runs_of(entry))
+    return wait_for(
+        lambda: (runs := running.runs_of(entry)) and len(runs) >= count + more and runs,
+        30, f"{more} more runs of {entry}\n{running.logs()}",
+    )  # fmt: skip
+
+
+def test_an_old_beat_restarting_mid_deploy_keeps_the_new_entries_and_definitions(
+    tmp_path: Path, redis_server: LocalRedis, redis_url: str, broker_url: str
+) -> None:
+    with cluster(tmp_path, redis_url, broker_url, app="deploy_new") as running:
+        api = api_for(redis_url, broker_url, "deploy")
+        old = running.beat("old-1", app="deploy_old")
+        ready(old)
+        new = running.beat("new", app="deploy_new")  # the deploy begins
+        ready(new)
+        worker = running.worker()
+        wait_for(lambda: "ready" in worker.output(), 60, "the worker to be ready")
+        more_runs(running, "acc.y", 2)
+        before = api.get("acc.y")
+
+        old.stop()  # an old pod restarts mid-deploy
+        old = running.beat("old-2", app="deploy_old")
+        ready(old)
+        more_runs(running, "acc.y", 3)
+        during = api.get("acc.y")
+        listed = names(api)
+        x_during = args_of(api, "acc.x")
+        x_runs = more_runs(running, "acc.x", 2)
+
+        readied = {beat: beat.output().count(" ready; ") for beat in (old, new)}
+        redis_server.stop()  # every beat reconciles again after a Redis error
+        time.sleep(3)  # the Redis outage: every beat fails a pass meanwhile
+        redis_server.start()
+        for beat, times in readied.items():
+            ready(beat, times + 1)
+        more_runs(running, "acc.y", 2)
+        after_error = api.get("acc.y")
+        x_after_error = args_of(api, "acc.x")
+
+        new.stop()  # the deploy rolls back: only old beats are left
+        wait_for(lambda: "acc.y" not in names(api), 20, f"acc.y to go\n{running.logs()}")
+        wait_for(lambda: args_of(api, "acc.x") == ["old"], 20, "the old acc.x back")
+        old_log = old.output()
+
+    assert listed == {"acc.x", "acc.y", "acc.old"}
+    assert during.state["created"] == before.state["created"]
+    assert during.runs > before.runs
+    assert during.version == before.version
+    assert x_during == ["new"]
+    assert x_runs[-1]["args"] == ["new"]
+    assert after_error.state["created"] == before.state["created"]
+    assert after_error.runs > during.runs
+    assert x_after_error == ["new"]
+    assert REMOVED.format("acc.y") in old_log
+
+
+def test_entries_the_new_code_dropped_are_removed_once_the_last_old_beat_is_gone(
+    tmp_path: Path, redis_url: str, broker_url: str
+) -> None:
+    with cluster(tmp_path, redis_url, broker_url, app="deploy_new") as running:
+        api = api_for(redis_url, broker_url, "deploy")
+        old = running.beat("old", app="deploy_old")
+        ready(old)
+        new = running.beat("new", app="deploy_new")
+        ready(new)
+        while_old_lives = names(api)
+
+        old.kill()  # the last old pod dies at the end of the deploy
+        wait_for(lambda: "acc.old" not in names(api), 20, f"acc.old to go\n{running.logs()}")
+        left = names(api)
+        new_log = new.output()
+
+    assert while_old_lives == {"acc.x", "acc.y", "acc.old"}
+    assert left == {"acc.x", "acc.y"}
+    assert REMOVED.format("acc.old") in new_log
+
+
+def test_a_declaration_set_no_beat_can_read_removes_nothing_and_a_lost_one_is_declared_again(
+    tmp_path: Path, redis_url: str, broker_url: str
+) -> None:
+    with cluster(tmp_path, redis_url, broker_url, app="deploy_new") as running:
+        api = api_for(redis_url, broker_url, "deploy")
+        old = running.beat("old", app="deploy_old")
+        ready(old)
+        old.stop()
+        # someone else's live beat, whose declaration set holds garbage of another type
+        keys, client = api.store.keys, api.store.client
+        api.store.scripts.beat("elsewhere:1:feed", "start", 60_000, {"host": "elsewhere"},
+                               declared="feedfacefeedface")  # fmt: skip
+        client.rpush(keys.declaration("feedfacefeedface"), "garbage")
+        new = running.beat("new", app="deploy_new")
+        ready(new)
+        wait_for(lambda: api.get("acc.y").state.get("last_enqueued"), 20, "acc.y to be sent")
+        kept = names(api)
+        # its own declaration set lost (a failover): declared again, with its generation
+        (own,) = {digest for beat, digest in client.hgetall(keys.declarers).items()
+                  if beat != "elsewhere:1:feed"}  # fmt: skip
+        generation = client.hget(keys.declaration(own), "gen")
+        client.delete(keys.declaration(own))
+        regained = wait_for(lambda: client.hget(keys.declaration(own), "gen"), 20,
+                            "the beat to declare its set again")  # fmt: skip
+
+        api.store.scripts.beat("elsewhere:1:feed", "stop", 0, {})
+        wait_for(lambda: "acc.old" not in names(api), 20, f"acc.old to go\n{running.logs()}")
+        new_log = new.output()
+
+    assert kept == {"acc.x", "acc.y", "acc.old"}
+    assert regained == generation
+    assert "cannot tell what beat elsewhere:1:feed declares" in new_log
+    assert REMOVED.format("acc.old") in new_log
