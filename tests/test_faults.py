@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from celery_periodiq import EntryNotFoundError
 from celery_periodiq.localredis import LocalRedis
 from celery_periodiq.publish import HEADER_ENTRY, HEADER_TICK
 from tests.processes import Celery, Cluster, cluster, wait_for
@@ -170,6 +171,35 @@ def test_a_plain_task_runs_a_tick_sent_twice_once(
         wait_for(lambda: [r for r in running.runs() if r["task_id"] == other.id], 20, "a call")
     assert len(runs) == 1, running.logs()
     assert succeeded == 1
+
+
+def test_a_wiped_redis_gets_the_declared_entries_back_and_says_the_runtime_ones_are_gone(
+    tmp_path: Path, broker_url: str
+) -> None:
+    schedule = {"declared-1s": {"task": "record", "every": 1}}
+    with (
+        LocalRedis(tmp_path / "schedule") as redis_server,  # no persistence: a restart wipes it
+        cluster(tmp_path, redis_server.url, broker_url, beat_schedule=schedule) as running,
+    ):
+        api = running.api()
+        api.add("runtime-1s", "record", every=1)
+        worker = running.worker()
+        beats = [running.beat("beat-1"), running.beat("beat-2")]
+        wait_for(lambda: "ready" in worker.output(), 60, "the worker to be ready")
+        wait_for(lambda: running.runs_of("runtime-1s"), 30, "a run of the runtime entry")
+        for wipe in ("flushall", "restart"):
+            if wipe == "flushall":
+                running.client.flushall()
+            else:
+                redis_server.restart(kill=True)
+            wiped = time.time()
+            # "runs" lives in that Redis too: a run recorded after the wipe
+            wait_for(lambda: running.runs_of("declared-1s"), 20,
+                     f"the declared entry to run after the {wipe}")  # fmt: skip
+            with pytest.raises(EntryNotFoundError):
+                api.get("runtime-1s")
+            assert all(run["tick"] > (wiped - 1) * 1000 for run in running.runs())
+        assert all(beat.running for beat in beats), running.logs()
 
 
 def test_beats_killed_at_random_and_a_redis_killed_once_run_95_percent_of_ticks(
