@@ -421,6 +421,7 @@ class Dispatcher:
         a VM paused) sends nothing it may have lost meanwhile.
         """
         oldest = min(got.claimed_at for _, got in chunk)
+        safe, injected = self.settings.claim_lease * SAFE_SHARE, self._injected
         flushed: list[tuple[int, dict[str, Any]]] = []
         try:
             with self._publisher.batch(producer) as flush:
@@ -437,8 +438,14 @@ class Dispatcher:
                         send_now()
                         # from after the claim's reply: never sent before it is due
                         _sleep_until(got.received_at + (claim.due_ms - got.clock) / 1000)
-                    self._check_lease(oldest)
-                    settlement = self._settle_isolated(claim, producer, self._sent_at(got), sent)
+                    now = elapsed()
+                    if now - oldest >= safe:  # past the claims' own lease: ask the heartbeat
+                        self._check_lease(oldest)
+                    # the Redis clock now, from the claim's reading of it (injected: its own)
+                    sent_at = got.batch.now_ms if injected else int(
+                        got.clock + (now - got.received_at) * 1000
+                    )  # fmt: skip
+                    settlement = self._settle_isolated(claim, producer, sent_at, sent)
                     pending.append((got.batch.partition, settlement))
                 send_now()
         finally:
@@ -519,13 +526,6 @@ class Dispatcher:
             f"claimed {now - claimed_at:.1f} s ago, and this beat's heartbeat did not hold "
             "throughout (was the process stopped?)"
         )
-
-    def _sent_at(self, got: _Claimed) -> int:
-        """The Redis clock (ms) now, from the claim's reading of it: what a tick's expiry
-        and lateness count from. With an injected clock (tests), the claim's own."""
-        if self._injected:
-            return got.batch.now_ms
-        return int(got.clock + (elapsed() - got.received_at) * 1000)
 
     def _settle_isolated(
         self, claim: Claim, producer: Any, sent_at_ms: int, sent: list[tuple[str, Tick]]
