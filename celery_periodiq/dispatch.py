@@ -315,7 +315,7 @@ class Dispatcher:
         try:
             with self.app.producer_or_acquire() as producer:
                 complete = self._publish_all(batches, producer, settlements, sent)
-            if self._broker_down:
+            if self._broker_down and sent:  # a pass that sent nothing proves nothing
                 logger.info("periodiq: broker reachable again")
                 self._broker_down = False
         except BrokerUnavailableError as error:
