@@ -422,16 +422,15 @@ class Periodiq:
 
         Raises:
             EntryNotFoundError: no entry has that name.
-            BrokerUnavailableError: the broker could not be reached.
+            BrokerUnavailableError: the broker could not be reached, or refused the run.
+            MessageError: the run's message cannot be encoded here (its serializer or
+                compression is not installed, or it refused the arguments).
         """
         with self._guard():
             entry = self._readable(name)
             now = from_ms(self.store.now_ms())
             limits = policy.now_limits(entry, now, self.settings.default_grace)
-            try:
-                task_id = send(self.app, entry, None, manual=limits)
-            except (KombuError, OSError) as error:
-                raise BrokerUnavailableError(f"the broker is unreachable: {error}") from error
+            task_id = send(self.app, entry, None, manual=limits)
             self.store.published(name, "triggered", task_id)
             return task_id
 

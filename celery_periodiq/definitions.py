@@ -10,6 +10,12 @@ import functools
 from datetime import datetime, timedelta
 from typing import Any
 
+import kombu.compression
+from kombu.compression import compress, encoders
+from kombu.exceptions import EncodeError, SerializerNotInstalled
+from kombu.serialization import dumps
+from kombu.serialization import registry as _serializers  # type: ignore[attr-defined]
+
 from celery_periodiq.entry import AUTO, Entry, Form, Source
 from celery_periodiq.errors import EntryError, ScheduleError, shown
 from celery_periodiq.policy import OUR_DEFAULTS, Defaults
@@ -17,7 +23,8 @@ from celery_periodiq.schedules.interval import every_spec
 from celery_periodiq.schedules.once import at_spec
 
 __all__ = [
-    "SCHEDULE_OPTIONS", "UPDATABLE", "EntryBuilder", "build_entry", "refuse_past", "schedule_of",
+    "SCHEDULE_OPTIONS", "UPDATABLE", "EntryBuilder", "build_entry", "check_encodable",
+    "refuse_past", "schedule_of",
 ]  # fmt: skip
 
 SCHEDULE_OPTIONS = ("cron", "every", "calendar", "at")
@@ -140,7 +147,7 @@ def build_entry(
         raise EntryError(
             f"entry {shown(name)}: args={shown(args)} is invalid (allowed: a list of JSON values)"
         )
-    return Entry(
+    entry = Entry(
         name=name,
         task=task_name(task),
         schedule=spec,
@@ -167,6 +174,68 @@ def build_entry(
         pause_on_failure=pause_on_failure,
         max_runs=max_runs,
     )
+    check_encodable(entry)
+    return entry
+
+
+# What Celery's task message body is: the arguments and the (empty) workflow options.
+_EMBED = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
+
+
+def check_encodable(entry: Entry) -> None:
+    """Refuse an entry whose messages this process could not encode: a ``serializer`` or
+    ``compression`` option kombu has no encoder for here (serializers the app's modules
+    register count: they are imported by then), ``"raw"`` (it sends bytes as they are,
+    and a task message is no bytes), or a serializer that cannot encode the entry's
+    arguments. Entries read back from Redis are not checked: another process may have
+    other serializers; what fails to encode when a beat publishes quarantines the entry.
+
+    Raises:
+        EntryError: the option and what is allowed.
+    """
+    options = entry.options
+    if not options:
+        return
+    serializer, compression = options.get("serializer"), options.get("compression")
+    if serializer:
+        body = (list(entry.args), dict(entry.kwargs), _EMBED)
+        missing = ""
+        try:
+            payload = dumps(body, serializer=serializer)[2]
+        except SerializerNotInstalled as error:  # msgpack without its library says why
+            payload = None
+            missing = "" if str(error).startswith("No encoder installed") else f": {error}"
+        except EncodeError as error:
+            raise EntryError(
+                f"entry {shown(entry.name)}: options['serializer']={shown(serializer)} cannot "
+                f"encode its args and kwargs ({error}) (allowed: a serializer that can)"
+            ) from None
+        if not isinstance(payload, str | bytes):
+            installed = ", ".join(name for name in sorted(_serializers.name_to_type)
+                                  if _encodes(name))  # fmt: skip
+            raise EntryError(
+                f"entry {shown(entry.name)}: options['serializer']={shown(serializer)} is "
+                f"invalid{missing} (allowed: a serializer kombu can encode with in this "
+                f"process: {installed}; register others with kombu.serialization.register)"
+            )
+    if compression:
+        try:
+            compress(b"", compression)
+        except KeyError:
+            aliases: dict[str, str] = getattr(kombu.compression, "_aliases", {})
+            installed = ", ".join(sorted(aliases) or encoders())
+            raise EntryError(
+                f"entry {shown(entry.name)}: options['compression']={shown(compression)} is "
+                f"invalid (allowed: a compression kombu has in this process: {installed}, or its "
+                "content type)"
+            ) from None
+
+
+def _encodes(serializer: str) -> bool:
+    try:
+        return isinstance(dumps([], serializer=serializer)[2], str | bytes)
+    except Exception:  # not installed (msgpack without its library), or broken
+        return False
 
 
 # Option values an entry can be built alike from: hashable, compared with their type

@@ -1,9 +1,10 @@
 """One beat pass: claim due ticks, publish their messages, settle the claims.
 
 Two Redis round trips per batch (claim.lua, ack.lua) however many entries
-are due, and one broker producer for the whole batch. One entry's bad data or
-a failure while planning it quarantines that entry alone; settlements that
-could not be written are kept and written first in the next pass.
+are due, and one broker producer for the whole batch. One entry's bad data, a
+failure while planning it or a message of it that cannot be encoded quarantines
+that entry alone; only the broker failing keeps a chunk's ticks in flight.
+Settlements that could not be written are kept and written first in the next pass.
 """
 
 from __future__ import annotations
@@ -19,13 +20,12 @@ from typing import Any, NamedTuple
 
 import redis
 from celery import Celery
-from kombu.exceptions import KombuError, OperationalError
 
 from celery_periodiq import ring
 from celery_periodiq.clock import SAFE_SHARE, elapsed
 from celery_periodiq.config import Settings
 from celery_periodiq.entry import Entry, EntryReader
-from celery_periodiq.errors import BrokerUnavailableError, EntryError
+from celery_periodiq.errors import BrokerUnavailableError, EntryError, MessageError
 from celery_periodiq.keys import Partition
 from celery_periodiq.plan import (
     Plan,
@@ -42,7 +42,7 @@ from celery_periodiq.schedules import EventSchedule
 from celery_periodiq.scripts import Claim, ClaimBatch
 from celery_periodiq.store import Store
 
-__all__ = ["BROKER_ERRORS", "Dispatcher", "Pass"]
+__all__ = ["Dispatcher", "Pass"]
 
 logger = logging.getLogger(__name__)
 
@@ -57,8 +57,6 @@ _PUBLISH_CHUNK_MOST = 400
 _HORIZON_MS = 25
 # A pass that sends more ticks than this logs each at DEBUG and one summary at INFO.
 _LOG_EACH = 10
-BROKER_ERRORS = (OperationalError, KombuError, OSError, redis.RedisError)
-"""What publishing raises when the broker is unreachable (Redis errors: a Redis broker)."""
 
 
 _NEVER = threading.Event()
@@ -317,18 +315,18 @@ class Dispatcher:
         try:
             with self.app.producer_or_acquire() as producer:
                 complete = self._publish_all(batches, producer, settlements, sent)
-            if self._broker_down:
+            if self._broker_down and sent:  # a pass that sent nothing proves nothing
                 logger.info("periodiq: broker reachable again")
                 self._broker_down = False
-        except BROKER_ERRORS as error:
+        except BrokerUnavailableError as error:
+            # Only the broker's connection or channel failing gets here (the Publisher
+            # tells them from a message's own failure, which quarantines its entry); a
+            # failure of the schedule's Redis (claims, settlements) goes up as what it is.
             if not self._broker_down:
                 left = sum(len(got.batch.claims) for got in batches) - sum(
                     map(len, settlements.values())
                 )
-                logger.error(
-                    "periodiq: broker unreachable (%s); %d claimed ticks stay in flight",
-                    error, left,
-                )  # fmt: skip
+                logger.error("periodiq: %s; %d claimed ticks stay in flight", error, left)
             self._broker_down = True
         finally:
             self._log_sent(sent)
@@ -534,15 +532,18 @@ class Dispatcher:
         alone instead of stopping the batch."""
         try:
             return self._settle(claim, producer, sent_at_ms, sent)
-        except BROKER_ERRORS:
+        except BrokerUnavailableError:
             raise
+        except MessageError as error:  # its message cannot be encoded, the broker is fine
+            logger.error("periodiq: entry %r quarantined: %s", claim.name, error)
+            reason = str(error)
         except Exception as error:
             logger.exception("periodiq: entry %r quarantined: planning its tick failed", claim.name)
             reason = f"the beat failed on it: {type(error).__name__}: {error}"
-            return {
-                "id": claim.id, "name": claim.name, "version": claim.version, "next": None,
-                "due": None, "quarantine": reason, "inc": claim.inc,
-            }  # fmt: skip
+        return {
+            "id": claim.id, "name": claim.name, "version": claim.version, "next": None,
+            "due": None, "quarantine": reason, "inc": claim.inc,
+        }  # fmt: skip
 
     def _settle(
         self, claim: Claim, producer: Any, sent_at_ms: int, sent: list[tuple[str, Tick]]
@@ -684,7 +685,8 @@ class Dispatcher:
         """Publish every enabled, unpaused ``@reboot``/``@shutdown`` entry not in ``done``.
 
         Each name sent is added to ``done`` at once, so after a broker failure a
-        second call sends only the rest. Returns the names sent by this call.
+        second call sends only the rest. An entry whose message cannot be encoded is
+        logged and left out. Returns the names sent by this call.
 
         Raises:
             BrokerUnavailableError: the broker failed.
@@ -715,8 +717,9 @@ class Dispatcher:
             )
             try:
                 send(self.app, entry, tick)
-            except BROKER_ERRORS as error:
-                raise BrokerUnavailableError(f"the broker is unreachable: {error}") from error
+            except MessageError as error:  # its own: the others are sent
+                logger.error("periodiq: entry %r not sent on @%s: %s", entry.name, event, error)
+                continue
             done.add(entry.name)
             self.store.published(entry.name, "enqueued", tick.task_id, now_ms, f"@{event}")
             logger.info(

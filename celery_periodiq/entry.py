@@ -195,7 +195,9 @@ class Entry:
                 )
         priority = self.options.get("priority")
         if priority is not None and not 0 <= priority <= 255:
-            raise _fail(name, "priority", priority, "0-255")
+            # AMQP's range (RabbitMQ honours up to the queue's x-max-priority); a Redis
+            # broker maps it onto its priority steps
+            raise _fail(name, "options['priority']", priority, "a whole number 0-255")
         if self.owner is not None and (
             not isinstance(self.owner, str)
             or not self.owner.strip()

@@ -55,7 +55,14 @@ class StoreRefusedError(PeriodiqError):
 
 
 class BrokerUnavailableError(PeriodiqError):
-    """The Celery broker could not be reached to publish a run."""
+    """The Celery broker could not be reached to publish a run, or refused it (its
+    connection or channel failed): the message is not the cause."""
+
+
+class MessageError(EntryError):
+    """An entry's message could not be built or encoded: its serializer or compression is
+    not installed in this process, or its encoder refused the arguments. The broker is
+    not at fault: a beat quarantines that entry alone."""
 
 
 _SHOWN = 60

@@ -93,7 +93,8 @@ def _log_failure(what: str, error: Exception) -> None:
         )  # fmt: skip
     elif isinstance(error, redis.RedisError):
         logger.error(
-            "periodiq: %s failed: Redis unreachable (%s); retrying, beat keeps running",
+            "periodiq: %s failed: the schedule's Redis unreachable (%s); retrying, beat "
+            "keeps running",
             what, error,
         )  # fmt: skip
     else:

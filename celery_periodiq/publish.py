@@ -23,8 +23,10 @@ from celery.utils.saferepr import saferepr
 
 from celery_periodiq import policy, redis_publish
 from celery_periodiq.entry import Entry
+from celery_periodiq.errors import BrokerUnavailableError
 from celery_periodiq.plan import Tick, to_ms
 from celery_periodiq.policy import Limits
+from celery_periodiq.publish_errors import broker_failure, publish_failure
 from celery_periodiq.redis_publish import RawTemplate
 
 __all__ = [
@@ -131,8 +133,29 @@ def send(
     manual: Limits | None = None,
 ) -> str:
     """Publish one run of ``entry`` (``tick=None``: a manual run with the limits
-    ``manual``); returns its task id."""
-    return _send_task(app, entry, message_options(entry, tick, manual), producer)
+    ``manual``); returns its task id.
+
+    Raises:
+        BrokerUnavailableError: the broker failed (its connection or channel).
+        MessageError: anything else: the message could not be built or encoded.
+    """
+    try:
+        return _send_task(app, entry, message_options(entry, tick, manual), producer)
+    except Exception as error:
+        if producer is not None:
+            raise publish_failure(error, _connection(producer), entry) from error
+        with app.connection_for_write() as connection:  # its transport's errors; no I/O
+            failure = publish_failure(error, connection, entry)
+        raise failure from error
+
+
+def _connection(producer: Any) -> Any:
+    """``producer``'s kombu Connection, for its transport's error classes; None if reaching
+    it would need the broker (then the errors every transport raises are told apart)."""
+    try:
+        return producer.connection
+    except Exception:
+        return None
 
 
 # Templates kept per Publisher; beyond this many, the oldest half is dropped.
@@ -204,7 +227,11 @@ class Publisher:
     def batch(self, producer: Any) -> Iterator[Callable[[], None]]:
         """Buffer what is published through ``producer`` inside (kombu's batch, and the
         messages put straight into a Redis broker); yields the function that sends the
-        buffer. A failure inside discards what was not sent."""
+        buffer. A failure inside discards what was not sent.
+
+        Raises (from the function yielded):
+            BrokerUnavailableError: the broker failed; what was not sent is discarded.
+        """
         batch = getattr(producer, "batch", None)  # kombu < 5.7: none
         with batch(max_size=_BATCH_MOST) if batch else contextlib.nullcontext() as buffered:
             lists: dict[int, tuple[Any, dict[str, list[str]]]] = {}
@@ -212,10 +239,17 @@ class Publisher:
             def flush() -> None:
                 # kombu's buffer holds only messages built since the last flush (see
                 # _build), which came before those put directly: order is kept
-                if buffered is not None:
-                    buffered.flush()
-                for client, messages in lists.values():
-                    _push(client, messages)
+                try:
+                    if buffered is not None:
+                        buffered.flush()
+                    for client, messages in lists.values():
+                        _push(client, messages)
+                except Exception as error:
+                    # messages were encoded when buffered: what fails here is the broker
+                    failure = broker_failure(error, _connection(producer))
+                    if failure is None:
+                        raise
+                    raise failure from error
 
             self._lists, self._flush = lists, flush
             try:
@@ -234,27 +268,38 @@ class Publisher:
         found[1].setdefault(key, []).append(message)
 
     def send(self, entry: Entry, tick: Tick, producer: Any) -> str:
-        """Publish one tick of ``entry`` through ``producer``; returns its task id."""
-        options = message_options(entry, tick)
-        if not self._plain():
-            return _send_task(self.app, entry, options, producer)
-        key = (
-            threading.get_ident(), entry.task,
-            json.dumps(entry.options, sort_keys=True) if entry.options else "",
-            tuple(options["headers"]), "expires" in options, "time_limit" in options,
-        )  # fmt: skip
-        template = self._templates.get(key, _MISSING)
-        if template is _MISSING:
-            template = self._build(entry, options, producer)
-            if len(self._templates) >= _TEMPLATES:
-                for old in list(self._templates)[: _TEMPLATES // 2]:
-                    del self._templates[old]
-            self._templates[key] = template
-            return str(options["task_id"])  # the build published it
-        if template is None:
-            return _send_task(self.app, entry, options, producer)
-        self._publish(key, template, entry, options, producer)
-        return str(options["task_id"])
+        """Publish one tick of ``entry`` through ``producer``; returns its task id.
+
+        Raises:
+            BrokerUnavailableError: the broker failed (its connection or channel).
+            MessageError: anything else: the message could not be built or encoded
+                (nothing of it is buffered; what was buffered before is kept).
+        """
+        try:
+            options = message_options(entry, tick)
+            if not self._plain():
+                return _send_task(self.app, entry, options, producer)
+            key = (
+                threading.get_ident(), entry.task,
+                json.dumps(entry.options, sort_keys=True) if entry.options else "",
+                tuple(options["headers"]), "expires" in options, "time_limit" in options,
+            )  # fmt: skip
+            template = self._templates.get(key, _MISSING)
+            if template is _MISSING:
+                template = self._build(entry, options, producer)
+                if len(self._templates) >= _TEMPLATES:
+                    for old in list(self._templates)[: _TEMPLATES // 2]:
+                        del self._templates[old]
+                self._templates[key] = template
+                return str(options["task_id"])  # the build published it
+            if template is None:
+                return _send_task(self.app, entry, options, producer)
+            self._publish(key, template, entry, options, producer)
+            return str(options["task_id"])
+        except BrokerUnavailableError:  # a flush of what was buffered before (see _build)
+            raise
+        except Exception as error:
+            raise publish_failure(error, _connection(producer), entry) from error
 
     def _now(self) -> datetime:
         """``app.now()``, as far as a difference of instants goes: Celery's own is this

@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from celery_periodiq.checkpoint import Checkpoint
+from celery_periodiq.definitions import check_encodable
 from celery_periodiq.entry import Entry
 from celery_periodiq.errors import EntryError, shown
 
@@ -176,6 +177,7 @@ def _record(record: Any) -> tuple[Entry, dict[str, Any] | None]:
     if not isinstance(record, dict) or set(record) - {"definition", "state"}:
         raise EntryError(f"{shown(record)} is not {{'definition': ..., 'state': ...}}")
     entry = Entry.from_dict(record.get("definition"))  # type: ignore[arg-type]
+    check_encodable(entry)
     state = record.get("state")
     if state is None:
         return entry, None

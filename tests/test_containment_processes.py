@@ -9,6 +9,7 @@ and a broker that is down when @reboot entries are owed.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import random
@@ -24,6 +25,7 @@ from celery_periodiq.keys import Keys
 from celery_periodiq.localredis import LocalRedis
 from tests.processes import Cluster, api_for, cluster, wait_for
 from tests.proxy import Proxy
+from tests.test_beat_cluster import ticks_of
 
 pytestmark = pytest.mark.slow
 
@@ -109,6 +111,47 @@ def test_damaged_entries_leave_the_others_on_a_one_second_cadence(
             assert not redis_client.hexists(keys.of(name).state, name)
         assert sum(redis_client.hlen(part.quarantine) for part in keys.all()) == 0
         assert "Traceback" not in running.logs()
+        api.store.client.close()
+
+
+def test_an_entry_whose_message_cannot_be_encoded_costs_a_one_second_entry_no_tick(
+    tmp_path: Path, redis_url: str, broker_url: str, redis_client: redis.Redis
+) -> None:
+    # Issue 20, case 2: an entry whose options name a serializer kombu does not have
+    # (written into Redis by something else: add() refuses it) made the beat log "broker
+    # unreachable" every lease and keep the whole chunk in flight; a healthy 1 s entry
+    # on the same beat ran 12 of 20 ticks.
+    with cluster(tmp_path, redis_url, broker_url) as running:
+        api = api_for(redis_url, broker_url)
+        api.add("healthy", "record", every=1)
+        api.add("bad", "record", every=1)
+        worker = running.worker()
+        beat = running.beat()
+        wait_for(lambda: "ready" in worker.output(), 60, "the worker to be ready")
+        wait_for(lambda: ticks_of(running, "healthy") and ticks_of(running, "bad"), 30, "runs")
+        part = api.store.keys.of("bad")
+        definition = json.loads(redis_client.hget(part.entries, "bad") or "{}")
+        redis_client.hset(part.entries, "bad", json.dumps(
+            {**definition, "options": {"serializer": "nosuch"}}
+        ))  # fmt: skip
+        damaged_at = time.time()
+
+        wait_for(lambda: time.time() > damaged_at + 20, 21, "twenty seconds to pass")
+        with contextlib.suppress(AssertionError):  # what is missing by then is reported below
+            wait_for(lambda: max(ticks_of(running, "healthy")) >= (damaged_at + 19) * 1000, 10,
+                     "the healthy entry's run of the last tick")  # fmt: skip
+
+        ticks = set(ticks_of(running, "healthy"))
+        # one tick of slack at each edge of the 20 s
+        every = range((int(damaged_at) + 2) * 1000, (int(damaged_at) + 19) * 1000 + 1, 1000)
+        missed = [tick for tick in every if tick not in ticks]
+        assert missed == [], (f"{len(missed)} of {len(every)} ticks missed", running.logs())
+        assert api.get("bad").status == "quarantined"
+        assert "No encoder installed for nosuch" in (api.get("bad").invalid or "")
+        output = beat.output()
+        assert "broker unreachable" not in output
+        assert "entry 'bad' quarantined" in output
+        assert "Traceback" not in output
         api.store.client.close()
 
 

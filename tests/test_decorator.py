@@ -51,7 +51,7 @@ def task_body() -> None:
         ({"cron": "H * * * *", "name": ""}, ["entry name"]),
         ({"calendar": "Funday 10:00"}, ["weekday", "funday"]),
         ({"every": 60, "tz": "Mars/Base"}, ["Mars/Base"]),
-        ({"every": 60, "priority": 300}, ["priority=300", "0-255"]),
+        ({"every": 60, "priority": 300}, ["options['priority']=300", "0-255"]),
         ({"every": 60, "jitter": -1}, ["jitter=-1"]),
     ],
 )

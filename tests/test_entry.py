@@ -111,10 +111,16 @@ def full_entry() -> Entry:
             id="priority-bool",
         ),
         pytest.param(
-            "n", {**EVERY, "options": {"priority": 256}}, ["priority=256", "0-255"], id="prio-256"
+            "n",
+            {**EVERY, "options": {"priority": 256}},
+            ["options['priority']=256", "0-255"],
+            id="prio-256",
         ),
         pytest.param(
-            "n", {**EVERY, "options": {"priority": -1}}, ["priority=-1", "0-255"], id="prio-neg"
+            "n",
+            {**EVERY, "options": {"priority": -1}},
+            ["options['priority']=-1", "0-255"],
+            id="prio-neg",
         ),
         pytest.param(
             "n", {**EVERY, "owner": ""}, ["owner=''", "a non-empty printable tag"], id="owner-empty"
