@@ -33,6 +33,7 @@ from celery_periodiq import Periodiq, Scheduler, periodiq
 from celery_periodiq.dispatch import Dispatcher
 from celery_periodiq.localredis import LocalRedis
 from celery_periodiq.plan import to_ms
+from tests.processes import wait_for
 
 # a minute ago: the messages expire as they would (RabbitMQ drops one already expired)
 START = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=1)
@@ -325,9 +326,15 @@ def test_on_rabbitmq_a_message_that_fails_quarantines_its_entry_and_the_others_g
         done = world.dispatcher.dispatch(now_ms=to_ms(FIRST))
 
         channel = connection.default_channel
-        got = []
-        while (message := channel.basic_get(queue, no_ack=True)) is not None:
-            got.append(message.headers["periodiq_entry"])
+        got: list[str] = []
+
+        def arrived() -> bool:
+            # published without confirms: RabbitMQ routes them a moment later
+            while (message := channel.basic_get(queue, no_ack=True)) is not None:
+                got.append(message.headers["periodiq_entry"])
+            return len(got) >= len(HEALTHY)
+
+        wait_for(arrived, 10, "the healthy messages in the queue")
         assert sorted(got) == HEALTHY
         assert done.complete
         assert "No encoder installed for nosuch" in quarantined(world.api)["victim"]

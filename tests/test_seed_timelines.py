@@ -63,7 +63,7 @@ class World:
         class Guarded(PeriodicTask):  # type: ignore[misc]
             periodiq_clock = staticmethod(lambda: world.clock.now)
 
-        @self.app.task(base=Guarded, name="A", bind=True)
+        @self.app.task(base=Guarded, name="A", bind=True, shared=False)
         def task_a(task: Any) -> None:
             for mmss, event in world.during:
                 world.clock.set(mmss)
