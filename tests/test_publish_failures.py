@@ -35,9 +35,19 @@ from celery_periodiq.localredis import LocalRedis
 from celery_periodiq.plan import to_ms
 from tests.processes import wait_for
 
-# a minute ago: the messages expire as they would (RabbitMQ drops one already expired)
+# a minute before each test: the messages expire as they would (RabbitMQ drops one
+# already expired, so these are set anew for each test, not once at import)
 START = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=1)
 FIRST = START + timedelta(seconds=60)  # the first tick of an every=60 entry anchored at START
+
+
+@pytest.fixture(autouse=True)
+def _instants_of_this_test() -> None:
+    global START, FIRST
+    START = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=1)
+    FIRST = START + timedelta(seconds=60)
+
+
 TASK = "proj.tasks.poll"
 HEALTHY = [f"healthy-{n}" for n in range(6)]
 RABBITMQ = "amqp://guest:guest@127.0.0.1:5672//"
@@ -53,7 +63,7 @@ class Beat:
         self.api: Periodiq = periodiq(self.app)
         self.store = self.api.store
         self.client = self.store.client
-        self.dispatcher = Dispatcher(self.app, self.store, "test-beat", lambda: float("inf"))
+        self.dispatcher = Dispatcher(self.app, self.store, "test-beat")
         # the victim among the healthy entries: its message is neither first nor last
         for name in [*HEALTHY[:3], "victim", *HEALTHY[3:]]:
             stored = self.api.add(name, TASK, every=60, start_at=START, **options)
