@@ -131,7 +131,7 @@ def test_a_beat_frozen_while_it_holds_claims_sends_nothing_stale_and_loses_almos
             let_pass(5)
             assert beat.process is not None
             os.killpg(beat.process.pid, signal.SIGCONT)
-            let_pass(3)
+            let_pass(2)
         end_ms = int(time.time() * 1000) - 2000
         let_pass(4)  # the last runs land
         assert all(beat.running for beat in beats), running.logs()
