@@ -63,17 +63,18 @@ class Heartbeat(threading.Thread):
         """Told of every failure and recovery: the beat's, so that one outage of Redis is
         one ERROR in its log, however many of its parts meet it."""
 
-    def beat_once(self) -> None:
-        """Refresh the heartbeat now."""
+    def beat_once(self, action: str = "alive") -> Pulse:
+        """Refresh the heartbeat now (``"start"``: register the beat); returns the answer."""
         sent = elapsed()  # the heartbeat's TTL counts from after here
         ttl = int(self.lease * 1000)
-        pulse = self.store.scripts.heartbeat(self.beat_id, "alive", ttl, self.info(), self.declared)
+        pulse = self.store.scripts.heartbeat(self.beat_id, action, ttl, self.info(), self.declared)
         self.store.alive(self.beat_id, pulse.now_ms + ttl, pulse.now_ms, self.generation)
-        self.refreshed(sent, elapsed())
+        self._refreshed(sent, elapsed())
         if self.on_beats is not None:
             self.on_beats(pulse)
+        return pulse
 
-    def refreshed(self, sent: float, received: float) -> None:
+    def _refreshed(self, sent: float, received: float) -> None:
         """A refresh sent at ``sent`` was written (everywhere claims look) by ``received``
         (both :func:`elapsed`): it holds until ``sent`` + TTL. Written before the last
         one ran out, it extends it; else there was a gap, in which other beats may have

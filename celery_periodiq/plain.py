@@ -26,7 +26,6 @@ have a ``PeriodicTask``. If the schedule's Redis cannot be asked, a plain task r
 from __future__ import annotations
 
 import logging
-import socket
 import time
 import uuid
 from collections.abc import Callable
@@ -49,13 +48,12 @@ from celery_periodiq.publish import (
     HEADER_TTL,
 )
 from celery_periodiq.scripts import RunEnd, RunStart
-from celery_periodiq.task import PeriodicTask, request_header
+from celery_periodiq.task import _HOST, PeriodicTask, request_header, store_of
 
 __all__ = ["install", "uses_periodiq"]
 
 logger = logging.getLogger(__name__)
 
-_HOST = socket.gethostname()
 _MARK = "_periodiq_plain"
 """Set on a task class whose handlers are wrapped."""
 _STARTED = "periodiq_plain_run"
@@ -114,19 +112,13 @@ def _wrap_after_return(original: Callable[..., Any]) -> Callable[..., Any]:
     return after_return
 
 
-def _store(task: Task) -> Any:  # type: ignore[type-arg]
-    from celery_periodiq.api import periodiq
-
-    return periodiq(task.app).store
-
-
 def _begin(task: Task, task_id: str) -> None:  # type: ignore[type-arg]
     """The duplicate check of a plain run of a tick; raises ``Ignore`` to refuse it."""
     request = task.request
     entry, tick = request_header(request, HEADER_ENTRY), request_header(request, HEADER_TICK)
     if not entry or tick is None or request_header(request, HEADER_MANUAL):
         return
-    store = _store(task)
+    store = store_of(task.app)
     expires = request_header(request, HEADER_EXPIRES)
     start = RunStart(
         task_id=str(task_id),
@@ -184,7 +176,7 @@ def _finish(task: Task, status: str, retval: Any) -> None:  # type: ignore[type-
         history_length=start.history_length,
     )
     try:
-        _store(task).scripts.finish(entry, end)
+        store_of(task.app).scripts.finish(entry, end)
     except redis.RedisError as failure:
         logger.error("periodiq: entry %r run %s: could not record %s: %s",
                      entry, start.task_id, outcome, failure)  # fmt: skip

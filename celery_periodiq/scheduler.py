@@ -24,7 +24,6 @@ from celery import beat as celery_beat
 
 from celery_periodiq import registry
 from celery_periodiq.alerts import Alerts
-from celery_periodiq.clock import elapsed
 from celery_periodiq.config import Settings, redacted
 from celery_periodiq.dispatch import Dispatcher
 from celery_periodiq.entry import Entry
@@ -219,14 +218,7 @@ class Scheduler(celery_beat.Scheduler):
 
     def _start(self) -> None:
         self.store.ensure_layout(record=True)
-        ttl = int(self.settings.claim_lease * 1000)
-        sent = elapsed()
-        pulse = self.store.scripts.heartbeat(
-            self.beat_id, "start", ttl, self._beat_info(), self._declarations.digest
-        )
-        self.store.alive(self.beat_id, pulse.now_ms + ttl, pulse.now_ms)
-        self._heartbeat.refreshed(sent, elapsed())
-        self._on_pulse(pulse)
+        pulse = self._heartbeat.beat_once("start")
         self._started = True
         if pulse.flag:
             logger.info("periodiq: first beat of the cluster: @reboot entries fire")

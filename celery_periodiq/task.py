@@ -87,6 +87,13 @@ class RunContext:
         )
 
 
+def store_of(app: Any) -> Store:
+    """The schedule's Store of ``app``, as its worker uses it (one per app)."""
+    from celery_periodiq.api import periodiq
+
+    return periodiq(app).store
+
+
 def request_header(request: Any, name: str) -> Any:
     value = getattr(request, name, None)
     if value is None and isinstance(getattr(request, "headers", None), dict):
@@ -138,9 +145,7 @@ class PeriodicTask(Task):  # type: ignore[type-arg]
         return None if clock is None else clock()
 
     def _periodiq_store(self) -> Store:
-        from celery_periodiq.api import periodiq
-
-        return periodiq(self.app).store
+        return store_of(self.app)
 
     def _run_start(self, store: Store) -> tuple[str, RunStart, RunContext] | None:
         request = self.request
