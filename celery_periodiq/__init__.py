@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from celery_periodiq._version import __version__
 from celery_periodiq.api import Periodiq, periodiq
 from celery_periodiq.decorators import periodic
 from celery_periodiq.errors import (
@@ -26,8 +27,6 @@ from celery_periodiq.task import PeriodicTask, RunContext
 
 # Connects the worker_init handler that gives plain tasks the duplicate check.
 from celery_periodiq import plain as _plain  # noqa: F401  isort: skip
-
-__version__ = "0.1.0"
 
 __all__ = [
     "BeatInfo",

@@ -21,7 +21,7 @@ from celery_periodiq.store import Store
 
 __all__ = ["Alerts", "payload"]
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("celery_periodiq.alerts")
 
 _BATCH = 100  # transitions popped per partition per round
 

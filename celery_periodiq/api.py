@@ -60,7 +60,7 @@ __all__ = ["FAILURE_KINDS", "Check", "Periodiq", "periodiq"]
 FAILURE_KINDS = frozenset({"failed", "timeboxed"})
 _CLIENT_ATTRIBUTE = "_periodiq_client"
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("celery_periodiq.api")
 
 
 def periodiq(app: Celery) -> Periodiq:

@@ -13,7 +13,7 @@ from celery_periodiq.store import Store, wrong_type
 
 __all__ = ["Checkpoint"]
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("celery_periodiq.checkpoint")
 
 
 class Checkpoint:

@@ -20,7 +20,7 @@ from celery_periodiq.task import PeriodicTask
 
 __all__ = ["periodic"]
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("celery_periodiq.decorators")
 
 F = TypeVar("F", bound=Callable[..., Any])
 _ROUTING = ("queue", "priority", "routing_key", "exchange")

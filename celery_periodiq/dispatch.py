@@ -44,7 +44,7 @@ from celery_periodiq.store import Store
 
 __all__ = ["Dispatcher", "Pass"]
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("celery_periodiq.dispatch")
 
 # At most this many "missed" events are written per claim; the counter has them all.
 _MISSED_EVENTS = 20

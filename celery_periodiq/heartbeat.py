@@ -16,7 +16,7 @@ from celery_periodiq.store import Store
 
 __all__ = ["ChangeListener", "Heartbeat"]
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("celery_periodiq.heartbeat")
 
 
 class Heartbeat(threading.Thread):

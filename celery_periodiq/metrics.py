@@ -33,7 +33,7 @@ from celery_periodiq.store import StoredEntry
 
 __all__ = ["BUCKETS", "OTHER", "PeriodiqCollector"]
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("celery_periodiq.metrics")
 
 BUCKETS = (0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, 60.0, 300.0)
 """Histogram bounds in seconds: the same as BUCKETS in lua/_common.lua (there in ms)."""

@@ -23,7 +23,7 @@ from celery_periodiq.store import wrong_type
 
 __all__ = ["Outage"]
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("celery_periodiq.outage")
 
 
 class Outage:

@@ -52,7 +52,7 @@ from celery_periodiq.task import _HOST, PeriodicTask, request_header, store_of
 
 __all__ = ["install", "uses_periodiq"]
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("celery_periodiq.plain")
 
 _MARK = "_periodiq_plain"
 """Set on a task class whose handlers are wrapped."""

@@ -27,7 +27,7 @@ from celery_periodiq.store import Store
 
 __all__ = ["Declarations"]
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("celery_periodiq.reconcile")
 
 _CHUNK = 500
 

@@ -27,7 +27,7 @@ from celery_periodiq.schedules import Schedule
 
 __all__ = ["Declaration", "declaration_of", "declare", "declared", "from_beat_schedule"]
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("celery_periodiq.registry")
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from celery_periodiq.store import Store
 
 __all__ = ["Scheduler"]
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("celery_periodiq.scheduler")
 
 _PASS = "a beat pass"
 _RECONCILING = "reconciling the declared entries"
@@ -333,7 +333,7 @@ class Scheduler(celery_beat.Scheduler):
             )
 
     def _beat_info(self) -> dict[str, Any]:
-        from celery_periodiq import __version__
+        from celery_periodiq._version import __version__
 
         dispatcher = self._dispatcher
         info: dict[str, Any] = {

@@ -33,7 +33,7 @@ from celery_periodiq.plan import task_id_for
 
 __all__ = ["SCRIPT_NAMES", "Claim", "ClaimBatch", "Pulse", "PutItem", "Scripts", "script_source"]
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("celery_periodiq.scripts")
 
 
 BACKFILL_MEMORY_MS = 30 * 24 * 3600 * 1000

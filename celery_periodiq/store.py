@@ -34,7 +34,7 @@ from celery_periodiq.scripts import SCRIPT_NAMES, PutItem, Scripts, script_sourc
 __all__ = ["BeatInfo", "DeclarationSet", "Event", "RunMemory", "Store", "StoredEntry", "connect",
            "wrong_type"]  # fmt: skip
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("celery_periodiq.store")
 
 # Calls whose owner index changed under them are made again, at most this often.
 _RETRIES = 5

@@ -47,7 +47,7 @@ from celery_periodiq.store import Store
 
 __all__ = ["PeriodicTask", "RunContext"]
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("celery_periodiq.task")
 
 _HOST = socket.gethostname()
 _FAILOVER_PATIENCE = 30.0
