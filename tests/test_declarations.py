@@ -280,6 +280,9 @@ def test_beats_say_which_set_they_declare_until_they_stop_or_their_heartbeat_run
     scripts.beat("b", "start", 60_000, {}, declared="d2")
     scripts.beat("gone-soon", "start", 1, {}, declared="d3")
     scripts.beat("old-code", "start", 60_000, {})
+    deadline = time.monotonic() + 5  # until gone-soon's 1 ms heartbeat has run out
+    while "gone-soon" in {beat.id for beat in store.beats()} and time.monotonic() < deadline:
+        time.sleep(0.001)
 
     both = scripts.heartbeat("a", "alive", 60_000, {}, declared="d1")
     scripts.beat("b", "stop", 0, {})
