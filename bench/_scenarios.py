@@ -539,7 +539,7 @@ def _kill_periodiq_claimer(current: Run, at: float) -> tuple[str, int]:
 
 def _claims(client: Any) -> dict[str, str]:
     """Every claim in flight, over the schedule's partitions (tick id -> claim JSON)."""
-    from celery_periodiq.keys import Keys
+    from celery_periodiq.protocol.keys import Keys
 
     found: dict[str, str] = {}
     for part in Keys("periodiq", 16).all():

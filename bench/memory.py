@@ -54,7 +54,7 @@ def drive_periodiq(entries: int, rounds: int) -> dict[str, Any]:
     from celery_periodiq import periodiq
     from celery_periodiq.dispatch import Dispatcher
     from celery_periodiq.localredis import LocalRedis
-    from celery_periodiq.plan import to_ms
+    from celery_periodiq.model.plan import to_ms
     from celery_periodiq.scripts import RunEnd, RunStart
 
     with LocalRedis() as schedule, LocalRedis() as broker:

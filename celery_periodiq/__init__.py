@@ -19,9 +19,9 @@ from celery_periodiq.errors import (
     StoreRefusedError,
     StoreUnavailableError,
 )
+from celery_periodiq.model.simulate import Dropped, EntrySimulation, Fire, Simulation
 from celery_periodiq.scheduler import Scheduler
 from celery_periodiq.schedules import Schedule, parse_schedule
-from celery_periodiq.simulate import Dropped, EntrySimulation, Fire, Simulation
 from celery_periodiq.store import BeatInfo, Event, StoredEntry
 from celery_periodiq.task import PeriodicTask, RunContext
 

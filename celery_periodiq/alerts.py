@@ -15,8 +15,8 @@ from typing import Any
 
 from celery import Celery
 
-from celery_periodiq.keys import Partition
-from celery_periodiq.plan import from_ms
+from celery_periodiq.model.plan import from_ms
+from celery_periodiq.protocol.keys import Partition
 from celery_periodiq.store import Store
 
 __all__ = ["Alerts", "payload"]

@@ -16,18 +16,10 @@ from celery import Celery
 from kombu.exceptions import KombuError
 
 from celery_periodiq import backfill as backfills
-from celery_periodiq import doctor, import_redbeat, policy, registry, transfer
+from celery_periodiq import doctor, import_redbeat, registry, transfer
 from celery_periodiq.checkpoint import Checkpoint
 from celery_periodiq.config import Settings, redacted
-from celery_periodiq.definitions import (
-    EntryBuilder,
-    build_entry,
-    changed_entry,
-    refuse_past,
-    task_name,
-)
 from celery_periodiq.doctor import Check
-from celery_periodiq.entry import AUTO, Entry
 from celery_periodiq.errors import (
     BrokerUnavailableError,
     DeclaredEntryError,
@@ -40,10 +32,18 @@ from celery_periodiq.errors import (
     StoreUnavailableError,
     shown,
 )
-from celery_periodiq.plan import from_ms, next_tick, to_ms
-from celery_periodiq.policy import Defaults
-from celery_periodiq.publish import send
-from celery_periodiq.simulate import (
+from celery_periodiq.model import policy
+from celery_periodiq.model.build import (
+    EntryBuilder,
+    build_entry,
+    changed_entry,
+    refuse_past,
+    task_name,
+)
+from celery_periodiq.model.entry import AUTO, Entry
+from celery_periodiq.model.plan import from_ms, next_tick, to_ms
+from celery_periodiq.model.policy import Defaults
+from celery_periodiq.model.simulate import (
     DEFAULT_LIMIT,
     MOST_LIMIT,
     MOST_LISTED,
@@ -52,7 +52,8 @@ from celery_periodiq.simulate import (
     check_range,
     simulate_entry,
 )
-from celery_periodiq.simulate import Settings as PlanSettings
+from celery_periodiq.model.simulate import Settings as PlanSettings
+from celery_periodiq.publish import send
 from celery_periodiq.store import BeatInfo, Event, Store, StoredEntry, wrong_type
 
 __all__ = ["FAILURE_KINDS", "Check", "Periodiq", "periodiq"]
@@ -522,7 +523,7 @@ class Periodiq:
     ) -> Simulation:
         """What the beats would publish from ``start`` to ``end``; writes nothing.
 
-        Computed with the beat's own planning code (:mod:`celery_periodiq.simulate`):
+        Computed with the beat's own planning code (:mod:`celery_periodiq.model.simulate`):
         each tick is claimed when due (jitter applied) and decided as the beat
         decides it. Ticks due while the beats are ``down`` are claimed when they come
         back, so each entry's catch-up policy says what is published then and what is

@@ -44,8 +44,8 @@ from celery_periodiq.cli_simulate import NOW, Moment, Window, resolve, simulatio
 from celery_periodiq.cli_terminal import print_text, style_of, when, width
 from celery_periodiq.errors import ScheduleError
 from celery_periodiq.import_redbeat import DEFAULT_PREFIX
+from celery_periodiq.model.simulate import DEFAULT_LIMIT, MOST_LIMIT
 from celery_periodiq.schedules import parse_schedule
-from celery_periodiq.simulate import DEFAULT_LIMIT, MOST_LIMIT
 from celery_periodiq.store import StoredEntry
 from celery_periodiq.transfer import ImportReport
 

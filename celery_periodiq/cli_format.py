@@ -30,7 +30,7 @@ from celery_periodiq.cli_terminal import (
     when_near,
 )
 from celery_periodiq.doctor import Check
-from celery_periodiq.entry import AUTO, Entry
+from celery_periodiq.model.entry import AUTO, Entry
 from celery_periodiq.schedules import EventSchedule, IntervalSchedule, Schedule
 from celery_periodiq.store import BeatInfo, Event, StoredEntry
 

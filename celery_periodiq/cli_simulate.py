@@ -3,7 +3,7 @@
 Instants are ISO 8601 (an instant written without an offset is read as UTC),
 ``now`` (the Redis clock) or a signed duration (``+2h``, ``-30m``, ``+1d12h``):
 counted from now in ``--from``, from ``--from`` in ``--to`` and ``--down``.
-The text is a pure function of the :class:`~celery_periodiq.simulate.Simulation`.
+The text is a pure function of the :class:`~celery_periodiq.model.simulate.Simulation`.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from celery_periodiq.cli_json import ASSUMES
 from celery_periodiq.cli_options import ParamType
 from celery_periodiq.cli_terminal import Column, Row, Style, table, when
 from celery_periodiq.errors import ScheduleError
+from celery_periodiq.model.simulate import EntrySimulation, Fire, Simulation
 from celery_periodiq.schedules.interval import parse_duration
 from celery_periodiq.schedules.zones import zone
-from celery_periodiq.simulate import EntrySimulation, Fire, Simulation
 
 __all__ = ["NOW", "Moment", "Window", "resolve", "simulation_text"]
 

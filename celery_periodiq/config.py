@@ -1,4 +1,4 @@
-"""``periodiq_*`` settings with their defaults (key names: :mod:`celery_periodiq.keys`).
+"""``periodiq_*`` settings with their defaults (key names: :mod:`celery_periodiq.protocol.keys`).
 
 Each Celery app keeps its schedule under its own prefix, ``periodiq:<app main
 name>`` unless ``periodiq_key_prefix`` says otherwise, so apps sharing one Redis
@@ -15,14 +15,14 @@ from urllib.parse import urlsplit
 from celery import Celery
 
 from celery_periodiq.errors import ConfigurationError
-from celery_periodiq.keys import Keys
-from celery_periodiq.policy import (
+from celery_periodiq.model.policy import (
     CATCHUP_POLICIES,
     DEFAULT_CATCHUP,
     DEFAULT_GRACE,
     DEFAULT_OVERLAP,
     OVERLAP_POLICIES,
 )
+from celery_periodiq.protocol.keys import Keys
 
 __all__ = [
     "CATCHUP_POLICIES", "DEFAULTS", "OVERLAP_POLICIES", "Keys", "Settings", "app_namespace",

@@ -21,13 +21,12 @@ from typing import Any, NamedTuple
 import redis
 from celery import Celery
 
-from celery_periodiq import ring
 from celery_periodiq.clock import SAFE_SHARE, elapsed
 from celery_periodiq.config import Settings
-from celery_periodiq.entry import Entry, EntryReader
 from celery_periodiq.errors import BrokerUnavailableError, EntryError, MessageError
-from celery_periodiq.keys import Partition
-from celery_periodiq.plan import (
+from celery_periodiq.model import ring
+from celery_periodiq.model.entry import Entry, EntryReader
+from celery_periodiq.model.plan import (
     Plan,
     Tick,
     from_ms,
@@ -37,6 +36,7 @@ from celery_periodiq.plan import (
     tick_text,
     to_ms,
 )
+from celery_periodiq.protocol.keys import Partition
 from celery_periodiq.publish import Publisher, send
 from celery_periodiq.schedules import EventSchedule
 from celery_periodiq.scripts import Claim, ClaimBatch
@@ -193,7 +193,7 @@ class Dispatcher:
 
     def watch(self, beats: list[str]) -> None:
         """The live beats changed (or were read again): take this beat's share of the
-        partitions, two beats to each (:mod:`celery_periodiq.ring`)."""
+        partitions, two beats to each (:mod:`celery_periodiq.model.ring`)."""
         watched = ring.watched(self.beat_id, beats, self.store.keys.partitions)
         with self._lock:
             if watched != self._watched:

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from celery_periodiq import policy
 from celery_periodiq.config import redacted
 from celery_periodiq.errors import shown
-from celery_periodiq.plan import from_ms
+from celery_periodiq.model import policy
+from celery_periodiq.model.plan import from_ms
 from celery_periodiq.store import BeatInfo, StoredEntry
 from celery_periodiq.task import PeriodicTask
 from celery_periodiq.topology import sentinel_report

@@ -44,9 +44,9 @@ from celery import Celery
 from celery.schedules import crontab
 
 from celery_periodiq.config import Settings
-from celery_periodiq.definitions import build_entry
 from celery_periodiq.errors import EntryError, ScheduleError, shown
-from celery_periodiq.policy import Defaults
+from celery_periodiq.model.build import build_entry
+from celery_periodiq.model.policy import Defaults
 from celery_periodiq.schedules.cron import compile_cron
 from celery_periodiq.schedules.interval import every_spec
 from celery_periodiq.schedules.zones import zone

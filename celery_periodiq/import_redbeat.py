@@ -32,8 +32,6 @@ from celery.schedules import schedule as interval
 
 from celery_periodiq import registry
 from celery_periodiq.config import Settings, redacted
-from celery_periodiq.definitions import build_entry
-from celery_periodiq.entry import OPTION_KEYS
 from celery_periodiq.errors import (
     ConfigurationError,
     EntryError,
@@ -41,7 +39,9 @@ from celery_periodiq.errors import (
     StoreUnavailableError,
     shown,
 )
-from celery_periodiq.policy import Defaults
+from celery_periodiq.model.build import build_entry
+from celery_periodiq.model.entry import OPTION_KEYS
+from celery_periodiq.model.policy import Defaults
 from celery_periodiq.transfer import FORMAT, VERSION
 
 __all__ = ["DEFAULT_PREFIX", "Conversion", "read_redbeat", "redbeat_document", "redbeat_url"]

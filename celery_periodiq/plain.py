@@ -37,8 +37,8 @@ from celery import states as celery_states
 from celery.exceptions import Ignore, SoftTimeLimitExceeded
 from celery.signals import worker_init
 
-from celery_periodiq import policy
-from celery_periodiq.plan import tick_text
+from celery_periodiq.model import policy
+from celery_periodiq.model.plan import tick_text
 from celery_periodiq.publish import (
     HEADER_BACKFILL,
     HEADER_ENTRY,

@@ -21,11 +21,12 @@ from celery import Celery, signals
 from celery.app.routes import MapRoute
 from celery.utils.saferepr import saferepr
 
-from celery_periodiq import policy, redis_publish
-from celery_periodiq.entry import Entry
+from celery_periodiq import redis_publish
 from celery_periodiq.errors import BrokerUnavailableError
-from celery_periodiq.plan import Tick, to_ms
-from celery_periodiq.policy import Limits
+from celery_periodiq.model import policy
+from celery_periodiq.model.entry import Entry
+from celery_periodiq.model.plan import Tick, to_ms
+from celery_periodiq.model.policy import Limits
 from celery_periodiq.publish_errors import broker_failure, publish_failure
 from celery_periodiq.redis_publish import RawTemplate
 
@@ -82,7 +83,7 @@ def message_options(
     """``send_task`` keyword arguments for one run of ``entry``.
 
     ``tick`` None is a manual run, with the limits ``manual`` (see
-    :func:`celery_periodiq.policy.now_limits`).
+    :func:`celery_periodiq.model.policy.now_limits`).
     """
     options: dict[str, Any] = dict(entry.options)
     headers: dict[str, Any] = {HEADER_ENTRY: entry.name, HEADER_OVERLAP: entry.overlap}

@@ -21,8 +21,8 @@ from kombu.exceptions import (
     SerializerNotInstalled,
 )
 
-from celery_periodiq.entry import Entry
 from celery_periodiq.errors import BrokerUnavailableError, MessageError, shown
+from celery_periodiq.model.entry import Entry
 
 __all__ = ["broker_failure", "publish_failure"]
 

@@ -21,7 +21,7 @@ import logging
 from collections.abc import Callable
 
 from celery_periodiq import registry
-from celery_periodiq.entry import Entry
+from celery_periodiq.model.entry import Entry
 from celery_periodiq.scripts import Pulse
 from celery_periodiq.store import Store
 

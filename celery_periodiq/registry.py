@@ -19,10 +19,10 @@ from celery.schedules import schedule as every_schedule
 from celery.schedules import solar as celery_solar
 
 from celery_periodiq.config import Settings
-from celery_periodiq.definitions import build_entry, task_name
-from celery_periodiq.entry import OPTION_KEYS, Entry
 from celery_periodiq.errors import ConfigurationError, EntryError, shown
-from celery_periodiq.policy import Defaults
+from celery_periodiq.model.build import build_entry, task_name
+from celery_periodiq.model.entry import OPTION_KEYS, Entry
+from celery_periodiq.model.policy import Defaults
 from celery_periodiq.schedules import Schedule
 
 __all__ = ["Declaration", "declaration_of", "declare", "declared", "from_beat_schedule"]

@@ -26,9 +26,9 @@ from celery_periodiq import registry
 from celery_periodiq.alerts import Alerts
 from celery_periodiq.config import Settings, redacted
 from celery_periodiq.dispatch import Dispatcher
-from celery_periodiq.entry import Entry
 from celery_periodiq.errors import BrokerUnavailableError, ConfigurationError, ReplicasBehindError
 from celery_periodiq.heartbeat import ChangeListener, Heartbeat
+from celery_periodiq.model.entry import Entry
 from celery_periodiq.outage import Outage
 from celery_periodiq.reconcile import Declarations
 from celery_periodiq.scripts import Pulse

@@ -28,8 +28,8 @@ from redis.exceptions import (
 
 from celery_periodiq.cluster_client import is_cluster
 from celery_periodiq.errors import ReplicasBehindError
-from celery_periodiq.keys import Keys, Partition
-from celery_periodiq.plan import task_id_for
+from celery_periodiq.model.plan import task_id_for
+from celery_periodiq.protocol.keys import Keys, Partition
 
 __all__ = ["SCRIPT_NAMES", "Claim", "ClaimBatch", "Pulse", "PutItem", "Scripts", "script_source"]
 

@@ -1,6 +1,6 @@
 """Entries and their state in Redis: the only module that talks to Redis directly.
 
-The schedule is spread over partitions (:mod:`celery_periodiq.keys`); each read or
+The schedule is spread over partitions (:mod:`celery_periodiq.protocol.keys`); each read or
 write goes to the partitions of the entries it is about, a pipeline or script call
 per partition. Reads are per entry: one entry's damaged data (a state that is not
 JSON, a key of another type) makes that entry quarantined in what is read, never the
@@ -21,13 +21,13 @@ from typing import Any, cast
 import redis
 import redis.sentinel
 
-from celery_periodiq import policy
 from celery_periodiq.cluster_client import ClusterOnDemand, is_cluster
 from celery_periodiq.config import Settings, sentinel_hosts
-from celery_periodiq.entry import Entry
 from celery_periodiq.errors import ConfigurationError, EntryError
-from celery_periodiq.keys import LAYOUT, Partition
-from celery_periodiq.plan import from_ms, next_tick, task_id_for, to_ms
+from celery_periodiq.model import policy
+from celery_periodiq.model.entry import Entry
+from celery_periodiq.model.plan import from_ms, next_tick, task_id_for, to_ms
+from celery_periodiq.protocol.keys import LAYOUT, Partition
 from celery_periodiq.schedules import EventSchedule
 from celery_periodiq.scripts import SCRIPT_NAMES, PutItem, Scripts, script_source
 

@@ -25,10 +25,10 @@ from celery import Task
 from celery.exceptions import Ignore, Retry, SoftTimeLimitExceeded
 from celery.signals import task_revoked
 
-from celery_periodiq import policy
 from celery_periodiq.checkpoint import Checkpoint
 from celery_periodiq.errors import ConfigurationError, PeriodiqError, ReplicasBehindError
-from celery_periodiq.plan import from_ms, tick_text
+from celery_periodiq.model import policy
+from celery_periodiq.model.plan import from_ms, tick_text
 from celery_periodiq.publish import (
     HEADER_BACKFILL,
     HEADER_CATCHUP,

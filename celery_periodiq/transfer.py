@@ -22,9 +22,9 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from celery_periodiq.checkpoint import Checkpoint
-from celery_periodiq.definitions import check_encodable
-from celery_periodiq.entry import Entry
 from celery_periodiq.errors import EntryError, shown
+from celery_periodiq.model.build import check_encodable
+from celery_periodiq.model.entry import Entry
 
 if TYPE_CHECKING:
     from celery_periodiq.api import Periodiq

@@ -27,7 +27,7 @@ from celery_periodiq.config import Settings
 from celery_periodiq.dispatch import Dispatcher
 from celery_periodiq.errors import ConfigurationError, EntryError
 from celery_periodiq.localredis import LocalRedis
-from celery_periodiq.plan import to_ms
+from celery_periodiq.model.plan import to_ms
 from celery_periodiq.publish import HEADER_ENTRY, HEADER_TICK
 from tests.test_cli import cli
 

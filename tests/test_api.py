@@ -26,10 +26,10 @@ from celery_periodiq import (
     StoreUnavailableError,
     periodiq,
 )
-from celery_periodiq.definitions import build_entry
-from celery_periodiq.keys import Keys
 from celery_periodiq.localredis import LocalRedis
-from celery_periodiq.plan import to_ms
+from celery_periodiq.model.build import build_entry
+from celery_periodiq.model.plan import to_ms
+from celery_periodiq.protocol.keys import Keys
 from celery_periodiq.scripts import RunEnd
 
 TASK = "proj.tasks.report"

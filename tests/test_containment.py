@@ -27,7 +27,7 @@ from celery_periodiq import (
     periodiq,
 )
 from celery_periodiq.dispatch import Dispatcher
-from celery_periodiq.plan import to_ms
+from celery_periodiq.model.plan import to_ms
 from celery_periodiq.scripts import RunStart
 from tests.test_cli import cli, one_error_line
 

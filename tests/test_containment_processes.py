@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from celery_periodiq.keys import Keys
 from celery_periodiq.localredis import LocalRedis
+from celery_periodiq.protocol.keys import Keys
 from tests.processes import Cluster, api_for, cluster, wait_for
 from tests.proxy import Proxy
 from tests.test_beat_cluster import ticks_of

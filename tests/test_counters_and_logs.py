@@ -24,7 +24,7 @@ from celery_periodiq import PeriodicTask, Periodiq, periodiq
 from celery_periodiq.config import Settings
 from celery_periodiq.dispatch import Dispatcher
 from celery_periodiq.localredis import LocalRedis
-from celery_periodiq.plan import tick_text, to_ms
+from celery_periodiq.model.plan import tick_text, to_ms
 from celery_periodiq.publish import HEADER_ENTRY, HEADER_TICK
 from celery_periodiq.scheduler import Scheduler
 from celery_periodiq.store import Store

@@ -15,8 +15,8 @@ import pytest
 from celery import Celery
 
 from celery_periodiq import periodiq
-from celery_periodiq.definitions import build_entry
-from celery_periodiq.entry import Entry
+from celery_periodiq.model.build import build_entry
+from celery_periodiq.model.entry import Entry
 from celery_periodiq.registry import declaration_of
 from celery_periodiq.store import Store
 

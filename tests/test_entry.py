@@ -16,9 +16,9 @@ import pytest
 from celery import Celery
 
 from celery_periodiq.config import DEFAULTS, Settings
-from celery_periodiq.definitions import build_entry, changed_entry
-from celery_periodiq.entry import Entry
 from celery_periodiq.errors import ConfigurationError, EntryError, PeriodiqError
+from celery_periodiq.model.build import build_entry, changed_entry
+from celery_periodiq.model.entry import Entry
 
 EVERY: dict[str, Any] = {"every": 60}
 TASK = "proj.tasks.job"

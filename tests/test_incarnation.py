@@ -15,7 +15,7 @@ import pytest
 from celery import Celery
 
 from celery_periodiq import Periodiq, periodiq
-from celery_periodiq.plan import to_ms
+from celery_periodiq.model.plan import to_ms
 from tests.test_one_off import Beat
 
 

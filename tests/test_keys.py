@@ -8,7 +8,7 @@ import collections
 from celery import Celery
 
 from celery_periodiq.config import Settings
-from celery_periodiq.keys import Keys, partition_of
+from celery_periodiq.protocol.keys import Keys, partition_of
 
 
 def test_global_keys_carry_the_prefix_as_a_hash_tag() -> None:

@@ -9,7 +9,7 @@ from celery import Celery
 
 from celery_periodiq import Periodiq, periodiq
 from celery_periodiq.errors import ConfigurationError
-from celery_periodiq.keys import LAYOUT
+from celery_periodiq.protocol.keys import LAYOUT
 
 
 def api_with(redis_url: str, partitions: int) -> Periodiq:

@@ -24,7 +24,7 @@ from celery_periodiq.cli_format import list_text, show_text
 from celery_periodiq.cli_json import Details, entry_json
 from celery_periodiq.cli_terminal import Style
 from celery_periodiq.errors import EntryError
-from celery_periodiq.plan import to_ms
+from celery_periodiq.model.plan import to_ms
 from celery_periodiq.registry import declared
 from tests.test_cli import cli
 from tests.test_decorator import clean_registry  # noqa: F401 (autouse: restores the declarations)

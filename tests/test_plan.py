@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from celery_periodiq.definitions import build_entry
-from celery_periodiq.entry import Entry
-from celery_periodiq.plan import (
+from celery_periodiq.model.build import build_entry
+from celery_periodiq.model.entry import Entry
+from celery_periodiq.model.plan import (
     Plan,
     due_ticks,
     from_ms,

@@ -22,9 +22,9 @@ from celery import Celery, signals
 from kombu import Connection, Queue
 from kombu.utils.json import dumps
 
-from celery_periodiq.definitions import build_entry
-from celery_periodiq.entry import Entry
-from celery_periodiq.plan import Tick, plan_tick
+from celery_periodiq.model.build import build_entry
+from celery_periodiq.model.entry import Entry
+from celery_periodiq.model.plan import Tick, plan_tick
 from celery_periodiq.publish import Publisher, send
 
 START = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=5)

@@ -32,7 +32,7 @@ from kombu.serialization import register, unregister
 from celery_periodiq import Periodiq, Scheduler, periodiq
 from celery_periodiq.dispatch import Dispatcher
 from celery_periodiq.localredis import LocalRedis
-from celery_periodiq.plan import to_ms
+from celery_periodiq.model.plan import to_ms
 from tests.processes import wait_for
 
 # a minute before each test: the messages expire as they would (RabbitMQ drops one

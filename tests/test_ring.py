@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import collections
 
-from celery_periodiq.ring import owners, watched
+from celery_periodiq.model.ring import owners, watched
 
 BEATS = [f"host-{n}:{1000 + n}:{n:08x}" for n in range(5)]
 

@@ -11,8 +11,8 @@ import pytest
 from celery import Celery
 
 from celery_periodiq import EntryError, EntryExistsError, Periodiq, periodiq
-from celery_periodiq.definitions import EntryBuilder, build_entry
-from celery_periodiq.entry import Entry, EntryReader
+from celery_periodiq.model.build import EntryBuilder, build_entry
+from celery_periodiq.model.entry import Entry, EntryReader
 from tests.test_cli import cli
 
 TASK = "proj.tasks.poll"

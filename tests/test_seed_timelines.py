@@ -27,9 +27,9 @@ from celery import Celery
 from celery.exceptions import SoftTimeLimitExceeded
 
 from celery_periodiq import PeriodicTask, periodiq
-from celery_periodiq.definitions import build_entry
 from celery_periodiq.dispatch import Dispatcher
-from celery_periodiq.plan import to_ms
+from celery_periodiq.model.build import build_entry
+from celery_periodiq.model.plan import to_ms
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

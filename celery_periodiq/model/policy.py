@@ -15,7 +15,7 @@ from celery_periodiq.schedules import IntervalSchedule, Schedule
 
 if TYPE_CHECKING:
     from celery_periodiq.config import Settings
-    from celery_periodiq.entry import Entry
+    from celery_periodiq.model.entry import Entry
 
 __all__ = [
     "AUTO",

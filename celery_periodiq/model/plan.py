@@ -15,8 +15,8 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from celery_periodiq import policy
-from celery_periodiq.entry import AUTO, Entry
+from celery_periodiq.model import policy
+from celery_periodiq.model.entry import AUTO, Entry
 from celery_periodiq.schedules import IntervalSchedule, Schedule
 
 __all__ = [

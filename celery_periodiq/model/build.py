@@ -16,9 +16,9 @@ from kombu.exceptions import EncodeError, SerializerNotInstalled
 from kombu.serialization import dumps
 from kombu.serialization import registry as _serializers  # type: ignore[attr-defined]
 
-from celery_periodiq.entry import AUTO, Entry, Form, Source
 from celery_periodiq.errors import EntryError, ScheduleError, shown
-from celery_periodiq.policy import OUR_DEFAULTS, Defaults
+from celery_periodiq.model.entry import AUTO, Entry, Form, Source
+from celery_periodiq.model.policy import OUR_DEFAULTS, Defaults
 from celery_periodiq.schedules.interval import every_spec
 from celery_periodiq.schedules.once import at_spec
 

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from celery_periodiq.errors import EntryError, ScheduleError, shown
-from celery_periodiq.policy import (
+from celery_periodiq.model.policy import (
     AUTO,
     CATCHUP_POLICIES,
     DEFAULT_CATCHUP,
@@ -93,7 +93,7 @@ class Entry:
     """A named schedule and the task it runs.
 
     Policy fields that default to ``"auto"`` follow the tick's interval; what they
-    come to is decided in :mod:`celery_periodiq.policy`.
+    come to is decided in :mod:`celery_periodiq.model.policy`.
     """
 
     name: str

@@ -2,8 +2,8 @@
 
 :func:`simulate_entry` walks one entry through a span on a simulated clock
 with the beat's own planning code: each tick is claimed when it is due (its
-jitter applied, :func:`~celery_periodiq.plan.next_tick`) and decided by
-:func:`~celery_periodiq.plan.plan_tick` with the settings the beat passes it
+jitter applied, :func:`~celery_periodiq.model.plan.next_tick`) and decided by
+:func:`~celery_periodiq.model.plan.plan_tick` with the settings the beat passes it
 (the key prefix, ``periodiq_catchup_cap``, ``periodiq_default_grace``). A
 tick due while the beats are down (``down``) is claimed when they come back,
 so the entry's catch-up policy decides what that claim publishes and what it
@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
-from celery_periodiq.entry import Entry
 from celery_periodiq.errors import SimulationError, shown
-from celery_periodiq.plan import from_ms, next_tick, past_ms, plan_tick, task_id_for, to_ms
+from celery_periodiq.model.entry import Entry
+from celery_periodiq.model.plan import from_ms, next_tick, past_ms, plan_tick, task_id_for, to_ms
 from celery_periodiq.schedules import EventSchedule, IntervalSchedule, Schedule
 
 __all__ = [
