@@ -378,7 +378,7 @@ def _idle_pass_periodiq(current: Run, rounds: int) -> list[float]:
 
     from celery_periodiq.config import Settings
     from celery_periodiq.dispatch import Dispatcher
-    from celery_periodiq.store import Store
+    from celery_periodiq.store.store import Store
 
     app = Celery("bench-idle", broker=current.broker_url, set_as_current=False)
     app.conf.periodiq_redis_url = current.schedule_url

@@ -24,7 +24,7 @@ from celery import Celery
 from celery_periodiq import PeriodicTask, periodiq
 from celery_periodiq.localredis import LocalRedis
 from celery_periodiq.publish import HEADER_ENTRY, HEADER_INTERVAL, HEADER_MIN_GAP, HEADER_TICK
-from celery_periodiq.topology import replicas
+from celery_periodiq.store.topology import replicas
 
 
 def percentile(values: list[float], fraction: float) -> float:

@@ -17,7 +17,7 @@ from celery import Celery
 
 from celery_periodiq.model.plan import from_ms
 from celery_periodiq.protocol.keys import Partition
-from celery_periodiq.store import Store
+from celery_periodiq.store.store import Store
 
 __all__ = ["Alerts", "payload"]
 

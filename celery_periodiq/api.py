@@ -17,7 +17,6 @@ from kombu.exceptions import KombuError
 
 from celery_periodiq import backfill as backfills
 from celery_periodiq import doctor, import_redbeat, registry, transfer
-from celery_periodiq.checkpoint import Checkpoint
 from celery_periodiq.config import Settings, redacted
 from celery_periodiq.doctor import Check
 from celery_periodiq.errors import (
@@ -54,7 +53,8 @@ from celery_periodiq.model.simulate import (
 )
 from celery_periodiq.model.simulate import Settings as PlanSettings
 from celery_periodiq.publish import send
-from celery_periodiq.store import BeatInfo, Event, Store, StoredEntry, wrong_type
+from celery_periodiq.store.checkpoint import Checkpoint
+from celery_periodiq.store.store import BeatInfo, Event, Store, StoredEntry, wrong_type
 
 __all__ = ["FAILURE_KINDS", "Check", "Periodiq", "periodiq"]
 

@@ -46,7 +46,7 @@ from celery_periodiq.errors import ScheduleError
 from celery_periodiq.import_redbeat import DEFAULT_PREFIX
 from celery_periodiq.model.simulate import DEFAULT_LIMIT, MOST_LIMIT
 from celery_periodiq.schedules import parse_schedule
-from celery_periodiq.store import StoredEntry
+from celery_periodiq.store.store import StoredEntry
 from celery_periodiq.transfer import ImportReport
 
 __all__ = ["periodiq"]

@@ -32,7 +32,7 @@ from celery_periodiq.cli_terminal import (
 from celery_periodiq.doctor import Check
 from celery_periodiq.model.entry import AUTO, Entry
 from celery_periodiq.schedules import EventSchedule, IntervalSchedule, Schedule
-from celery_periodiq.store import BeatInfo, Event, StoredEntry
+from celery_periodiq.store.store import BeatInfo, Event, StoredEntry
 
 __all__ = [
     "backfill_summary", "beats_text", "count_text", "doctor_text", "failures_text",

@@ -65,7 +65,7 @@ from celery_periodiq.model.entry import Entry
 from celery_periodiq.model.simulate import EntrySimulation, Fire, Simulation
 from celery_periodiq.schedules import Schedule
 from celery_periodiq.schedules.zones import zone
-from celery_periodiq.store import BeatInfo, Event, StoredEntry
+from celery_periodiq.store.store import BeatInfo, Event, StoredEntry
 
 __all__ = [
     "Details",

@@ -39,8 +39,8 @@ from celery_periodiq.model.plan import (
 from celery_periodiq.protocol.keys import Partition
 from celery_periodiq.publish import Publisher, send
 from celery_periodiq.schedules import EventSchedule
-from celery_periodiq.scripts import Claim, ClaimBatch
-from celery_periodiq.store import Store
+from celery_periodiq.store.scripts import Claim, ClaimBatch
+from celery_periodiq.store.store import Store
 
 __all__ = ["Dispatcher", "Pass"]
 

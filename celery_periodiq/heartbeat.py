@@ -11,8 +11,8 @@ from typing import Any
 
 from celery_periodiq.clock import SAFE_SHARE, elapsed
 from celery_periodiq.outage import Outage
-from celery_periodiq.scripts import Pulse
-from celery_periodiq.store import Store
+from celery_periodiq.store.scripts import Pulse
+from celery_periodiq.store.store import Store
 
 __all__ = ["ChangeListener", "Heartbeat"]
 

@@ -421,7 +421,7 @@ class LocalSentinel(_Started):
         replica."""
         import redis
 
-        from celery_periodiq.topology import replicas
+        from celery_periodiq.store.topology import replicas
 
         node = self.primary()
         if node is None:

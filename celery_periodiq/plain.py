@@ -47,7 +47,7 @@ from celery_periodiq.publish import (
     HEADER_TICK,
     HEADER_TTL,
 )
-from celery_periodiq.scripts import RunEnd, RunStart
+from celery_periodiq.store.scripts import RunEnd, RunStart
 from celery_periodiq.task import _HOST, PeriodicTask, request_header, store_of
 
 __all__ = ["install", "uses_periodiq"]

@@ -22,8 +22,8 @@ from collections.abc import Callable
 
 from celery_periodiq import registry
 from celery_periodiq.model.entry import Entry
-from celery_periodiq.scripts import Pulse
-from celery_periodiq.store import Store
+from celery_periodiq.store.scripts import Pulse
+from celery_periodiq.store.store import Store
 
 __all__ = ["Declarations"]
 

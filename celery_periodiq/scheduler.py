@@ -31,8 +31,8 @@ from celery_periodiq.heartbeat import ChangeListener, Heartbeat
 from celery_periodiq.model.entry import Entry
 from celery_periodiq.outage import Outage
 from celery_periodiq.reconcile import Declarations
-from celery_periodiq.scripts import Pulse
-from celery_periodiq.store import Store
+from celery_periodiq.store.scripts import Pulse
+from celery_periodiq.store.store import Store
 
 __all__ = ["Scheduler"]
 

@@ -25,7 +25,6 @@ from celery import Task
 from celery.exceptions import Ignore, Retry, SoftTimeLimitExceeded
 from celery.signals import task_revoked
 
-from celery_periodiq.checkpoint import Checkpoint
 from celery_periodiq.errors import ConfigurationError, PeriodiqError, ReplicasBehindError
 from celery_periodiq.model import policy
 from celery_periodiq.model.plan import from_ms, tick_text
@@ -42,8 +41,9 @@ from celery_periodiq.publish import (
     HEADER_TICK,
     HEADER_TTL,
 )
-from celery_periodiq.scripts import RunEnd, RunStart
-from celery_periodiq.store import Store
+from celery_periodiq.store.checkpoint import Checkpoint
+from celery_periodiq.store.scripts import RunEnd, RunStart
+from celery_periodiq.store.store import Store
 
 __all__ = ["PeriodicTask", "RunContext"]
 

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from celery_periodiq.checkpoint import Checkpoint
 from celery_periodiq.errors import EntryError, shown
 from celery_periodiq.model.build import check_encodable
 from celery_periodiq.model.entry import Entry
+from celery_periodiq.store.checkpoint import Checkpoint
 
 if TYPE_CHECKING:
     from celery_periodiq.api import Periodiq

@@ -20,7 +20,7 @@ from celery_periodiq.backfill import BACKFILL_MOST, backfill_task_id, backfill_t
 from celery_periodiq.errors import EntryError, EntryNotFoundError
 from celery_periodiq.model.plan import task_id_for, to_ms
 from celery_periodiq.publish import HEADER_BACKFILL, HEADER_ENTRY, HEADER_OVERLAP, HEADER_TICK
-from celery_periodiq.scripts import BACKFILL_MEMORY_MS, RunStart
+from celery_periodiq.store.scripts import BACKFILL_MEMORY_MS, RunStart
 from tests.processes import Cluster, cluster, wait_for
 
 HOUR = timedelta(hours=1)

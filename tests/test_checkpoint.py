@@ -13,7 +13,7 @@ import pytest
 from celery import Celery
 
 from celery_periodiq import Periodiq, periodiq
-from celery_periodiq.checkpoint import Checkpoint
+from celery_periodiq.store.checkpoint import Checkpoint
 
 
 @pytest.fixture

@@ -21,10 +21,10 @@ import pytest
 import redis
 
 from celery_periodiq import Periodiq
-from celery_periodiq.checkpoint import Checkpoint
 from celery_periodiq.model.build import build_entry
 from celery_periodiq.model.plan import to_ms
 from celery_periodiq.protocol.keys import Keys
+from celery_periodiq.store.checkpoint import Checkpoint
 from tests.test_cli import cli, client_for, record_run
 
 GOLDEN = Path(__file__).parent / "golden"

@@ -27,7 +27,7 @@ from celery_periodiq.localredis import LocalRedis
 from celery_periodiq.model.plan import tick_text, to_ms
 from celery_periodiq.publish import HEADER_ENTRY, HEADER_TICK
 from celery_periodiq.scheduler import Scheduler
-from celery_periodiq.store import Store
+from celery_periodiq.store.store import Store
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 

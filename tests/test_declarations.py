@@ -18,7 +18,7 @@ from celery_periodiq import periodiq
 from celery_periodiq.model.build import build_entry
 from celery_periodiq.model.entry import Entry
 from celery_periodiq.registry import declaration_of
-from celery_periodiq.store import Store
+from celery_periodiq.store.store import Store
 
 
 @pytest.fixture

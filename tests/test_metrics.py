@@ -21,7 +21,7 @@ from celery_periodiq.errors import PeriodiqError
 from celery_periodiq.metrics import BUCKETS, OTHER, PeriodiqCollector
 from celery_periodiq.model.plan import to_ms
 from celery_periodiq.publish import HEADER_ENTRY, HEADER_TICK
-from celery_periodiq.scripts import script_source
+from celery_periodiq.store.scripts import script_source
 from tests.test_cli import cli
 
 START = datetime(2026, 1, 1, tzinfo=UTC)

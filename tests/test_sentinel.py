@@ -23,7 +23,7 @@ from celery_periodiq import Periodiq, periodiq
 from celery_periodiq.config import Settings, redacted, sentinel_hosts
 from celery_periodiq.errors import ConfigurationError
 from celery_periodiq.localredis import LocalRedis, LocalSentinel
-from celery_periodiq.topology import replicas
+from celery_periodiq.store.topology import replicas
 from tests.processes import cluster, wait_for
 
 MASTER = {"master_name": "mymaster"}

@@ -12,8 +12,8 @@ import redis
 from celery import Celery
 
 from celery_periodiq import Periodiq, periodiq
-from celery_periodiq.checkpoint import Checkpoint
 from celery_periodiq.errors import EntryError
+from celery_periodiq.store.checkpoint import Checkpoint
 from tests.test_cli import cli
 
 

@@ -19,7 +19,7 @@ from celery_periodiq.api import Periodiq
 from celery_periodiq.cli_format import upcoming_text
 from celery_periodiq.cli_terminal import relative
 from celery_periodiq.errors import EntryNotFoundError, PeriodiqError
-from celery_periodiq.store import StoredEntry
+from celery_periodiq.store.store import StoredEntry
 from celery_periodiq.web.auth import COOKIE, Guard
 from celery_periodiq.web.plot import runs_svg
 

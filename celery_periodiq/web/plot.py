@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from celery_periodiq.cli_terminal import seconds
-from celery_periodiq.store import Event
+from celery_periodiq.store.store import Event
 
 __all__ = ["runs_svg"]
 

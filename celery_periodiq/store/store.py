@@ -21,7 +21,6 @@ from typing import Any, cast
 import redis
 import redis.sentinel
 
-from celery_periodiq.cluster_client import ClusterOnDemand, is_cluster
 from celery_periodiq.config import Settings, sentinel_hosts
 from celery_periodiq.errors import ConfigurationError, EntryError
 from celery_periodiq.model import policy
@@ -29,7 +28,8 @@ from celery_periodiq.model.entry import Entry
 from celery_periodiq.model.plan import from_ms, next_tick, task_id_for, to_ms
 from celery_periodiq.protocol.keys import LAYOUT, Partition
 from celery_periodiq.schedules import EventSchedule
-from celery_periodiq.scripts import SCRIPT_NAMES, PutItem, Scripts, script_source
+from celery_periodiq.store.cluster_client import ClusterOnDemand, is_cluster
+from celery_periodiq.store.scripts import SCRIPT_NAMES, PutItem, Scripts, script_source
 
 __all__ = ["BeatInfo", "DeclarationSet", "Event", "RunMemory", "Store", "StoredEntry", "connect",
            "wrong_type"]  # fmt: skip
@@ -339,7 +339,7 @@ class Store:
     # writing
 
     def put_item(self, entry: Entry, now: datetime) -> PutItem:
-        """The put.lua item for ``entry`` (see :class:`~celery_periodiq.scripts.PutItem`),
+        """The put.lua item for ``entry`` (see :class:`~celery_periodiq.store.scripts.PutItem`),
         its first tick computed from ``now``."""
         schedule = entry.parsed_schedule()
         upcoming = next_tick(entry, schedule, now) if entry.enabled else None

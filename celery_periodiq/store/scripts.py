@@ -26,10 +26,10 @@ from redis.exceptions import (
     TryAgainError,
 )
 
-from celery_periodiq.cluster_client import is_cluster
 from celery_periodiq.errors import ReplicasBehindError
 from celery_periodiq.model.plan import task_id_for
 from celery_periodiq.protocol.keys import Keys, Partition
+from celery_periodiq.store.cluster_client import is_cluster
 
 __all__ = ["SCRIPT_NAMES", "Claim", "ClaimBatch", "Pulse", "PutItem", "Scripts", "script_source"]
 
@@ -55,7 +55,7 @@ its max_runs, and its definition JSON."""
 @functools.cache
 def script_source(name: str) -> str:
     """The text of one script as Redis runs it: ``_common.lua`` then ``NAME.lua``."""
-    folder = resources.files("celery_periodiq.lua")
+    folder = resources.files("celery_periodiq.store.lua")
     return folder.joinpath("_common.lua").read_text() + folder.joinpath(f"{name}.lua").read_text()
 
 
