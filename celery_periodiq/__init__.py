@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery_periodiq._version import __version__
 from celery_periodiq.api import Periodiq, periodiq
-from celery_periodiq.decorators import periodic
+from celery_periodiq.declare.decorators import periodic
 from celery_periodiq.errors import (
     BrokerUnavailableError,
     ConfigurationError,
@@ -23,10 +23,10 @@ from celery_periodiq.model.simulate import Dropped, EntrySimulation, Fire, Simul
 from celery_periodiq.scheduler import Scheduler
 from celery_periodiq.schedules import Schedule, parse_schedule
 from celery_periodiq.store.store import BeatInfo, Event, StoredEntry
-from celery_periodiq.task import PeriodicTask, RunContext
+from celery_periodiq.worker.task import PeriodicTask, RunContext
 
 # Connects the worker_init handler that gives plain tasks the duplicate check.
-from celery_periodiq import plain as _plain  # noqa: F401  isort: skip
+from celery_periodiq.worker import plain as _plain  # noqa: F401  isort: skip
 
 __all__ = [
     "BeatInfo",

@@ -16,8 +16,9 @@ from celery import Celery
 from kombu.exceptions import KombuError
 
 from celery_periodiq import backfill as backfills
-from celery_periodiq import doctor, import_redbeat, registry, transfer
+from celery_periodiq import doctor, import_redbeat, transfer
 from celery_periodiq.config import Settings, redacted
+from celery_periodiq.declare import registry
 from celery_periodiq.doctor import Check
 from celery_periodiq.errors import (
     BrokerUnavailableError,

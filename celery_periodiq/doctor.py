@@ -18,7 +18,7 @@ from celery_periodiq.model import policy
 from celery_periodiq.model.plan import from_ms
 from celery_periodiq.store.store import BeatInfo, StoredEntry
 from celery_periodiq.store.topology import sentinel_report
-from celery_periodiq.task import PeriodicTask
+from celery_periodiq.worker.task import PeriodicTask
 
 if TYPE_CHECKING:
     from celery_periodiq.api import Periodiq

@@ -30,8 +30,8 @@ from celery import Celery
 from celery.schedules import crontab
 from celery.schedules import schedule as interval
 
-from celery_periodiq import registry
 from celery_periodiq.config import Settings, redacted
+from celery_periodiq.declare import registry
 from celery_periodiq.errors import (
     ConfigurationError,
     EntryError,

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from celery_periodiq import registry
+from celery_periodiq.declare import registry
 from celery_periodiq.model.entry import Entry
 from celery_periodiq.store.scripts import Pulse
 from celery_periodiq.store.store import Store

@@ -22,9 +22,9 @@ import redis
 from celery import Celery
 from celery import beat as celery_beat
 
-from celery_periodiq import registry
 from celery_periodiq.alerts import Alerts
 from celery_periodiq.config import Settings, redacted
+from celery_periodiq.declare import registry
 from celery_periodiq.dispatch import Dispatcher
 from celery_periodiq.errors import BrokerUnavailableError, ConfigurationError, ReplicasBehindError
 from celery_periodiq.heartbeat import ChangeListener, Heartbeat

@@ -15,9 +15,9 @@ import pytest
 from celery import Celery
 
 from celery_periodiq import periodiq
+from celery_periodiq.declare.registry import declaration_of
 from celery_periodiq.model.build import build_entry
 from celery_periodiq.model.entry import Entry
-from celery_periodiq.registry import declaration_of
 from celery_periodiq.store.store import Store
 
 

@@ -11,7 +11,8 @@ import pytest
 import redis
 from celery import Celery, shared_task
 
-from celery_periodiq import ConfigurationError, EntryError, PeriodicTask, periodic, registry
+from celery_periodiq import ConfigurationError, EntryError, PeriodicTask, periodic
+from celery_periodiq.declare import registry
 from tests.processes import cluster
 
 

@@ -31,7 +31,7 @@ SUNDAY = datetime(2026, 1, 4, tzinfo=UTC)
 DUMP_ENTRIES = """
 import json
 import example_project
-from celery_periodiq import registry
+from celery_periodiq.declare import registry
 from celery_periodiq.config import Settings
 
 app = example_project.app

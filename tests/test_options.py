@@ -25,7 +25,8 @@ import redis
 from celery import Celery
 from kombu.serialization import register, unregister
 
-from celery_periodiq import EntryError, Periodiq, Scheduler, periodic, periodiq, registry
+from celery_periodiq import EntryError, Periodiq, Scheduler, periodic, periodiq
+from celery_periodiq.declare import registry
 from tests.test_cli import cli, one_error_line
 
 TASK = "proj.tasks.report"

@@ -375,7 +375,7 @@ def test_a_celery_crontab_warns_only_where_its_and_differs_from_crontab5(
     from celery.schedules import crontab
 
     from celery_periodiq.config import Settings
-    from celery_periodiq.registry import from_beat_schedule
+    from celery_periodiq.declare.registry import from_beat_schedule
 
     app = Celery("crontabs", broker="redis://127.0.0.1:6390/0", set_as_current=False)
     app.conf.beat_schedule = {

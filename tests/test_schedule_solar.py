@@ -10,7 +10,7 @@ from celery.schedules import solar
 
 from celery_periodiq import ScheduleError, parse_schedule
 from celery_periodiq.config import Settings
-from celery_periodiq.registry import from_beat_schedule
+from celery_periodiq.declare.registry import from_beat_schedule
 
 
 def celery_next(event: str, lat: float, lon: float, after: datetime) -> datetime:

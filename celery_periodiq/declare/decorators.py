@@ -12,11 +12,11 @@ from celery import Celery, Task, shared_task
 from celery._state import connect_on_app_finalize, get_current_app
 from celery.local import PromiseProxy, Proxy
 
+from celery_periodiq.declare.registry import Declaration, declare
 from celery_periodiq.errors import EntryError, shown
 from celery_periodiq.model.build import build_entry
 from celery_periodiq.model.entry import AUTO
-from celery_periodiq.registry import Declaration, declare
-from celery_periodiq.task import PeriodicTask
+from celery_periodiq.worker.task import PeriodicTask
 
 __all__ = ["periodic"]
 

@@ -48,7 +48,7 @@ from celery_periodiq.publish import (
     HEADER_TTL,
 )
 from celery_periodiq.store.scripts import RunEnd, RunStart
-from celery_periodiq.task import _HOST, PeriodicTask, request_header, store_of
+from celery_periodiq.worker.task import _HOST, PeriodicTask, request_header, store_of
 
 __all__ = ["install", "uses_periodiq"]
 
