@@ -376,8 +376,8 @@ def _spread(cfg: Config, name: str, count: int, every: float, span: float) -> li
 def _idle_pass_periodiq(current: Run, rounds: int) -> list[float]:
     from celery import Celery
 
+    from celery_periodiq.beat.dispatch import Dispatcher
     from celery_periodiq.config import Settings
-    from celery_periodiq.dispatch import Dispatcher
     from celery_periodiq.store.store import Store
 
     app = Celery("bench-idle", broker=current.broker_url, set_as_current=False)

@@ -39,7 +39,7 @@ def one_size(size: int, tmp: Path) -> dict[str, float]:
     from celery import Celery
 
     from celery_periodiq import periodiq
-    from celery_periodiq.dispatch import Dispatcher
+    from celery_periodiq.beat.dispatch import Dispatcher
     from celery_periodiq.localredis import LocalRedis, LocalRedisCluster
 
     with (

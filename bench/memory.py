@@ -52,7 +52,7 @@ def drive_periodiq(entries: int, rounds: int) -> dict[str, Any]:
     from celery import Celery
 
     from celery_periodiq import periodiq
-    from celery_periodiq.dispatch import Dispatcher
+    from celery_periodiq.beat.dispatch import Dispatcher
     from celery_periodiq.localredis import LocalRedis
     from celery_periodiq.model.plan import to_ms
     from celery_periodiq.store.scripts import RunEnd, RunStart

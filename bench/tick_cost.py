@@ -41,7 +41,7 @@ import redis
 from celery import Celery
 
 from celery_periodiq import periodiq
-from celery_periodiq.dispatch import Dispatcher
+from celery_periodiq.beat.dispatch import Dispatcher
 from celery_periodiq.localredis import LocalRedis, find_redis_server
 
 _TASK = "bench.noop"

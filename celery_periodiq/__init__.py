@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from celery_periodiq._version import __version__
 from celery_periodiq.api import Periodiq, periodiq
+from celery_periodiq.beat.scheduler import Scheduler
 from celery_periodiq.declare.decorators import periodic
 from celery_periodiq.errors import (
     BrokerUnavailableError,
@@ -20,7 +21,6 @@ from celery_periodiq.errors import (
     StoreUnavailableError,
 )
 from celery_periodiq.model.simulate import Dropped, EntrySimulation, Fire, Simulation
-from celery_periodiq.scheduler import Scheduler
 from celery_periodiq.schedules import Schedule, parse_schedule
 from celery_periodiq.store.store import BeatInfo, Event, StoredEntry
 from celery_periodiq.worker.task import PeriodicTask, RunContext

@@ -17,6 +17,7 @@ from kombu.exceptions import KombuError
 
 from celery_periodiq import backfill as backfills
 from celery_periodiq import doctor, import_redbeat, transfer
+from celery_periodiq.beat.publish import send
 from celery_periodiq.config import Settings, redacted
 from celery_periodiq.declare import registry
 from celery_periodiq.doctor import Check
@@ -53,7 +54,6 @@ from celery_periodiq.model.simulate import (
     simulate_entry,
 )
 from celery_periodiq.model.simulate import Settings as PlanSettings
-from celery_periodiq.publish import send
 from celery_periodiq.store.checkpoint import Checkpoint
 from celery_periodiq.store.store import BeatInfo, Event, Store, StoredEntry, wrong_type
 

@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from celery_periodiq.beat.publish import send_backfill
 from celery_periodiq.errors import EntryError, shown
 from celery_periodiq.model import policy
 from celery_periodiq.model.entry import Entry
 from celery_periodiq.model.plan import Tick, from_ms, task_id_for, tick_text, to_ms
-from celery_periodiq.publish import send_backfill
 
 if TYPE_CHECKING:
     from celery_periodiq.api import Periodiq

@@ -49,14 +49,14 @@ KNOWN_LONG: dict[str, int] = {
     "store.store": 913,
     "api": 838,
     "cli": 801,
-    "dispatch": 757,
+    "beat.dispatch": 757,
     "store.scripts": 741,
     "model.entry": 544,
     "localredis": 529,
     "cli_format": 477,
     "model.simulate": 477,
 }
-KNOWN_FLAT = 28
+KNOWN_FLAT = 19
 
 
 def modules() -> dict[str, Path]:

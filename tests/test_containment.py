@@ -26,7 +26,7 @@ from celery_periodiq import (
     StoreRefusedError,
     periodiq,
 )
-from celery_periodiq.dispatch import Dispatcher
+from celery_periodiq.beat.dispatch import Dispatcher
 from celery_periodiq.model.plan import to_ms
 from celery_periodiq.store.scripts import RunStart
 from tests.test_cli import cli, one_error_line

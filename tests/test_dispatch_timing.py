@@ -19,9 +19,9 @@ import redis
 from celery import Celery
 
 from celery_periodiq import periodiq
-from celery_periodiq.dispatch import Dispatcher
+from celery_periodiq.beat.dispatch import Dispatcher
+from celery_periodiq.beat.publish import HEADER_TICK
 from celery_periodiq.localredis import LocalRedis
-from celery_periodiq.publish import HEADER_TICK
 from tests.proxy import Proxy
 
 

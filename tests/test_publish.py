@@ -22,10 +22,10 @@ from celery import Celery, signals
 from kombu import Connection, Queue
 from kombu.utils.json import dumps
 
+from celery_periodiq.beat.publish import Publisher, send
 from celery_periodiq.model.build import build_entry
 from celery_periodiq.model.entry import Entry
 from celery_periodiq.model.plan import Tick, plan_tick
-from celery_periodiq.publish import Publisher, send
 
 START = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=5)
 
@@ -194,7 +194,7 @@ def test_with_a_publish_signal_receiver_every_tick_goes_through_send_task(
 def test_a_forked_child_does_not_repeat_its_parents_delivery_tags() -> None:
     # Tags come from a buffer of os.urandom: a child must not inherit what is left of it
     # (kombu's Redis transport keys unacknowledged messages by their delivery tag).
-    from celery_periodiq.redis_publish import _uuid4
+    from celery_periodiq.beat.redis_publish import _uuid4
 
     _uuid4()  # the buffer is filled
     read, write = os.pipe()

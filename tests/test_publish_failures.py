@@ -30,7 +30,7 @@ from kombu import Connection
 from kombu.serialization import register, unregister
 
 from celery_periodiq import Periodiq, Scheduler, periodiq
-from celery_periodiq.dispatch import Dispatcher
+from celery_periodiq.beat.dispatch import Dispatcher
 from celery_periodiq.localredis import LocalRedis
 from celery_periodiq.model.plan import to_ms
 from tests.processes import wait_for

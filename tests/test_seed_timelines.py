@@ -27,7 +27,7 @@ from celery import Celery
 from celery.exceptions import SoftTimeLimitExceeded
 
 from celery_periodiq import PeriodicTask, periodiq
-from celery_periodiq.dispatch import Dispatcher
+from celery_periodiq.beat.dispatch import Dispatcher
 from celery_periodiq.model.build import build_entry
 from celery_periodiq.model.plan import to_ms
 

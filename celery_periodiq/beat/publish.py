@@ -21,14 +21,14 @@ from celery import Celery, signals
 from celery.app.routes import MapRoute
 from celery.utils.saferepr import saferepr
 
-from celery_periodiq import redis_publish
+from celery_periodiq.beat import redis_publish
+from celery_periodiq.beat.publish_errors import broker_failure, publish_failure
+from celery_periodiq.beat.redis_publish import RawTemplate
 from celery_periodiq.errors import BrokerUnavailableError
 from celery_periodiq.model import policy
 from celery_periodiq.model.entry import Entry
 from celery_periodiq.model.plan import Tick, to_ms
 from celery_periodiq.model.policy import Limits
-from celery_periodiq.publish_errors import broker_failure, publish_failure
-from celery_periodiq.redis_publish import RawTemplate
 
 __all__ = [
     "HEADER_BACKFILL",

@@ -22,15 +22,15 @@ import redis
 from celery import Celery
 from celery import beat as celery_beat
 
-from celery_periodiq.alerts import Alerts
+from celery_periodiq.beat.alerts import Alerts
+from celery_periodiq.beat.dispatch import Dispatcher
+from celery_periodiq.beat.heartbeat import ChangeListener, Heartbeat
+from celery_periodiq.beat.outage import Outage
+from celery_periodiq.beat.reconcile import Declarations
 from celery_periodiq.config import Settings, redacted
 from celery_periodiq.declare import registry
-from celery_periodiq.dispatch import Dispatcher
 from celery_periodiq.errors import BrokerUnavailableError, ConfigurationError, ReplicasBehindError
-from celery_periodiq.heartbeat import ChangeListener, Heartbeat
 from celery_periodiq.model.entry import Entry
-from celery_periodiq.outage import Outage
-from celery_periodiq.reconcile import Declarations
 from celery_periodiq.store.scripts import Pulse
 from celery_periodiq.store.store import Store
 
@@ -302,7 +302,7 @@ class Scheduler(celery_beat.Scheduler):
 
     def _reconcile(self) -> None:
         """Write the declared entries, remove those no live beat declares (see
-        :mod:`celery_periodiq.reconcile`)."""
+        :mod:`celery_periodiq.beat.reconcile`)."""
         again = self._declarations.reconcile(self._publish_generation)
         if again is not None:
             self._reconcile_after = time.monotonic() + again

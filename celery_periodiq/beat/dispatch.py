@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 import redis
 from celery import Celery
 
+from celery_periodiq.beat.publish import Publisher, send
 from celery_periodiq.clock import SAFE_SHARE, elapsed
 from celery_periodiq.config import Settings
 from celery_periodiq.errors import BrokerUnavailableError, EntryError, MessageError
@@ -37,7 +38,6 @@ from celery_periodiq.model.plan import (
     to_ms,
 )
 from celery_periodiq.protocol.keys import Partition
-from celery_periodiq.publish import Publisher, send
 from celery_periodiq.schedules import EventSchedule
 from celery_periodiq.store.scripts import Claim, ClaimBatch
 from celery_periodiq.store.store import Store

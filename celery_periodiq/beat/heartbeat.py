@@ -9,8 +9,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from celery_periodiq.beat.outage import Outage
 from celery_periodiq.clock import SAFE_SHARE, elapsed
-from celery_periodiq.outage import Outage
 from celery_periodiq.store.scripts import Pulse
 from celery_periodiq.store.store import Store
 
