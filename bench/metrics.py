@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from celery_periodiq import periodiq
 from celery_periodiq.localredis import LocalRedis
-from celery_periodiq.metrics import PeriodiqCollector
+from celery_periodiq.ops.metrics import PeriodiqCollector
 
 
 def main() -> None:

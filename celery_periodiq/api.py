@@ -15,12 +15,9 @@ import redis
 from celery import Celery
 from kombu.exceptions import KombuError
 
-from celery_periodiq import backfill as backfills
-from celery_periodiq import doctor, import_redbeat, transfer
 from celery_periodiq.beat.publish import send
 from celery_periodiq.config import Settings, redacted
 from celery_periodiq.declare import registry
-from celery_periodiq.doctor import Check
 from celery_periodiq.errors import (
     BrokerUnavailableError,
     DeclaredEntryError,
@@ -54,6 +51,9 @@ from celery_periodiq.model.simulate import (
     simulate_entry,
 )
 from celery_periodiq.model.simulate import Settings as PlanSettings
+from celery_periodiq.ops import backfill as backfills
+from celery_periodiq.ops import doctor, import_redbeat, transfer
+from celery_periodiq.ops.doctor import Check
 from celery_periodiq.store.checkpoint import Checkpoint
 from celery_periodiq.store.store import BeatInfo, Event, Store, StoredEntry, wrong_type
 
@@ -627,7 +627,7 @@ class Periodiq:
 
     def diagnose(self) -> list[Check]:
         """Check what periodiq needs; never raises, every problem is a :class:`Check`
-        (see :func:`celery_periodiq.doctor.diagnose` for what is checked)."""
+        (see :func:`celery_periodiq.ops.doctor.diagnose` for what is checked)."""
         return doctor.diagnose(self)
 
     def beats(self) -> list[BeatInfo]:
@@ -670,7 +670,7 @@ class Periodiq:
     ) -> dict[str, Any]:
         """The entries (of ``owner``, from ``source``: runtime, code or config) as one
         versioned JSON document, with their pause state, last run and checkpoint unless
-        ``state`` is False (see :mod:`celery_periodiq.transfer`)."""
+        ``state`` is False (see :mod:`celery_periodiq.ops.transfer`)."""
         with self._guard():
             return transfer.export_schedule(self, owner=owner, source=source, state=state)
 
@@ -696,7 +696,7 @@ class Periodiq:
         skip_invalid: bool = False,
     ) -> transfer.ImportReport:
         """Bring celery-redbeat's entries over, read straight from its Redis: each becomes
-        a runtime entry of the same name (see :mod:`celery_periodiq.import_redbeat`).
+        a runtime entry of the same name (see :mod:`celery_periodiq.ops.import_redbeat`).
 
         Args:
             url: RedBeat's Redis; default the app's ``redbeat_redis_url``, else its broker.
@@ -732,7 +732,7 @@ class Periodiq:
     ) -> transfer.ImportReport:
         """Create an entry for every ``PeriodicTask`` of a django-celery-beat dump (the
         parsed JSON of ``manage.py dumpdata django_celery_beat``); see
-        :mod:`celery_periodiq.import_django` for what each field becomes.
+        :mod:`celery_periodiq.ops.import_django` for what each field becomes.
 
         Args:
             dump: the parsed JSON of the dump.
@@ -752,7 +752,7 @@ class Periodiq:
                 ``skip_invalid`` is not set (each is named, nothing is written), or an
                 entry exists with another definition and ``replace`` is not set.
         """
-        from celery_periodiq.import_django import django_document
+        from celery_periodiq.ops.import_django import django_document
 
         document, problems, notes = django_document(dump, self.app, naive_tz=naive_tz)
         with self._guard():

@@ -19,7 +19,6 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from celery_periodiq import backfill as backfills
 from celery_periodiq import cli_format as text
 from celery_periodiq import cli_json as shapes
 from celery_periodiq.api import Periodiq
@@ -43,11 +42,12 @@ from celery_periodiq.cli_options import (
 from celery_periodiq.cli_simulate import NOW, Moment, Window, resolve, simulation_text
 from celery_periodiq.cli_terminal import print_text, style_of, when, width
 from celery_periodiq.errors import ScheduleError
-from celery_periodiq.import_redbeat import DEFAULT_PREFIX
 from celery_periodiq.model.simulate import DEFAULT_LIMIT, MOST_LIMIT
+from celery_periodiq.ops import backfill as backfills
+from celery_periodiq.ops.import_redbeat import DEFAULT_PREFIX
+from celery_periodiq.ops.transfer import ImportReport
 from celery_periodiq.schedules import parse_schedule
 from celery_periodiq.store.store import StoredEntry
-from celery_periodiq.transfer import ImportReport
 
 __all__ = ["periodiq"]
 
@@ -564,7 +564,7 @@ def metrics_command(ctx: click.Context, host: str, port: int, max_entries: int, 
     try:
         from prometheus_client import CollectorRegistry, generate_latest, start_http_server
 
-        from celery_periodiq.metrics import PeriodiqCollector
+        from celery_periodiq.ops.metrics import PeriodiqCollector
     except ImportError:
         fail("metrics need prometheus-client: pip install 'celery-periodiq[metrics]'")
     registry = CollectorRegistry(auto_describe=False)

@@ -12,7 +12,6 @@ import json
 from collections.abc import Sequence
 from datetime import UTC, datetime, tzinfo
 
-from celery_periodiq.backfill import BackfillReport
 from celery_periodiq.cli_json import Details, effective, error_parts, schedule_of, zone_of
 from celery_periodiq.cli_terminal import (
     Column,
@@ -29,8 +28,9 @@ from celery_periodiq.cli_terminal import (
     when,
     when_near,
 )
-from celery_periodiq.doctor import Check
 from celery_periodiq.model.entry import AUTO, Entry
+from celery_periodiq.ops.backfill import BackfillReport
+from celery_periodiq.ops.doctor import Check
 from celery_periodiq.schedules import EventSchedule, IntervalSchedule, Schedule
 from celery_periodiq.store.store import BeatInfo, Event, StoredEntry
 

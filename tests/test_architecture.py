@@ -43,7 +43,15 @@ LAYERS: list[tuple[str, ...]] = [
 # Ratchets of the move: each entry is a debt the restructuring pays off; they only shrink.
 KNOWN_CYCLES: list[set[str]] = [
     {"config", "model.entry", "model.policy"},
-    {"api", "backfill", "doctor", "import_django", "import_redbeat", "transfer", "worker.task"},
+    {
+        "api",
+        "ops.backfill",
+        "ops.doctor",
+        "ops.import_django",
+        "ops.import_redbeat",
+        "ops.transfer",
+        "worker.task",
+    },
 ]
 KNOWN_LONG: dict[str, int] = {
     "store.store": 913,
@@ -56,7 +64,7 @@ KNOWN_LONG: dict[str, int] = {
     "cli_format": 477,
     "model.simulate": 477,
 }
-KNOWN_FLAT = 19
+KNOWN_FLAT = 13
 
 
 def modules() -> dict[str, Path]:

@@ -23,8 +23,8 @@ from celery.schedules import crontab
 
 from celery_periodiq import Periodiq, periodiq
 from celery_periodiq.errors import EntryError
-from celery_periodiq.import_django import django_document
 from celery_periodiq.model.entry import Entry
+from celery_periodiq.ops.import_django import django_document
 
 MAKE_DUMP = Path(__file__).parent / "django_dump" / "make_dump.py"
 NAIVE_ZONE = "America/New_York"  # the TIME_ZONE of make_dump.py --naive

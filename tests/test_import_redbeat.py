@@ -28,11 +28,11 @@ from croniter import croniter
 from redbeat.schedulers import RedBeatSchedulerEntry
 from redbeat.schedules import rrule
 
-import celery_periodiq.import_redbeat
+import celery_periodiq.ops.import_redbeat
 from celery_periodiq import Periodiq, periodiq
 from celery_periodiq.errors import ConfigurationError, EntryError, StoreUnavailableError
-from celery_periodiq.import_redbeat import read_redbeat
 from celery_periodiq.localredis import LocalRedis
+from celery_periodiq.ops.import_redbeat import read_redbeat
 from tests.processes import APPS, ROOT, wait_for
 from tests.processes import Celery as CeleryProcess
 from tests.test_cli import cli
@@ -404,7 +404,7 @@ def test_the_cli_skips_invalid_records_only_when_told(app: Celery, source: redis
 
 
 def test_the_importer_does_not_import_redbeat() -> None:
-    tree = ast.parse(Path(celery_periodiq.import_redbeat.__file__).read_text())
+    tree = ast.parse(Path(celery_periodiq.ops.import_redbeat.__file__).read_text())
     imported = [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
                 for alias in node.names]  # fmt: skip
     imported += [node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]

@@ -19,8 +19,8 @@ from celery_periodiq import PeriodicTask, Periodiq, periodiq
 from celery_periodiq.beat.dispatch import Dispatcher
 from celery_periodiq.beat.publish import HEADER_ENTRY, HEADER_TICK
 from celery_periodiq.errors import PeriodiqError
-from celery_periodiq.metrics import BUCKETS, OTHER, PeriodiqCollector
 from celery_periodiq.model.plan import to_ms
+from celery_periodiq.ops.metrics import BUCKETS, OTHER, PeriodiqCollector
 from celery_periodiq.store.scripts import script_source
 from tests.test_cli import cli
 

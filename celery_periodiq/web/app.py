@@ -175,7 +175,7 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
         try:
             from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-            from celery_periodiq.metrics import PeriodiqCollector
+            from celery_periodiq.ops.metrics import PeriodiqCollector
         except ImportError:
             return Response("metrics need prometheus-client\n", status_code=501)
         registry = CollectorRegistry(auto_describe=False)

@@ -1,5 +1,5 @@
 """Import from django-celery-beat: a ``manage.py dumpdata django_celery_beat`` dump
-converted into an export document (:mod:`celery_periodiq.transfer`), without Django.
+converted into an export document (:mod:`celery_periodiq.ops.transfer`), without Django.
 
 The dump is a JSON list of ``{"model", "pk", "fields"}`` records. Every
 ``periodictask`` becomes one entry; the schedule records are read through its
@@ -47,10 +47,10 @@ from celery_periodiq.config import Settings
 from celery_periodiq.errors import EntryError, ScheduleError, shown
 from celery_periodiq.model.build import build_entry
 from celery_periodiq.model.policy import Defaults
+from celery_periodiq.ops.transfer import FORMAT, VERSION
 from celery_periodiq.schedules.cron import compile_cron
 from celery_periodiq.schedules.interval import every_spec
 from celery_periodiq.schedules.zones import zone
-from celery_periodiq.transfer import FORMAT, VERSION
 
 __all__ = ["APP_LABEL", "MODELS", "django_document"]
 
@@ -91,7 +91,7 @@ def django_document(
             whose time has passed.
 
     Returns:
-        The document (as :func:`celery_periodiq.transfer.import_schedule` reads it), the
+        The document (as :func:`celery_periodiq.ops.transfer.import_schedule` reads it), the
         problems (one per record that cannot be converted, naming it and why) and the
         notes (what a converted task lost or how it was read).
 

@@ -1,5 +1,5 @@
 """Import from celery-redbeat: read RedBeat 2.4's entries straight from its Redis and
-convert them into an export document (:mod:`celery_periodiq.transfer`).
+convert them into an export document (:mod:`celery_periodiq.ops.transfer`).
 
 RedBeat's layout under its key prefix ``P`` (``redbeat_key_prefix``, ``"redbeat:"``)::
 
@@ -42,7 +42,7 @@ from celery_periodiq.errors import (
 from celery_periodiq.model.build import build_entry
 from celery_periodiq.model.entry import OPTION_KEYS
 from celery_periodiq.model.policy import Defaults
-from celery_periodiq.transfer import FORMAT, VERSION
+from celery_periodiq.ops.transfer import FORMAT, VERSION
 
 __all__ = ["DEFAULT_PREFIX", "Conversion", "read_redbeat", "redbeat_document", "redbeat_url"]
 
