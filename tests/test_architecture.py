@@ -56,15 +56,15 @@ KNOWN_CYCLES: list[set[str]] = [
 KNOWN_LONG: dict[str, int] = {
     "store.store": 913,
     "api": 838,
-    "cli": 801,
+    "cli": 800,
     "beat.dispatch": 757,
     "store.scripts": 741,
     "model.entry": 544,
     "localredis": 529,
-    "cli_format": 477,
     "model.simulate": 477,
+    "present.text": 477,
 }
-KNOWN_FLAT = 13
+KNOWN_FLAT = 12
 
 
 def modules() -> dict[str, Path]:

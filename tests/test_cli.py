@@ -22,8 +22,8 @@ from click.testing import CliRunner, Result
 
 from celery_periodiq import Periodiq, periodiq
 from celery_periodiq.cli import periodiq as periodiq_command
-from celery_periodiq.cli_terminal import Style
 from celery_periodiq.model.plan import task_id_for, to_ms
+from celery_periodiq.present.terminal import Style
 from celery_periodiq.protocol.keys import Keys
 from celery_periodiq.store.scripts import RunEnd, RunStart
 

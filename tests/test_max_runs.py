@@ -20,12 +20,12 @@ import redis
 from celery import Celery
 
 from celery_periodiq import Periodiq, periodic, periodiq
-from celery_periodiq.cli_format import list_text, show_text
-from celery_periodiq.cli_json import Details, entry_json
-from celery_periodiq.cli_terminal import Style
 from celery_periodiq.declare.registry import declared
 from celery_periodiq.errors import EntryError
 from celery_periodiq.model.plan import to_ms
+from celery_periodiq.present.shapes import Details, entry_json
+from celery_periodiq.present.terminal import Style
+from celery_periodiq.present.text import list_text, show_text
 from tests.test_cli import cli
 from tests.test_decorator import clean_registry  # noqa: F401 (autouse: restores the declarations)
 from tests.test_one_off import Beat, snapshot

@@ -14,11 +14,11 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from celery_periodiq import cli_json as shapes
 from celery_periodiq.api import Periodiq
-from celery_periodiq.cli_format import upcoming_text
-from celery_periodiq.cli_terminal import relative
 from celery_periodiq.errors import EntryNotFoundError, PeriodiqError
+from celery_periodiq.present import shapes
+from celery_periodiq.present.terminal import relative
+from celery_periodiq.present.text import upcoming_text
 from celery_periodiq.store.store import StoredEntry
 from celery_periodiq.web.auth import COOKIE, Guard
 from celery_periodiq.web.plot import runs_svg

@@ -57,12 +57,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 from typing import Any
 
-from celery_periodiq.cli_terminal import iso, number, stored_instant, utc_iso
 from celery_periodiq.model import policy
 from celery_periodiq.model.entry import Entry
 from celery_periodiq.model.simulate import EntrySimulation, Fire, Simulation
 from celery_periodiq.ops.backfill import BackfillReport
 from celery_periodiq.ops.doctor import Check
+from celery_periodiq.present.terminal import iso, number, stored_instant, utc_iso
 from celery_periodiq.schedules import Schedule
 from celery_periodiq.schedules.zones import zone
 from celery_periodiq.store.store import BeatInfo, Event, StoredEntry

@@ -20,7 +20,6 @@ from click.core import ParameterSource
 from kombu.exceptions import OperationalError
 
 from celery_periodiq.api import Periodiq, periodiq
-from celery_periodiq.cli_json import dumps
 from celery_periodiq.config import CATCHUP_POLICIES, OVERLAP_POLICIES
 from celery_periodiq.errors import (
     BrokerUnavailableError,
@@ -32,6 +31,7 @@ from celery_periodiq.errors import (
     StoreUnavailableError,
 )
 from celery_periodiq.model.entry import AUTO, Entry
+from celery_periodiq.present.shapes import dumps
 from celery_periodiq.schedules.interval import parse_duration
 from celery_periodiq.schedules.zones import zone
 

@@ -14,11 +14,11 @@ from typing import Any
 
 import click
 
-from celery_periodiq.cli_json import ASSUMES
-from celery_periodiq.cli_options import ParamType
-from celery_periodiq.cli_terminal import Column, Row, Style, table, when
+from celery_periodiq.cli.options import ParamType
 from celery_periodiq.errors import ScheduleError
 from celery_periodiq.model.simulate import EntrySimulation, Fire, Simulation
+from celery_periodiq.present.shapes import ASSUMES
+from celery_periodiq.present.terminal import Column, Row, Style, table, when
 from celery_periodiq.schedules.interval import parse_duration
 from celery_periodiq.schedules.zones import zone
 

@@ -3,10 +3,10 @@
 Registered through the ``celery.commands`` entry point, so Celery loads the
 app (``-A``) and hands it over in ``ctx.obj.app``, as it does for its own
 commands. Each command is a thin layer over :func:`celery_periodiq.periodiq`;
-the text is rendered by :mod:`celery_periodiq.cli_format`, the ``--json``
-shapes (documented there) by :mod:`celery_periodiq.cli_json`; exit codes and
-option types live in :mod:`celery_periodiq.cli_options`, colour and tables in
-:mod:`celery_periodiq.cli_terminal`.
+the text is rendered by :mod:`celery_periodiq.present.text`, the ``--json``
+shapes (documented there) by :mod:`celery_periodiq.present.shapes`; exit codes and
+option types live in :mod:`celery_periodiq.cli.options`, colour and tables in
+:mod:`celery_periodiq.present.terminal`.
 """
 
 from __future__ import annotations
@@ -19,10 +19,8 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from celery_periodiq import cli_format as text
-from celery_periodiq import cli_json as shapes
 from celery_periodiq.api import Periodiq
-from celery_periodiq.cli_options import (
+from celery_periodiq.cli.options import (
     EXIT_CODES,
     EXIT_NOT_FOUND,
     EXIT_PROBLEM,
@@ -39,13 +37,14 @@ from celery_periodiq.cli_options import (
     now_option,
     print_json,
 )
-from celery_periodiq.cli_simulate import NOW, Moment, Window, resolve, simulation_text
-from celery_periodiq.cli_terminal import print_text, style_of, when, width
+from celery_periodiq.cli.simulate import NOW, Moment, Window, resolve, simulation_text
 from celery_periodiq.errors import ScheduleError
 from celery_periodiq.model.simulate import DEFAULT_LIMIT, MOST_LIMIT
 from celery_periodiq.ops import backfill as backfills
 from celery_periodiq.ops.import_redbeat import DEFAULT_PREFIX
 from celery_periodiq.ops.transfer import ImportReport
+from celery_periodiq.present import shapes, text
+from celery_periodiq.present.terminal import print_text, style_of, when, width
 from celery_periodiq.schedules import parse_schedule
 from celery_periodiq.store.store import StoredEntry
 

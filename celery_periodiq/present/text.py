@@ -12,8 +12,11 @@ import json
 from collections.abc import Sequence
 from datetime import UTC, datetime, tzinfo
 
-from celery_periodiq.cli_json import Details, effective, error_parts, schedule_of, zone_of
-from celery_periodiq.cli_terminal import (
+from celery_periodiq.model.entry import AUTO, Entry
+from celery_periodiq.ops.backfill import BackfillReport
+from celery_periodiq.ops.doctor import Check
+from celery_periodiq.present.shapes import Details, effective, error_parts, schedule_of, zone_of
+from celery_periodiq.present.terminal import (
     Column,
     Row,
     Style,
@@ -28,9 +31,6 @@ from celery_periodiq.cli_terminal import (
     when,
     when_near,
 )
-from celery_periodiq.model.entry import AUTO, Entry
-from celery_periodiq.ops.backfill import BackfillReport
-from celery_periodiq.ops.doctor import Check
 from celery_periodiq.schedules import EventSchedule, IntervalSchedule, Schedule
 from celery_periodiq.store.store import BeatInfo, Event, StoredEntry
 
