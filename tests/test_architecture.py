@@ -56,13 +56,11 @@ KNOWN_CYCLES: list[set[str]] = [
 KNOWN_LONG: dict[str, int] = {
     "store.store": 913,
     "api": 838,
-    "cli": 800,
     "beat.dispatch": 757,
     "store.scripts": 741,
     "model.entry": 544,
     "localredis": 529,
     "model.simulate": 477,
-    "present.text": 477,
 }
 KNOWN_UPWARD: set[str] = {
     "model.policy -> config",

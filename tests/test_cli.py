@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import click
 import pytest
 import redis
 from celery import Celery
@@ -813,6 +814,23 @@ def test_colour_marks_states_and_outcomes_and_leaves_unknown_kinds_plain() -> No
     assert colour("active", "active") == "\x1b[32mactive\x1b[0m"
     assert colour("later", "a-kind-from-a-newer-version") == "later"
     assert plain("failed", "failed") == "failed"
+
+
+@pytest.mark.parametrize(
+    ("kind", "look"),
+    [
+        ("head", {"bold": True}),
+        ("dim", {"dim": True}),
+        ("succeeded", {"fg": "green"}),
+        ("failed", {"fg": "red", "bold": True}),
+        ("paused", {"fg": "yellow"}),
+        ("running", {"fg": "cyan"}),
+    ],
+)
+def test_colour_writes_the_escapes_click_style_writes_for_each_role(
+    kind: str, look: dict[str, Any]
+) -> None:
+    assert Style(True)("text", kind) == click.style("text", **look)
 
 
 @pytest.mark.parametrize(

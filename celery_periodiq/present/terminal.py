@@ -1,36 +1,34 @@
-"""Terminal building blocks for ``celery periodiq``: colour, width, time phrases, tables.
+"""Terminal building blocks for ``celery periodiq``: colour, time phrases, tables.
 
-Nothing here reads the clock; "now" is always an argument.
+Nothing here reads the clock or the terminal: "now" and the width are arguments, and
+whether to colour is the caller's choice (the CLI decides it, see
+:mod:`celery_periodiq.cli.group`).
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import sys
 import textwrap
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
-from typing import Any
-
-import click
 
 __all__ = [
-    "Column", "Row", "Style", "duration", "hanging", "iso", "number", "pairs", "print_text",
-    "relative", "seconds", "span", "stored_instant", "style_of", "table", "utc_iso", "when",
-    "when_near", "width",
+    "Column", "Row", "Style", "duration", "hanging", "iso", "number", "pairs", "relative",
+    "seconds", "span", "stored_instant", "table", "utc_iso", "when", "when_near",
 ]  # fmt: skip
 
 _GAP = "  "
-_ROLES: dict[str, dict[str, Any]] = {
-    "head": {"bold": True},
-    "dim": {"dim": True},
-    "good": {"fg": "green"},
-    "bad": {"fg": "red", "bold": True},
-    "warn": {"fg": "yellow"},
-    "info": {"fg": "cyan"},
+# The ANSI escapes of each role, byte for byte what click.style writes for the look in
+# the comment (tests/test_cli.py holds them to it); present/ does not depend on click.
+_ROLES = {
+    "head": "\x1b[1m",  # bold
+    "dim": "\x1b[2m",  # dim
+    "good": "\x1b[32m",  # fg green
+    "bad": "\x1b[31m\x1b[1m",  # fg red, bold
+    "warn": "\x1b[33m",  # fg yellow
+    "info": "\x1b[36m",  # fg cyan
 }
+_RESET = "\x1b[0m"
 # Entry states, run outcomes, history kinds and doctor statuses, by colour.
 _KINDS = {
     "good": ("active", "succeeded", "ok"),
@@ -53,26 +51,7 @@ class Style:
         look = _ROLES.get(_ROLE_OF.get(role or "", role or ""))
         if not self.color or look is None or not text:
             return text  # no colour, or a kind this version does not know
-        return click.style(text, **look)
-
-
-def style_of(ctx: click.Context) -> Style:
-    """Colour only on a terminal, and never with NO_COLOR or celery's --no-color."""
-    off = getattr(ctx.obj, "no_color", False) or os.environ.get("NO_COLOR")
-    return Style(not off and sys.stdout.isatty())
-
-
-def width() -> int:
-    """The terminal's width; off a terminal $COLUMNS or 80, so piped output is stable."""
-    if sys.stdout.isatty():
-        return max(shutil.get_terminal_size((80, 24)).columns, 40)
-    columns = os.environ.get("COLUMNS", "")
-    return max(int(columns), 40) if columns.isdigit() else 80
-
-
-def print_text(ctx: click.Context, output: str) -> None:
-    """Print a command's text (with its colour, when colour is on)."""
-    click.echo(output, color=style_of(ctx).color)
+        return f"{look}{text}{_RESET}"
 
 
 # time

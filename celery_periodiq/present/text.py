@@ -1,43 +1,38 @@
-"""The text ``celery periodiq`` prints: one function per command, readable at 80 columns.
+"""The text of entries and schedules: the ``list`` table, the ``show`` page of one entry,
+and the ``next`` preview of a schedule's run times, readable at 80 columns.
 
 Pure functions of what the API returned and of "now", so the same inputs
 always print the same text. Absolute times are on each entry's own time zone,
-with its abbreviation.
+with its abbreviation. Runs and events are in :mod:`celery_periodiq.present.events`,
+beats and doctor in :mod:`celery_periodiq.present.cluster`.
 """
 
 from __future__ import annotations
 
-import collections
 import json
 from collections.abc import Sequence
-from datetime import UTC, datetime, tzinfo
+from datetime import UTC, datetime
 
 from celery_periodiq.model.entry import AUTO, Entry
-from celery_periodiq.ops.backfill import BackfillReport
-from celery_periodiq.ops.doctor import Check
-from celery_periodiq.present.shapes import Details, effective, error_parts, schedule_of, zone_of
+from celery_periodiq.present.events import history_lines
+from celery_periodiq.present.shapes import Details, effective, schedule_of, zone_of
 from celery_periodiq.present.terminal import (
     Column,
     Row,
     Style,
     duration,
-    hanging,
     number,
     pairs,
     relative,
     seconds,
-    span,
     table,
     when,
     when_near,
 )
 from celery_periodiq.schedules import EventSchedule, IntervalSchedule, Schedule
-from celery_periodiq.store.store import BeatInfo, Event, StoredEntry
+from celery_periodiq.store.store import StoredEntry
 
-__all__ = [
-    "backfill_summary", "beats_text", "count_text", "doctor_text", "failures_text",
-    "history_text", "list_text", "next_text", "show_text", "upcoming_text",
-]  # fmt: skip
+__all__ = ["count_text", "list_text", "next_text", "show_text", "upcoming_text"]
 
 # (counter, one, many): the counters worth a glance in `list`, in this order.
 _GLANCE = (
@@ -63,12 +58,6 @@ _CATCHUP = {
     "last": "missed ticks fold into one run",
     "skip": "missed ticks do not run",
     "all": "every missed tick runs (up to the catch-up cap)",
-}
-_HINTS = {
-    "redis": "check periodiq_redis_url (or broker_url) and that Redis runs",
-    "beats": "start one: celery -A PROJ beat -S periodiq",
-    "broker": "check broker_url and that the broker runs",
-    "entries": "see `periodiq show NAME`; `periodiq update` or `periodiq delete` repairs it",
 }
 
 
@@ -340,114 +329,8 @@ def show_text(
     if not events:
         return "\n".join([*lines, "No events yet."])
     lines.append(style(f"Last {len(events)} events", "head"))
-    lines += ["  " + line for line in _history_lines(events, zone_of(stored), style, width - 2)]
+    lines += ["  " + line for line in history_lines(events, zone_of(stored), style, width - 2)]
     return "\n".join(lines)
-
-
-def _event_detail(event: Event) -> str:
-    fields = event.fields
-    parts = [duration(number(fields.get("duration")))]
-    if fields.get("host"):
-        parts.append(f"on {fields['host']}")
-    missed = number(fields.get("missed"))
-    text = " ".join(part for part in parts if part)
-    extras = (
-        [f"stands for {missed} ticks"] if event.kind == "enqueued" and (missed or 0) > 1 else []
-    )
-    extras += [fields["note"]] if fields.get("note") else []
-    return ", ".join([text, *extras] if text else extras)
-
-
-def _tick(event: Event, zone: tzinfo) -> str:
-    if event.tick is None:
-        return "-"
-    tick, at = event.tick.astimezone(zone), event.at.astimezone(zone)
-    return tick.strftime("%H:%M:%S" if tick.date() == at.date() else "%m-%d %H:%M:%S")
-
-
-def _history_lines(events: Sequence[Event], zone: tzinfo, style: Style, width: int) -> list[str]:
-    zone_name = getattr(zone, "key", None) or str(zone)
-    columns = [
-        Column(f"AT ({zone_name})"), Column("EVENT"), Column("TICK"), Column("TASK"),
-        Column("DETAIL", shrink=6, overflow=True),
-    ]  # fmt: skip
-    rows = []
-    for event in events:
-        cells = [
-            (event.at.astimezone(zone).strftime("%Y-%m-%d %H:%M:%S"), None),
-            (event.kind, event.kind), (_tick(event, zone), None),
-            ((event.task_id or "-")[:8], None), (_event_detail(event), None),
-        ]  # fmt: skip
-        error = event.fields.get("error")
-        rows.append(Row(cells, [error] if error else [], details_role=None))
-    return table(columns, rows, width, style)
-
-
-def history_text(events: Sequence[Event], zone: tzinfo, style: Style, width: int) -> str:
-    """An entry's events, newest first; errors on the line below their run."""
-    if not events:
-        return "No events."
-    return "\n".join(_history_lines(events, zone, style, width))
-
-
-def failures_text(items: Sequence[tuple[str, Event, tzinfo]], style: Style, width: int) -> str:
-    """Failed and timeboxed runs across entries, newest first, each error below its row."""
-    if not items:
-        return "No failures."
-    columns = [Column("AT"), Column("ENTRY", shrink=10), Column("OUTCOME"), Column("TASK")]
-    rows = []
-    for name, event, zone in items:
-        kind, message = error_parts(event.fields.get("error"))
-        error = ": ".join(part for part in (kind, message) if part)
-        if not error:
-            error = "stopped at its timebox" if event.kind == "timeboxed" else "no error recorded"
-        cells = [
-            (when(event.at, zone), None), (name, None), (event.kind, event.kind),
-            ((event.task_id or "-")[:8], None),
-        ]  # fmt: skip
-        rows.append(Row(cells, [error], details_role=None))
-    return "\n".join(table(columns, rows, width, style))
-
-
-def beats_text(beats: Sequence[BeatInfo], now: datetime, style: Style, width: int) -> str:
-    """Live beats: host, pid, version, uptime, last tick, ticks claimed, and the digest
-    of the declaration set each runs with (beats of one version of the code share it)."""
-    if not beats:
-        return "No live beats: nothing is being scheduled."
-    columns = [
-        Column("HOST", shrink=8), Column("PID"), Column("VERSION"), Column("UPTIME"),
-        Column("LAST TICK"), Column("TICKS CLAIMED"), Column("DECLARES"),
-    ]  # fmt: skip
-    rows = []
-    for beat in beats:
-        uptime = span((now - beat.started).total_seconds()) if beat.started else "?"
-        last = relative(beat.last_tick, now) if beat.last_tick else "never"
-        texts = [beat.host, str(beat.pid), beat.version, uptime, last, str(beat.ticks_claimed),
-                 beat.declared[:8] or "-"]  # fmt: skip
-        rows.append(Row([(text, None) for text in texts]))
-    return "\n".join(table(columns, rows, width, style))
-
-
-def doctor_text(checks: Sequence[Check], style: Style, width: int) -> str:
-    """One line per check (wrapped under its result), a hint under each failure, a verdict."""
-    lines = []
-    for check in checks:
-        label = check.status.upper() if check.status == "fail" else check.status
-        wrapped = hanging(check.detail, width, 16, 16)
-        lines.append(f"{style(label.ljust(4), check.status)}  {check.name:<8}  {wrapped[0][16:]}")
-        lines += wrapped[1:]
-        if check.status == "fail" and check.name in _HINTS:
-            lines += [
-                style(line, "dim") for line in hanging(f"→ {_HINTS[check.name]}", width, 16, 18)
-            ]
-    failed = sum(check.status == "fail" for check in checks)
-    warned = sum(check.status == "warn" for check in checks)
-    if failed:
-        verdict = style(f"{failed} problem{'s' if failed > 1 else ''} found.", "bad")
-    else:
-        warnings = f" ({warned} warning{'s' if warned > 1 else ''})" if warned else ""
-        verdict = f"All checks passed{warnings}."
-    return "\n".join([*lines, "", verdict])
 
 
 def next_text(schedule: Schedule, start: datetime, fires: Sequence[datetime], style: Style) -> str:
@@ -465,13 +348,3 @@ def next_text(schedule: Schedule, start: datetime, fires: Sequence[datetime], st
     digits = len(str(len(fires)))
     lines += [f"  {index:>{digits}}  {_fire(fire, start)}" for index, fire in enumerate(fires, 1)]
     return "\n".join(lines)
-
-
-def backfill_summary(report: BackfillReport) -> str:
-    """One line: how many ticks the backfill had and what became of them."""
-    if not report.ticks:
-        return f"No tick of {report.name} in that range."
-    outcomes = collections.Counter(tick.outcome for tick in report.ticks)
-    parts = ", ".join(f"{count} {outcome}" for outcome, count in outcomes.items())
-    noun = "tick" if len(report.ticks) == 1 else "ticks"
-    return f"Backfill of {report.name}: {len(report.ticks)} {noun} in range: {parts}."
