@@ -81,13 +81,37 @@ _ENTRY_OPTIONS: list[Callable[[F], F]] = [
             group=_ALERTS, help="Failing after N failed or timeboxed runs in a row (3)."),
     _option("--pause-on-failure/--no-pause-on-failure", default=None, group=_ALERTS,
             help="Pause the entry when it becomes failing."),
-]  # fmt: skip
-_ENTRY_KEYS = frozenset({
-    "cron", "every", "calendar", "at", "tz", "start_at", "end_at", "enabled", "args", "kwargs",
-    "queue", "priority", "owner", "tolerance", "timebox", "grace", "overlap", "catchup",
-    "catchup_window", "expires", "jitter", "task", "alert_after", "failure_threshold",
-    "pause_on_failure", "max_runs",
-})  # fmt: skip
+]  # fmt: skip # table: one option per row, in the order --help lists them
+_ENTRY_KEYS = frozenset(
+    {
+        "cron",
+        "every",
+        "calendar",
+        "at",
+        "tz",
+        "start_at",
+        "end_at",
+        "enabled",
+        "args",
+        "kwargs",
+        "queue",
+        "priority",
+        "owner",
+        "tolerance",
+        "timebox",
+        "grace",
+        "overlap",
+        "catchup",
+        "catchup_window",
+        "expires",
+        "jitter",
+        "task",
+        "alert_after",
+        "failure_threshold",
+        "pause_on_failure",
+        "max_runs",
+    }
+)
 
 
 def entry_options(function: F) -> F:

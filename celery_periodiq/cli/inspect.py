@@ -60,9 +60,14 @@ STATES = ("active", "paused", "running", "quarantined", "disabled", "ended")
 @click.pass_context
 @handled
 def list_command(
-    ctx: click.Context, owner: str | None, states: tuple[str, ...], limit: int,
-    everything: bool, as_json: bool, at: Any,
-) -> None:  # fmt: skip
+    ctx: click.Context,
+    owner: str | None,
+    states: tuple[str, ...],
+    limit: int,
+    everything: bool,
+    as_json: bool,
+    at: Any,
+) -> None:
     """List entries, soonest next run first.
 
     A row per entry: name, state, next run, last run and its outcome; below
@@ -117,9 +122,12 @@ def _first(pages: Iterator[list[StoredEntry]], limit: int) -> Iterator[list[Stor
 
 
 def _print_pages(
-    ctx: click.Context, api: Periodiq, pages: Iterator[list[StoredEntry]], as_json: bool,
+    ctx: click.Context,
+    api: Periodiq,
+    pages: Iterator[list[StoredEntry]],
+    as_json: bool,
     at: Any,
-) -> None:  # fmt: skip
+) -> None:
     """Print pages as they are read: a JSON array, or one table with a closing count."""
     now, style, columns = now_of(api, at), style_of(ctx), width()
     states: dict[str, int] = {}
@@ -133,8 +141,9 @@ def _print_pages(
             items = ",\n".join(shapes.dumps(shapes.entry_json(s)).rstrip() for s in page)
             click.echo(("," if shown else "\n") + items, nl=False)
         else:
-            print_text(ctx, text.list_text(page, now, style, columns, header=not shown,
-                                           summary=False))  # fmt: skip
+            print_text(
+                ctx, text.list_text(page, now, style, columns, header=not shown, summary=False)
+            )
         shown += len(page)
     if as_json:
         click.echo("\n]" if shown else "]")
@@ -182,8 +191,13 @@ def show_command(ctx: click.Context, name: str, as_json: bool, at: Any) -> None:
 @periodiq.command("history")
 @click.argument("name")
 @click.option("--failures", is_flag=True, help="Only failed and timeboxed runs.")
-@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True,
-              help="How many events, newest first.")  # fmt: skip
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=20,
+    show_default=True,
+    help="How many events, newest first.",
+)
 @json_option
 @click.pass_context
 @handled
@@ -209,8 +223,13 @@ def history_command(
 
 
 @periodiq.command("failures")
-@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True,
-              help="How many failures, newest first.")  # fmt: skip
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=20,
+    show_default=True,
+    help="How many failures, newest first.",
+)
 @json_option
 @click.pass_context
 @handled
@@ -255,9 +274,14 @@ def failures_command(ctx: click.Context, limit: int, as_json: bool) -> None:
 @click.pass_context
 @handled
 def next_command(
-    ctx: click.Context, spec: str, tz: str, start: datetime | None, count: int,
-    key: str | None, as_json: bool,
-) -> None:  # fmt: skip
+    ctx: click.Context,
+    spec: str,
+    tz: str,
+    start: datetime | None,
+    count: int,
+    key: str | None,
+    as_json: bool,
+) -> None:
     """Preview a schedule's run times (no Redis needed).
 
     SPEC is any form: cron, macro, '@every 30s' or a calendar event (quote it).

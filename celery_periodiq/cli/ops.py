@@ -35,24 +35,51 @@ __all__ = [
 
 @periodiq.command("backfill")
 @click.argument("name")
-@click.option("--from", "start", type=Instant(), required=True, metavar="ISO",
-              help="First instant of the range (no offset: the entry's zone).")  # fmt: skip
-@click.option("--to", "end", type=Instant(), required=True, metavar="ISO",
-              help="End of the range, itself excluded; not after now.")  # fmt: skip
-@click.option("--overlap", type=click.Choice(backfills.OVERLAPS), default="buffer_all",
-              show_default=True,
-              help="buffer_all: one run after another; allow: all at once.")  # fmt: skip
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=300.0,
-              show_default=True, metavar="SECONDS",
-              help="buffer_all: how long to wait for a worker to begin each run.")  # fmt: skip
+@click.option(
+    "--from",
+    "start",
+    type=Instant(),
+    required=True,
+    metavar="ISO",
+    help="First instant of the range (no offset: the entry's zone).",
+)
+@click.option(
+    "--to",
+    "end",
+    type=Instant(),
+    required=True,
+    metavar="ISO",
+    help="End of the range, itself excluded; not after now.",
+)
+@click.option(
+    "--overlap",
+    type=click.Choice(backfills.OVERLAPS),
+    default="buffer_all",
+    show_default=True,
+    help="buffer_all: one run after another; allow: all at once.",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=300.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="buffer_all: how long to wait for a worker to begin each run.",
+)
 @click.option("--dry-run", is_flag=True, help="Say what would run; publish nothing.")
 @json_option
 @click.pass_context
 @handled
 def backfill_command(
-    ctx: click.Context, name: str, start: datetime, end: datetime, overlap: str,
-    timeout: float, dry_run: bool, as_json: bool,
-) -> None:  # fmt: skip
+    ctx: click.Context,
+    name: str,
+    start: datetime,
+    end: datetime,
+    overlap: str,
+    timeout: float,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
     """Run an entry's past ticks now, each with its nominal instant.
 
     Every tick the schedule fires at from --from up to --to runs, guarded like
@@ -71,9 +98,14 @@ def backfill_command(
         click.echo(f"{when(tick.nominal, zone)}  {tick.outcome:<11}  {tick.task_id}")
 
     report = api.backfill(
-        name, start, end, overlap=overlap, dry_run=dry_run, timeout=timeout,
+        name,
+        start,
+        end,
+        overlap=overlap,
+        dry_run=dry_run,
+        timeout=timeout,
         progress=None if as_json else shown,
-    )  # fmt: skip
+    )
     if as_json:
         print_json(shapes.backfill_json(report))
     else:
@@ -131,10 +163,20 @@ def doctor_command(ctx: click.Context, as_json: bool) -> None:
 
 @periodiq.command("metrics")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", type=click.IntRange(0, 65535), default=9808, show_default=True,
-              help="Port to listen on (0: any free one).")  # fmt: skip
-@click.option("--max-entries", type=click.IntRange(min=0), default=500, show_default=True,
-              help="Entries labelled by name; the others are summed as _other.")  # fmt: skip
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=9808,
+    show_default=True,
+    help="Port to listen on (0: any free one).",
+)
+@click.option(
+    "--max-entries",
+    type=click.IntRange(min=0),
+    default=500,
+    show_default=True,
+    help="Entries labelled by name; the others are summed as _other.",
+)
 @click.option("--once", is_flag=True, help="Print the metrics once and exit.")
 @click.pass_context
 @handled
@@ -163,12 +205,25 @@ def metrics_command(ctx: click.Context, host: str, port: int, max_entries: int, 
 
 
 @periodiq.command("serve")
-@click.option("--host", default="127.0.0.1", show_default=True,
-              help="Address to listen on (0.0.0.0: every interface).")  # fmt: skip
-@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True,
-              help="Port to listen on.")  # fmt: skip
-@click.option("--token", envvar="PERIODIQ_WEB_TOKEN", metavar="TEXT",
-              help="What changes need (or PERIODIQ_WEB_TOKEN); without: read-only.")  # fmt: skip
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on (0.0.0.0: every interface).",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8765,
+    show_default=True,
+    help="Port to listen on.",
+)
+@click.option(
+    "--token",
+    envvar="PERIODIQ_WEB_TOKEN",
+    metavar="TEXT",
+    help="What changes need (or PERIODIQ_WEB_TOKEN); without: read-only.",
+)
 @click.pass_context
 @handled
 def serve_command(ctx: click.Context, host: str, port: int, token: str | None) -> None:

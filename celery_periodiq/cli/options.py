@@ -61,8 +61,13 @@ __all__ = [
 ]
 
 EXIT_PROBLEM, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_UNAVAILABLE, EXIT_EXISTS, EXIT_REFUSED = (
-    1, 2, 3, 4, 5, 6,
-)  # fmt: skip
+    1,
+    2,
+    3,
+    4,
+    5,
+    6,
+)
 EXIT_CODES = """\b
 Exit codes:
   0  success
@@ -218,8 +223,10 @@ class JsonValue(ParamType):
         except json.JSONDecodeError as error:
             self.fail(
                 f"not valid JSON ({error.msg} at column {error.colno}); "
-                f"expected a JSON {self.noun} such as {self.example}", param, ctx,
-            )  # fmt: skip
+                f"expected a JSON {self.noun} such as {self.example}",
+                param,
+                ctx,
+            )
         if not isinstance(parsed, self.kind):
             self.fail(
                 f"expected a JSON {self.noun} such as {self.example}, got {value!r}", param, ctx
@@ -245,8 +252,10 @@ class Instant(ParamType):
         except ValueError:
             self.fail(
                 f"{value!r} is not an ISO 8601 date-time "
-                "(such as 2026-01-01T09:00 or 2026-01-01T09:00:00+01:00)", param, ctx,
-            )  # fmt: skip
+                "(such as 2026-01-01T09:00 or 2026-01-01T09:00:00+01:00)",
+                param,
+                ctx,
+            )
 
 
 class Maybe(ParamType):
@@ -283,10 +292,13 @@ def json_option(function: F) -> F:
 def now_option(function: F) -> F:
     """``--now ISO``: a fixed "now", for reproducible output."""
     return click.option(
-        "--now", "at", type=Instant(), metavar="ISO",
+        "--now",
+        "at",
+        type=Instant(),
+        metavar="ISO",
         help="Show times relative to this instant instead of the Redis clock "
         "(reproducible output); without an offset it is UTC.",
-    )(function)  # fmt: skip
+    )(function)
 
 
 # running a command

@@ -86,9 +86,14 @@ def resolve(value: datetime | timedelta | str, base: datetime, now: datetime) ->
 
 
 @periodiq.command("simulate")
-@click.option("--from", "start", type=Moment(), metavar="ISO",
-              help="Start here (default: now, from each entry's stored next tick; given, "
-              "from each definition). ISO 8601, UTC without an offset; now; or -2h.")  # fmt: skip
+@click.option(
+    "--from",
+    "start",
+    type=Moment(),
+    metavar="ISO",
+    help="Start here (default: now, from each entry's stored next tick; given, "
+    "from each definition). ISO 8601, UTC without an offset; now; or -2h.",
+)
 @click.option(
     "--to",
     "end",
@@ -96,22 +101,37 @@ def resolve(value: datetime | timedelta | str, base: datetime, now: datetime) ->
     metavar="ISO",
     help="End here, not included (default: --from + 24h); +2d counts from --from.",
 )
-@click.option("--down", type=Window(), metavar="FROM..TO",
-              help="The beats are down from FROM until TO (inside --from..--to; +1h counts "
-              "from --from): what they publish when they come back.")  # fmt: skip
+@click.option(
+    "--down",
+    type=Window(),
+    metavar="FROM..TO",
+    help="The beats are down from FROM until TO (inside --from..--to; +1h counts "
+    "from --from): what they publish when they come back.",
+)
 @click.option("--owner", metavar="TAG", help="Only entries with this owner tag.")
-@click.option("--name", "names", metavar="NAME", multiple=True,
-              help="Only this entry (repeat for several).")  # fmt: skip
-@click.option("--limit", type=click.IntRange(0, MOST_LIMIT), default=DEFAULT_LIMIT,
-              show_default=True,
-              help="Fires listed per entry; the others are counted.")  # fmt: skip
+@click.option(
+    "--name", "names", metavar="NAME", multiple=True, help="Only this entry (repeat for several)."
+)
+@click.option(
+    "--limit",
+    type=click.IntRange(0, MOST_LIMIT),
+    default=DEFAULT_LIMIT,
+    show_default=True,
+    help="Fires listed per entry; the others are counted.",
+)
 @json_option
 @click.pass_context
 @handled
 def simulate_command(
-    ctx: click.Context, start: Any, end: Any, down: Any, owner: str | None,
-    names: tuple[str, ...], limit: int, as_json: bool,
-) -> None:  # fmt: skip
+    ctx: click.Context,
+    start: Any,
+    end: Any,
+    down: Any,
+    owner: str | None,
+    names: tuple[str, ...],
+    limit: int,
+    as_json: bool,
+) -> None:
     """Show what the beats would publish over a span; writes nothing.
 
     Each tick is planned by the beat's own code: claimed when due (jitter
@@ -137,9 +157,13 @@ def simulate_command(
     base = now if stored else resolve(start, now, now)
     window = None if down is None else (resolve(down[0], base, now), resolve(down[1], base, now))
     simulation = api.simulate(
-        start=None if stored else base, end=None if end is None else resolve(end, base, now),
-        down=window, owner=owner, names=list(names) or None, limit=limit,
-    )  # fmt: skip
+        start=None if stored else base,
+        end=None if end is None else resolve(end, base, now),
+        down=window,
+        owner=owner,
+        names=list(names) or None,
+        limit=limit,
+    )
     if as_json:
         print_json(shapes.simulation_json(simulation))
     else:

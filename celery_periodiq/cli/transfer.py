@@ -20,8 +20,11 @@ __all__ = ["export_command", "import_command"]
 
 @periodiq.command("export")
 @click.option("--owner", metavar="TAG", help="Only entries with this owner tag.")
-@click.option("--source", type=click.Choice(["runtime", "code", "config"]),
-              help="Only entries from the API, from code, or from beat_schedule.")  # fmt: skip
+@click.option(
+    "--source",
+    type=click.Choice(["runtime", "code", "config"]),
+    help="Only entries from the API, from code, or from beat_schedule.",
+)
 @click.option("--no-state", is_flag=True, help="Definitions only: no pause state, no checkpoint.")
 @click.pass_context
 @handled
@@ -80,10 +83,17 @@ def export_command(
 @click.pass_context
 @handled
 def import_command(
-    ctx: click.Context, file: Any, from_redbeat: bool, redbeat_url: str | None,
-    redbeat_key_prefix: str, django_dump: Any, naive_tz: str | None, skip_invalid: bool,
-    replace: bool, dry_run: bool,
-) -> None:  # fmt: skip
+    ctx: click.Context,
+    file: Any,
+    from_redbeat: bool,
+    redbeat_url: str | None,
+    redbeat_key_prefix: str,
+    django_dump: Any,
+    naive_tz: str | None,
+    skip_invalid: bool,
+    replace: bool,
+    dry_run: bool,
+) -> None:
     """Import a schedule: an export, RedBeat or django-celery-beat.
 
     FILE is a document of `periodiq export` (- for stdin); --from-redbeat reads
@@ -95,8 +105,11 @@ def import_command(
     others. What is not carried over (options periodiq does not keep, entries this app
     declares) is printed as notes.
     """
-    given = {"FILE": file is not None, "--from-redbeat": from_redbeat,
-             "--from-django-celery-beat": django_dump is not None}  # fmt: skip
+    given = {
+        "FILE": file is not None,
+        "--from-redbeat": from_redbeat,
+        "--from-django-celery-beat": django_dump is not None,
+    }
     if sum(given.values()) != 1:
         fail(f"give one of {', '.join(given)} (not several, not none)")
     _only_with(ctx, "--from-redbeat", from_redbeat, "redbeat_url", "redbeat_key_prefix")
@@ -113,9 +126,12 @@ def import_command(
         )
     elif from_redbeat:
         report = api.import_redbeat(
-            url=redbeat_url, key_prefix=redbeat_key_prefix, replace=replace, dry_run=dry_run,
+            url=redbeat_url,
+            key_prefix=redbeat_key_prefix,
+            replace=replace,
+            dry_run=dry_run,
             skip_invalid=skip_invalid,
-        )  # fmt: skip
+        )
     else:
         try:
             document = json.load(file)
@@ -136,8 +152,11 @@ def _print_import(report: ImportReport) -> None:
     """What an import did (or, under --dry-run, would do): one line per kind of outcome,
     then each record skipped and each note on its own line."""
     verb = "would be" if report.dry_run else "were"
-    for what, names in (("created", report.created), ("replaced", report.replaced),
-                        ("unchanged", report.unchanged)):  # fmt: skip
+    for what, names in (
+        ("created", report.created),
+        ("replaced", report.replaced),
+        ("unchanged", report.unchanged),
+    ):
         if names:
             click.echo(f"{len(names)} {verb} {what}: {', '.join(names)}")
     if not (report.created or report.replaced or report.unchanged):

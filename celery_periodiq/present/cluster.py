@@ -27,15 +27,27 @@ def beats_text(beats: Sequence[BeatInfo], now: datetime, style: Style, width: in
     if not beats:
         return "No live beats: nothing is being scheduled."
     columns = [
-        Column("HOST", shrink=8), Column("PID"), Column("VERSION"), Column("UPTIME"),
-        Column("LAST TICK"), Column("TICKS CLAIMED"), Column("DECLARES"),
-    ]  # fmt: skip
+        Column("HOST", shrink=8),
+        Column("PID"),
+        Column("VERSION"),
+        Column("UPTIME"),
+        Column("LAST TICK"),
+        Column("TICKS CLAIMED"),
+        Column("DECLARES"),
+    ]
     rows = []
     for beat in beats:
         uptime = span((now - beat.started).total_seconds()) if beat.started else "?"
         last = relative(beat.last_tick, now) if beat.last_tick else "never"
-        texts = [beat.host, str(beat.pid), beat.version, uptime, last, str(beat.ticks_claimed),
-                 beat.declared[:8] or "-"]  # fmt: skip
+        texts = [
+            beat.host,
+            str(beat.pid),
+            beat.version,
+            uptime,
+            last,
+            str(beat.ticks_claimed),
+            beat.declared[:8] or "-",
+        ]
         rows.append(Row([(text, None) for text in texts]))
     return "\n".join(table(columns, rows, width, style))
 

@@ -42,16 +42,21 @@ def _tick(event: Event, zone: tzinfo) -> str:
 def history_lines(events: Sequence[Event], zone: tzinfo, style: Style, width: int) -> list[str]:
     zone_name = getattr(zone, "key", None) or str(zone)
     columns = [
-        Column(f"AT ({zone_name})"), Column("EVENT"), Column("TICK"), Column("TASK"),
+        Column(f"AT ({zone_name})"),
+        Column("EVENT"),
+        Column("TICK"),
+        Column("TASK"),
         Column("DETAIL", shrink=6, overflow=True),
-    ]  # fmt: skip
+    ]
     rows = []
     for event in events:
         cells = [
             (event.at.astimezone(zone).strftime("%Y-%m-%d %H:%M:%S"), None),
-            (event.kind, event.kind), (_tick(event, zone), None),
-            ((event.task_id or "-")[:8], None), (_event_detail(event), None),
-        ]  # fmt: skip
+            (event.kind, event.kind),
+            (_tick(event, zone), None),
+            ((event.task_id or "-")[:8], None),
+            (_event_detail(event), None),
+        ]
         error = event.fields.get("error")
         rows.append(Row(cells, [error] if error else [], details_role=None))
     return table(columns, rows, width, style)
@@ -76,9 +81,11 @@ def failures_text(items: Sequence[tuple[str, Event, tzinfo]], style: Style, widt
         if not error:
             error = "stopped at its timebox" if event.kind == "timeboxed" else "no error recorded"
         cells = [
-            (when(event.at, zone), None), (name, None), (event.kind, event.kind),
+            (when(event.at, zone), None),
+            (name, None),
+            (event.kind, event.kind),
             ((event.task_id or "-")[:8], None),
-        ]  # fmt: skip
+        ]
         rows.append(Row(cells, [error], details_role=None))
     return "\n".join(table(columns, rows, width, style))
 

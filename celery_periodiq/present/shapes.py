@@ -69,10 +69,20 @@ from celery_periodiq.store.store import BeatInfo, Event, StoredEntry
 
 __all__ = [
     "Details",
-    "backfill_json", "beat_json", "doctor_json", "dumps", "effective", "entry_json",
-    "error_parts", "event_json", "next_json", "schedule_of", "show_json", "simulation_json",
+    "backfill_json",
+    "beat_json",
+    "doctor_json",
+    "dumps",
+    "effective",
+    "entry_json",
+    "error_parts",
+    "event_json",
+    "next_json",
+    "schedule_of",
+    "show_json",
+    "simulation_json",
     "zone_of",
-]  # fmt: skip
+]
 
 
 @dataclass(frozen=True, slots=True)

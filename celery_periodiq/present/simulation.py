@@ -39,8 +39,9 @@ def _fire_note(fire: Fire) -> tuple[str, str | None]:
     stands = f", stands for {fire.stands_for}" if fire.stands_for > 1 else ""
     if fire.kind == "caught_up":
         sent = fire.sent.astimezone(UTC)
-        shown = sent.strftime("%H:%M:%S" if sent.date() == fire.tick.astimezone(UTC).date()
-                              else "%m-%d %H:%M:%S")  # fmt: skip
+        shown = sent.strftime(
+            "%H:%M:%S" if sent.date() == fire.tick.astimezone(UTC).date() else "%m-%d %H:%M:%S"
+        )
         return f"caught up {shown} UTC{stands}", "warn"
     return ("" if fire.sent == fire.tick else f"sent {_late(fire)} (jitter)") + stands, None
 
@@ -118,8 +119,9 @@ def simulation_text(simulation: Simulation, style: Style, width: int) -> str:
         lines += _entry_lines(item, style, width)
     idle = [item for item in entries if item.fire_count == 0 and item.missed_count == 0]
     noun = "entry" if len(entries) == 1 else "entries"
-    total = _totals(simulation.fire_count, simulation.caught_up_count, simulation.missed_count,
-                    simulation.exact)  # fmt: skip
+    total = _totals(
+        simulation.fire_count, simulation.caught_up_count, simulation.missed_count, simulation.exact
+    )
     summary = f"{len(entries)} {noun}: {total}"
     if idle:
         summary += f"; {len(idle)} {'entry fires' if len(idle) == 1 else 'entries fire'} nothing"

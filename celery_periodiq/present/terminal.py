@@ -13,9 +13,23 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
 
 __all__ = [
-    "Column", "Row", "Style", "duration", "hanging", "iso", "number", "pairs", "relative",
-    "seconds", "span", "stored_instant", "table", "utc_iso", "when", "when_near",
-]  # fmt: skip
+    "Column",
+    "Row",
+    "Style",
+    "duration",
+    "hanging",
+    "iso",
+    "number",
+    "pairs",
+    "relative",
+    "seconds",
+    "span",
+    "stored_instant",
+    "table",
+    "utc_iso",
+    "when",
+    "when_near",
+]
 
 _GAP = "  "
 # The ANSI escapes of each role, byte for byte what click.style writes for the look in
@@ -37,7 +51,7 @@ _KINDS = {
              "skipped_overlap", "missed", "warn"),
     "info": ("running", "started", "triggered"),
     "dim": ("disabled", "ended", "duplicate", "enqueued", "skip"),
-}  # fmt: skip
+}  # fmt: skip # table: one colour per row
 _ROLE_OF = {kind: role for role, kinds in _KINDS.items() for kind in kinds}
 
 
@@ -211,9 +225,12 @@ def table(
 def hanging(text: str, width: int, first: int, rest: int) -> list[str]:
     """``text`` wrapped to ``width``, its first line indented ``first``, the others ``rest``."""
     return textwrap.wrap(
-        text, max(width, rest + 20), initial_indent=" " * first, subsequent_indent=" " * rest,
+        text,
+        max(width, rest + 20),
+        initial_indent=" " * first,
+        subsequent_indent=" " * rest,
         break_on_hyphens=False,
-    ) or [" " * first]  # fmt: skip
+    ) or [" " * first]
 
 
 def pairs(items: Iterable[tuple[str, str]], width: int, style: Style, label: int = 12) -> list[str]:

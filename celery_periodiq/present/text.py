@@ -36,17 +36,31 @@ __all__ = ["count_text", "list_text", "next_text", "show_text", "upcoming_text"]
 
 # (counter, one, many): the counters worth a glance in `list`, in this order.
 _GLANCE = (
-    ("started", "run", "runs"), ("failed", "failed", "failed"),
-    ("timeboxed", "timeboxed", "timeboxed"), ("revoked", "revoked", "revoked"),
-    ("expired", "expired", "expired"), ("skipped_overlap", "skipped", "skipped"),
-    ("missed", "missed", "missed"), ("dropped_too_soon", "dropped", "dropped"),
+    ("started", "run", "runs"),
+    ("failed", "failed", "failed"),
+    ("timeboxed", "timeboxed", "timeboxed"),
+    ("revoked", "revoked", "revoked"),
+    ("expired", "expired", "expired"),
+    ("skipped_overlap", "skipped", "skipped"),
+    ("missed", "missed", "missed"),
+    ("dropped_too_soon", "dropped", "dropped"),
     ("duplicate", "duplicate", "duplicates"),
-)  # fmt: skip
+)
 # Counters in the order a run meets them; any others follow alphabetically.
 _LIFECYCLE = (
-    "enqueued", "started", "succeeded", "failed", "timeboxed", "revoked", "retrying",
-    "expired", "skipped_overlap", "missed", "dropped_too_soon", "duplicate",
-)  # fmt: skip
+    "enqueued",
+    "started",
+    "succeeded",
+    "failed",
+    "timeboxed",
+    "revoked",
+    "retrying",
+    "expired",
+    "skipped_overlap",
+    "missed",
+    "dropped_too_soon",
+    "duplicate",
+)
 _FORMS = {"cron": "cron", "calendar": "calendar", "every": "interval", "at": "one-off"}
 _EVENT_PHRASES = {"reboot": "at cluster start", "shutdown": "at last beat stop"}
 _OVERLAP = {
@@ -128,9 +142,11 @@ def list_text(
     if not items:
         return "No entries." if header and summary else ""
     columns = [
-        Column("NAME", shrink=12), Column("STATE"), Column("NEXT RUN", shrink=23),
+        Column("NAME", shrink=12),
+        Column("STATE"),
+        Column("NEXT RUN", shrink=23),
         Column("LAST RUN", shrink=12),
-    ]  # fmt: skip
+    ]
     # A long name gives way first, to 20; then the times; then the name again.
     order = [(0, 20), (3, 16), (2, 23)]
     rows = []
@@ -155,9 +171,11 @@ def list_text(
             details.append(" · ".join(extras))
         upcoming = upcoming_text(stored, now, short=True)
         cells = [
-            (stored.name, None), (stored.status, stored.status), (upcoming, None),
+            (stored.name, None),
+            (stored.status, stored.status),
+            (upcoming, None),
             _last_cell(stored, now),
-        ]  # fmt: skip
+        ]
         rows.append(Row(cells, details))
     states: dict[str, int] = {}
     for stored in items:
@@ -174,8 +192,10 @@ def count_text(states: dict[str, int], shown: int, total: int | None = None) -> 
     noun = "entry" if shown == 1 else "entries"
     if total is None or total <= shown:
         return f"{shown} {noun}: {tally}"
-    return (f"{shown} of {total} entries, soonest first: {tally} "
-            "(--limit N shows more, --all every one, page by page)")  # fmt: skip
+    return (
+        f"{shown} of {total} entries, soonest first: {tally} "
+        "(--limit N shows more, --all every one, page by page)"
+    )
 
 
 def _runs_text(runs: int, most: int) -> str:

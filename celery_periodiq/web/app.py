@@ -45,9 +45,11 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
 
     def render(request: Request, template: str, status: int = 200, **values: Any) -> HTMLResponse:
         values.update(
-            writable=guard.writable, logged_in=guard.logged_in(request), csrf=guard.csrf(),
+            writable=guard.writable,
+            logged_in=guard.logged_in(request),
+            csrf=guard.csrf(),
             schedule=api.settings.key_prefix,
-        )  # fmt: skip
+        )
         return HTMLResponse(pages.get_template(template).render(**values), status_code=status)
 
     async def entries_page(request: Request) -> Response:
@@ -60,14 +62,23 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
         except PeriodiqError as error:
             return render(request, "problem.html", 400, problem=str(error))
         shown = [
-            item for item in listed
+            item
+            for item in listed
             if (not state or state in (item.status, *item.alerts))
             and (not search or search.lower() in item.name.lower())
-        ]  # fmt: skip
+        ]
         now = api.now()
         rows = [_row(item, now) for item in shown]
-        return render(request, "entries.html", rows=rows, total=total, listed=len(listed),
-                      owner=owner or "", state=state, q=search)  # fmt: skip
+        return render(
+            request,
+            "entries.html",
+            rows=rows,
+            total=total,
+            listed=len(listed),
+            owner=owner or "",
+            state=state,
+            q=search,
+        )
 
     async def entry_page(request: Request) -> Response:
         name = request.path_params["name"]
@@ -76,9 +87,12 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
         except EntryNotFoundError as error:
             return render(request, "problem.html", 404, problem=str(error))
         return render(
-            request, "entry.html", item=_row(stored, details.now),
-            shown=shapes.show_json(stored, details), plot=Markup(runs_svg(details.events)),
-        )  # fmt: skip
+            request,
+            "entry.html",
+            item=_row(stored, details.now),
+            shown=shapes.show_json(stored, details),
+            plot=Markup(runs_svg(details.events)),
+        )
 
     async def beats_page(request: Request) -> Response:
         now = api.now()
@@ -92,8 +106,13 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
         if not guard.accepts_token(str(form.get("token", ""))):
             return render(request, "login.html", 403, problem="That is not the token.")
         response = RedirectResponse("/", status_code=303)
-        response.set_cookie(COOKIE, guard.session(), httponly=True, samesite="strict",
-                            secure=request.url.scheme == "https")  # fmt: skip
+        response.set_cookie(
+            COOKIE,
+            guard.session(),
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+        )
         return response
 
     async def logout(request: Request) -> Response:
@@ -115,8 +134,9 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
             _act(api, verb, name, _text(form.get("note")) or None)
         except PeriodiqError as error:
             return render(request, "problem.html", 400, problem=str(error))
-        return RedirectResponse("/" if verb == "delete" else f"/entries/{quote(name, safe='')}",
-                                status_code=303)  # fmt: skip
+        return RedirectResponse(
+            "/" if verb == "delete" else f"/entries/{quote(name, safe='')}", status_code=303
+        )
 
     async def api_entries(request: Request) -> Response:
         owner = request.query_params.get("owner") or None
@@ -182,22 +202,24 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
         registry.register(PeriodiqCollector(api, max_entries))
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
-    return Starlette(routes=[
-        Route("/", entries_page),
-        Route("/entries/{name:path}", entry_page),
-        Route("/beats", beats_page),
-        Route("/login", login, methods=["GET", "POST"]),
-        Route("/logout", logout, methods=["POST"]),
-        Route("/actions/{action}/{name:path}", action, methods=["POST"]),
-        Route("/api/entries", api_entries),
-        Route("/api/entries/{name:path}", api_entry),
-        Route("/api/history/{name:path}", api_history),
-        Route("/api/failures", api_failures),
-        Route("/api/beats", api_beats),
-        Route("/api/doctor", api_doctor),
-        Route("/api/actions/{action}/{name:path}", api_action, methods=["POST"]),
-        Route("/metrics", metrics),
-    ])  # fmt: skip
+    return Starlette(
+        routes=[
+            Route("/", entries_page),
+            Route("/entries/{name:path}", entry_page),
+            Route("/beats", beats_page),
+            Route("/login", login, methods=["GET", "POST"]),
+            Route("/logout", logout, methods=["POST"]),
+            Route("/actions/{action}/{name:path}", action, methods=["POST"]),
+            Route("/api/entries", api_entries),
+            Route("/api/entries/{name:path}", api_entry),
+            Route("/api/history/{name:path}", api_history),
+            Route("/api/failures", api_failures),
+            Route("/api/beats", api_beats),
+            Route("/api/doctor", api_doctor),
+            Route("/api/actions/{action}/{name:path}", api_action, methods=["POST"]),
+            Route("/metrics", metrics),
+        ]
+    )
 
 
 _REFUSED = "changes need the token: log in, or send Authorization: Bearer <token>"

@@ -53,7 +53,12 @@ def runs_svg(events: Sequence[Event]) -> str:
     (numbers only: nothing from the events is written as text), or "" when there is
     nothing to plot."""
     durations, delays = _series(events)
-    charts = [_chart(values, css, title) for values, css, title in (
-        (durations, "duration", "Run duration"), (delays, "delay", "Start delay")
-    ) if values]  # fmt: skip
+    charts = [
+        _chart(values, css, title)
+        for values, css, title in (
+            (durations, "duration", "Run duration"),
+            (delays, "delay", "Start delay"),
+        )
+        if values
+    ]
     return "".join(charts)
