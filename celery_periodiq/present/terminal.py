@@ -1,8 +1,7 @@
 """Terminal building blocks for ``celery periodiq``: colour, time phrases, tables.
 
 Nothing here reads the clock or the terminal: "now" and the width are arguments, and
-whether to colour is the caller's choice (the CLI decides it, see
-:mod:`celery_periodiq.cli.group`).
+whether to colour is the caller's choice (the CLI decides it from the terminal).
 """
 
 from __future__ import annotations
