@@ -58,7 +58,6 @@ KNOWN_LONG: dict[str, int] = {
     "cli": 800,
     "beat.dispatch": 757,
     "store.scripts": 741,
-    "model.entry": 544,
     "localredis": 529,
     "model.simulate": 477,
     "present.text": 477,
