@@ -59,7 +59,6 @@ KNOWN_LONG: dict[str, int] = {
     "beat.dispatch": 757,
     "store.scripts": 741,
     "localredis": 529,
-    "model.simulate": 477,
     "present.text": 477,
 }
 KNOWN_UPWARD: set[str] = {

@@ -39,7 +39,7 @@ from celery_periodiq.cli.options import (
 )
 from celery_periodiq.cli.simulate import NOW, Moment, Window, resolve, simulation_text
 from celery_periodiq.errors import ScheduleError
-from celery_periodiq.model.simulate import DEFAULT_LIMIT, MOST_LIMIT
+from celery_periodiq.model.simulation import DEFAULT_LIMIT, MOST_LIMIT
 from celery_periodiq.ops import backfill as backfills
 from celery_periodiq.ops.import_redbeat import DEFAULT_PREFIX
 from celery_periodiq.ops.transfer import ImportReport

@@ -16,7 +16,7 @@ import click
 
 from celery_periodiq.cli.options import ParamType
 from celery_periodiq.errors import ScheduleError
-from celery_periodiq.model.simulate import EntrySimulation, Fire, Simulation
+from celery_periodiq.model.simulation import EntrySimulation, Fire, Simulation
 from celery_periodiq.present.shapes import ASSUMES
 from celery_periodiq.present.terminal import Column, Row, Style, table, when
 from celery_periodiq.schedules.interval import parse_duration
