@@ -20,7 +20,7 @@ from celery_periodiq.errors import (
     StoreRefusedError,
     StoreUnavailableError,
 )
-from celery_periodiq.model.simulate import Dropped, EntrySimulation, Fire, Simulation
+from celery_periodiq.model.simulation import Dropped, EntrySimulation, Fire, Simulation
 from celery_periodiq.schedules import Schedule, parse_schedule
 from celery_periodiq.store.store import BeatInfo, Event, StoredEntry
 from celery_periodiq.worker.task import PeriodicTask, RunContext

@@ -41,16 +41,15 @@ from celery_periodiq.model.build import (
 from celery_periodiq.model.entry import AUTO, Entry
 from celery_periodiq.model.plan import from_ms, next_tick, to_ms
 from celery_periodiq.model.policy import Defaults
-from celery_periodiq.model.simulate import (
+from celery_periodiq.model.simulate import check_range, simulate_entry
+from celery_periodiq.model.simulation import (
     DEFAULT_LIMIT,
     MOST_LIMIT,
     MOST_LISTED,
     EntrySimulation,
     Simulation,
-    check_range,
-    simulate_entry,
 )
-from celery_periodiq.model.simulate import Settings as PlanSettings
+from celery_periodiq.model.simulation import Settings as PlanSettings
 from celery_periodiq.ops import backfill as backfills
 from celery_periodiq.ops import doctor, import_redbeat, transfer
 from celery_periodiq.ops.doctor import Check

@@ -25,9 +25,15 @@ from celery_periodiq.model.policy import (
 from celery_periodiq.protocol.keys import Keys
 
 __all__ = [
-    "CATCHUP_POLICIES", "DEFAULTS", "OVERLAP_POLICIES", "Keys", "Settings", "app_namespace",
-    "redacted", "sentinel_hosts",
-]  # fmt: skip
+    "CATCHUP_POLICIES",
+    "DEFAULTS",
+    "OVERLAP_POLICIES",
+    "Keys",
+    "Settings",
+    "app_namespace",
+    "redacted",
+    "sentinel_hosts",
+]
 
 DEFAULTS: dict[str, Any] = {
     "periodiq_redis_url": None,  # None: the broker URL when it is redis(s)://, else localhost
@@ -146,17 +152,19 @@ class Settings:
             self._check_sentinel()
         elif ";" in self.redis_url and not self.redis_cluster:
             raise _bad(
-                "periodiq_redis_url", redacted(self.redis_url),
+                "periodiq_redis_url",
+                redacted(self.redis_url),
                 "one URL; several nodes separated by ; only with periodiq_redis_cluster",
-            )  # fmt: skip
+            )
         elif not all(
             part.strip().startswith(("redis://", "rediss://", "unix://"))
             for part in self.redis_url.split(";")
         ):
             raise _bad(
-                "periodiq_redis_url", redacted(self.redis_url),
+                "periodiq_redis_url",
+                redacted(self.redis_url),
                 "a redis://, rediss:// or unix:// URL, or sentinel://host:port;sentinel://...",
-            )  # fmt: skip
+            )
         prefix = self.key_prefix
         if not prefix or any(mark in prefix for mark in "{} \n"):
             raise _bad("periodiq_key_prefix", prefix, "a non-empty name without braces or spaces")
@@ -192,8 +200,12 @@ class Settings:
 
 
 _KINDS = {
-    str: "text", int: "a whole number", float: "a number", dict: "a dict", bool: "True or False"
-}  # fmt: skip
+    str: "text",
+    int: "a whole number",
+    float: "a number",
+    dict: "a dict",
+    bool: "True or False",
+}
 
 
 def _alert_task(value: Any) -> str | None:
@@ -228,8 +240,9 @@ def sentinel_hosts(url: str) -> tuple[list[tuple[str, int]], int, str | None, st
         except ValueError:
             port = None
         if parsed.scheme != "sentinel" or not parsed.hostname or port is None:
-            raise _bad("periodiq_redis_url", redacted(url),
-                       "sentinel://host:port;sentinel://host:port/db")  # fmt: skip
+            raise _bad(
+                "periodiq_redis_url", redacted(url), "sentinel://host:port;sentinel://host:port/db"
+            )
         hosts.append((parsed.hostname, port))
         username = parsed.username or username
         password = parsed.password or password

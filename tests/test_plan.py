@@ -23,6 +23,7 @@ from celery_periodiq.model.plan import (
     due_ticks,
     from_ms,
     jitter_offset,
+    next_tick_ms,
     plan_tick,
     task_id_for,
     to_ms,
@@ -498,6 +499,21 @@ def test_next_due_is_the_next_tick_delayed_by_the_entry_jitter() -> None:
     assert result.next_nominal == at(1)
     assert result.next_due == at(1) + offset
     assert timedelta(0) <= offset < timedelta(seconds=30)
+
+
+def test_the_next_tick_from_now_is_the_first_after_now_with_its_jittered_due_instant() -> None:
+    entry = every_minute(jitter=30)
+
+    upcoming = next_tick_ms(entry, at(1))
+
+    assert upcoming == (to_ms(at(2)), to_ms(at(2) + jitter_offset(entry, at(2), 60.0)))
+
+
+def test_a_disabled_entry_or_one_without_ticks_left_has_no_next_tick() -> None:
+    ended = every_minute(end_at=at(1))
+
+    assert next_tick_ms(every_minute(enabled=False), at(0)) is None
+    assert next_tick_ms(ended, at(1)) is None
 
 
 def test_jitter_is_the_same_for_the_same_entry_and_tick() -> None:

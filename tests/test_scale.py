@@ -12,7 +12,8 @@ from celery import Celery
 
 from celery_periodiq import EntryError, EntryExistsError, Periodiq, periodiq
 from celery_periodiq.model.build import EntryBuilder, build_entry
-from celery_periodiq.model.entry import Entry, EntryReader
+from celery_periodiq.model.entry import Entry
+from celery_periodiq.model.reader import EntryReader
 from tests.test_cli import cli
 
 TASK = "proj.tasks.poll"

@@ -25,8 +25,8 @@ from celery_periodiq.beat.publish import Publisher, send
 from celery_periodiq.clock import SAFE_SHARE, elapsed
 from celery_periodiq.config import Settings
 from celery_periodiq.errors import BrokerUnavailableError, EntryError, MessageError
-from celery_periodiq.model import ring
-from celery_periodiq.model.entry import Entry, EntryReader
+from celery_periodiq.model import reader, ring
+from celery_periodiq.model.entry import Entry
 from celery_periodiq.model.plan import (
     Plan,
     Tick,
@@ -80,7 +80,7 @@ def _queued_ttl(tick: Tick, sent_at_ms: int) -> int:
     return max(int(tick.interval * 2000), 1000)
 
 
-_READER = EntryReader()
+_READER = reader.EntryReader()
 
 
 @functools.lru_cache(maxsize=4096)

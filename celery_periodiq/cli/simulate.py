@@ -16,7 +16,7 @@ import click
 from celery_periodiq.cli.group import periodiq, print_text, style_of, width
 from celery_periodiq.cli.options import ParamType, api_of, handled, json_option, print_json
 from celery_periodiq.errors import ScheduleError
-from celery_periodiq.model.simulate import DEFAULT_LIMIT, MOST_LIMIT
+from celery_periodiq.model.simulation import DEFAULT_LIMIT, MOST_LIMIT
 from celery_periodiq.present import shapes
 from celery_periodiq.present.simulation import simulation_text
 from celery_periodiq.schedules.interval import parse_duration

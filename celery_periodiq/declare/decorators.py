@@ -16,6 +16,7 @@ from celery_periodiq.declare.registry import Declaration, declare
 from celery_periodiq.errors import EntryError, shown
 from celery_periodiq.model.build import build_entry
 from celery_periodiq.model.entry import AUTO
+from celery_periodiq.model.policy import DEFAULT_FAILURE_THRESHOLD
 from celery_periodiq.worker.task import PeriodicTask
 
 __all__ = ["periodic"]
@@ -49,7 +50,7 @@ def periodic(
     end_at: datetime | None = None,
     enabled: bool = True,
     alert_after: float | str | None = AUTO,
-    failure_threshold: int = 3,
+    failure_threshold: int = DEFAULT_FAILURE_THRESHOLD,
     pause_on_failure: bool = False,
     max_runs: int | None = None,
     queue: str | None = None,
@@ -101,12 +102,12 @@ def periodic(
     options: dict[str, Any] = {
         "cron": cron, "every": every, "calendar": calendar, "at": at, "args": args,
         "kwargs": kwargs, "options": routing, "tz": tz, "owner": owner, "tolerance": tolerance,
-        "timebox": timebox,
-        "grace": grace, "overlap": overlap, "catchup": catchup, "catchup_window": catchup_window,
-        "expires": expires, "jitter": jitter, "start_at": start_at, "end_at": end_at,
-        "enabled": enabled, "alert_after": alert_after, "failure_threshold": failure_threshold,
-        "pause_on_failure": pause_on_failure, "max_runs": max_runs,
-    }  # fmt: skip
+        "timebox": timebox, "grace": grace, "overlap": overlap, "catchup": catchup,
+        "catchup_window": catchup_window, "expires": expires, "jitter": jitter,
+        "start_at": start_at, "end_at": end_at, "enabled": enabled, "alert_after": alert_after,
+        "failure_threshold": failure_threshold, "pause_on_failure": pause_on_failure,
+        "max_runs": max_runs,
+    }  # fmt: skip # table: the options of EntryOptions, in its order, as build_entry takes them
 
     def decorate(target: Any) -> Any:
         # Validate now, at import, not in the beat; the error names the entry, which is
@@ -116,8 +117,9 @@ def periodic(
         if entry.form == "at" and datetime.fromisoformat(entry.schedule) <= datetime.now(UTC):
             logger.warning(
                 "periodiq: @periodic entry %r: at=%s is already past; it will not run",
-                label, entry.schedule,
-            )  # fmt: skip
+                label,
+                entry.schedule,
+            )
         if _is_task(target):
             if task_options:
                 raise EntryError(

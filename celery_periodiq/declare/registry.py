@@ -21,7 +21,8 @@ from celery.schedules import solar as celery_solar
 from celery_periodiq.config import Settings
 from celery_periodiq.errors import ConfigurationError, EntryError, shown
 from celery_periodiq.model.build import build_entry, task_name
-from celery_periodiq.model.entry import OPTION_KEYS, Entry
+from celery_periodiq.model.entry import Entry
+from celery_periodiq.model.options import OPTION_KEYS
 from celery_periodiq.model.policy import Defaults
 from celery_periodiq.schedules import Schedule
 

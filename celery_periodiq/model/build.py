@@ -18,24 +18,20 @@ from kombu.serialization import registry as _serializers  # type: ignore[attr-de
 
 from celery_periodiq.errors import EntryError, ScheduleError, shown
 from celery_periodiq.model.entry import AUTO, Entry, Form, Source
-from celery_periodiq.model.policy import OUR_DEFAULTS, Defaults
+from celery_periodiq.model.options import SCHEDULE_OPTIONS, UPDATABLE
+from celery_periodiq.model.policy import DEFAULT_FAILURE_THRESHOLD, OUR_DEFAULTS, Defaults
 from celery_periodiq.schedules.interval import every_spec
 from celery_periodiq.schedules.once import at_spec
 
 __all__ = [
-    "SCHEDULE_OPTIONS", "UPDATABLE", "EntryBuilder", "build_entry", "check_encodable",
-    "refuse_past", "schedule_of",
-]  # fmt: skip
-
-SCHEDULE_OPTIONS = ("cron", "every", "calendar", "at")
-UPDATABLE = frozenset(
-    {
-        "task", "cron", "every", "calendar", "at", "args", "kwargs", "options", "tz", "owner",
-        "tolerance", "timebox", "grace", "overlap", "catchup", "catchup_window", "expires",
-        "jitter", "start_at", "end_at", "enabled", "alert_after", "failure_threshold",
-        "pause_on_failure", "max_runs",
-    }
-)  # fmt: skip
+    "EntryBuilder",
+    "build_entry",
+    "changed_entry",
+    "check_encodable",
+    "refuse_past",
+    "schedule_of",
+    "task_name",
+]
 
 
 def schedule_of(
@@ -130,11 +126,12 @@ def build_entry(
     source: Source = "runtime",
     defaults: Defaults = OUR_DEFAULTS,
     alert_after: float | str | None = AUTO,
-    failure_threshold: int = 3,
+    failure_threshold: int = DEFAULT_FAILURE_THRESHOLD,
     pause_on_failure: bool = False,
     max_runs: int | None = None,
 ) -> Entry:
-    """Build and validate an entry from keyword options.
+    """Build and validate an entry from keyword options (those of
+    :class:`~celery_periodiq.model.options.EntryOptions`, with its defaults).
 
     ``overlap`` and ``catchup`` left as None take ``defaults`` (the app's
     ``periodiq_default_*`` settings).
@@ -211,8 +208,9 @@ def check_encodable(entry: Entry) -> None:
                 f"encode its args and kwargs ({error}) (allowed: a serializer that can)"
             ) from None
         if not isinstance(payload, str | bytes):
-            installed = ", ".join(name for name in sorted(_serializers.name_to_type)
-                                  if _encodes(name))  # fmt: skip
+            installed = ", ".join(
+                name for name in sorted(_serializers.name_to_type) if _encodes(name)
+            )
             raise EntryError(
                 f"entry {shown(entry.name)}: options['serializer']={shown(serializer)} is "
                 f"invalid{missing} (allowed: a serializer kombu can encode with in this "
@@ -287,16 +285,8 @@ def changed_entry(entry: Entry, changes: dict[str, Any]) -> Entry:
             f"entry {shown(entry.name)}: cannot update {sorted(unknown)} (allowed: "
             f"{sorted(UPDATABLE)})"
         )
-    current: dict[str, Any] = {
-        "task": entry.task, "args": entry.args, "kwargs": entry.kwargs, "options": entry.options,
-        "tz": entry.tz, "owner": entry.owner, "tolerance": entry.tolerance,
-        "timebox": entry.timebox,
-        "grace": entry.grace, "overlap": entry.overlap, "catchup": entry.catchup,
-        "catchup_window": entry.catchup_window, "expires": entry.expires, "jitter": entry.jitter,
-        "start_at": entry.start_at, "end_at": entry.end_at, "enabled": entry.enabled,
-        "alert_after": entry.alert_after, "failure_threshold": entry.failure_threshold,
-        "pause_on_failure": entry.pause_on_failure, "max_runs": entry.max_runs,
-    }  # fmt: skip
+    kept = UPDATABLE.difference(SCHEDULE_OPTIONS)  # each one a field of the entry
+    current: dict[str, Any] = {key: getattr(entry, key) for key in kept}
     if any(key in changes for key in SCHEDULE_OPTIONS):
         current.update({key: changes.pop(key, None) for key in SCHEDULE_OPTIONS})
     else:

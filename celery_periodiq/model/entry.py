@@ -8,20 +8,22 @@ same checks to data read back (anything else is quarantined).
 
 from __future__ import annotations
 
-import copy
 import functools
 import hashlib
 import json
 import math
-from dataclasses import dataclass, field, fields, replace
-from datetime import UTC, datetime
+from dataclasses import MISSING, dataclass, field, fields, replace
+from datetime import datetime
 from typing import Any, Literal
 
 from celery_periodiq.errors import EntryError, ScheduleError, shown
+from celery_periodiq.model.entry_json import JsonLayout, filled, instants
+from celery_periodiq.model.options import OPTION_KEYS
 from celery_periodiq.model.policy import (
     AUTO,
     CATCHUP_POLICIES,
     DEFAULT_CATCHUP,
+    DEFAULT_FAILURE_THRESHOLD,
     DEFAULT_OVERLAP,
     OVERLAP_POLICIES,
 )
@@ -29,33 +31,21 @@ from celery_periodiq.schedules import EventSchedule, Schedule
 from celery_periodiq.schedules import parse_form as _parse_form
 from celery_periodiq.schedules.once import at_spec
 
-__all__ = ["AUTO", "FORMS", "MAX_RUNS", "OPTION_KEYS", "SOURCES", "Entry", "EntryReader"]
+__all__ = ["AUTO", "FORMS", "MAX_RUNS", "SOURCES", "Entry"]
 
 FORMS = ("cron", "calendar", "every", "at")
 SOURCES = ("code", "config", "runtime")
-OPTION_KEYS = {
-    "queue": str,
-    "routing_key": str,
-    "exchange": str,
-    "priority": int,
-    "serializer": str,
-    "compression": str,
-}
 _MAX_NAME = 200
-_KEEP = object()
-_NUMBERS = ("tolerance", "timebox", "grace", "catchup_window", "expires", "jitter", "alert_after")
-_INSTANTS = ("start_at", "end_at")
-# Fields left out of the stored JSON when they hold this: nothing, or the structural
-# default (never a policy, whose default could one day change).
-_OMITTED: dict[str, object] = {
-    "args": [], "kwargs": {}, "options": {}, "owner": None, "start_at": None, "end_at": None,
-    "grace": None, "catchup_window": None, "jitter": 0.0, "enabled": True, "tz": "UTC",
-    "form": "cron", "source": "runtime",
-    # alerts: left out at their defaults, so entries stored before them keep their digest
-    "alert_after": AUTO, "failure_threshold": 3, "pause_on_failure": False,
-    # limited runs: left out when unlimited, so entries stored before it keep their digest
-    "max_runs": None,
-}  # fmt: skip
+# Fields left out of the stored JSON when they hold their default (reading fills it back
+# in): nothing, or the structural default (never a policy, whose default could one day
+# change)...
+_EMPTY = ("args", "kwargs", "options", "owner", "start_at", "end_at", "grace", "catchup_window")
+_STRUCTURAL = ("jitter", "enabled", "tz", "form", "source")
+# ...but the alerts, at their defaults, so entries stored before them keep their digest (a
+# new default would change what those entries mean), and max_runs when unlimited, so
+# entries stored before it keep their digest
+_ADDED_LATER = ("alert_after", "failure_threshold", "pause_on_failure", "max_runs")
+_OMITTED = frozenset({*_EMPTY, *_STRUCTURAL, *_ADDED_LATER})
 MAX_RUNS = 10**9
 """The largest ``max_runs``."""
 
@@ -122,7 +112,7 @@ class Entry:
     alert_after: float | str | None = AUTO
     """Seconds without a successful run before the entry is overdue: "auto" for two
     intervals plus the timebox, or None for never."""
-    failure_threshold: int = 3
+    failure_threshold: int = DEFAULT_FAILURE_THRESHOLD
     """Consecutive failed or timeboxed runs before the entry is failing."""
     pause_on_failure: bool = False
     """Pause the entry when it becomes failing (with a note saying why)."""
@@ -255,9 +245,11 @@ class Entry:
         self._check_timebox(schedule)
         if self.max_runs is not None and isinstance(schedule, EventSchedule):
             raise _fail(
-                self.name, "max_runs", self.max_runs,
+                self.name,
+                "max_runs",
+                self.max_runs,
                 "None for @reboot/@shutdown entries: max_runs counts clock ticks",
-            )  # fmt: skip
+            )
 
     def alike(self, name: str, start_at: datetime | None, end_at: datetime | None) -> Entry:
         """A copy of this entry with another name and bounds: what depends on them (the
@@ -289,9 +281,11 @@ class Entry:
         interval = schedule.period.total_seconds()
         if isinstance(self.timebox, int | float) and self.timebox > interval:
             raise _fail(
-                self.name, "timebox", self.timebox,
+                self.name,
+                "timebox",
+                self.timebox,
                 f"at most the interval, {interval:g} s, so runs cannot overlap",
-            )  # fmt: skip
+            )
         if isinstance(self.tolerance, int | float) and self.tolerance >= interval:
             raise _fail(
                 self.name, "tolerance", self.tolerance, f"less than the interval, {interval:g} s"
@@ -315,19 +309,7 @@ class Entry:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (datetimes as ISO strings)."""
-        data = {name: getattr(self, name) for name in _FIELDS}
-        # copies, however deep, so that the dict is the caller's to change
-        data["args"] = copy.deepcopy(list(self.args)) if self.args else []
-        data["kwargs"] = copy.deepcopy(self.kwargs) if self.kwargs else {}
-        data["options"] = dict(self.options)
-        for key in _NUMBERS:
-            value = data[key]
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                data[key] = float(value)  # 10 and 10.0 are one definition
-        for key in _INSTANTS:
-            value = data[key]
-            data[key] = None if value is None else value.astimezone(UTC).isoformat()
-        return data
+        return _LAYOUT.as_dict(self.__dict__)
 
     def to_json(self) -> str:
         """Canonical JSON as stored: sorted keys, no spaces, and without the fields that
@@ -340,30 +322,8 @@ class Entry:
             object.__setattr__(self, "_json", cached)  # frozen: computed once, on first use
         return cached
 
-    def _json_fields(self) -> dict[str, Any]:
-        # what to_dict() gives, less the omitted fields, without its copies
-        fields = self.__dict__
-        data: dict[str, Any] = {key: fields[key] for key in _ALWAYS}
-        for key, omitted in _PLAIN_OMITTED:
-            value = fields[key]
-            if omitted == value:
-                continue
-            data[key] = value
-        for key, omitted in _NUMBER_FIELDS:
-            value = fields[key]
-            if omitted is not _KEEP and omitted == value:
-                continue
-            data[key] = float(value) if value.__class__ is int else value  # 10 is 10.0
-        if fields["args"] != _OMITTED["args"]:
-            data["args"] = list(fields["args"])
-        for key in _INSTANTS:
-            value = fields[key]
-            if value is not None:
-                data[key] = value.astimezone(UTC).isoformat()
-        return data
-
     def _encoded(self) -> str:
-        return _ENCODE(self._json_fields())
+        return _LAYOUT.encode(self.__dict__)
 
     def _json_alike(self, other: Entry) -> str:
         """The JSON of ``other``, made by :meth:`alike` from this entry: this entry's JSON
@@ -374,40 +334,11 @@ class Entry:
             "_templates", {}
         )
         if shape not in templates:
-            templates[shape] = self._template(*shape)
+            templates[shape] = _LAYOUT.template(self.__dict__, *shape)
         pieces = templates[shape]
         if pieces is None:
             return other._encoded()
-        # end_at < name < start_at: the order of sorted keys
-        values = [] if end is None else [end.astimezone(UTC).isoformat()]
-        values.append(other.name)
-        if start is not None:
-            values.append(start.astimezone(UTC).isoformat())
-        text = [pieces[0]]
-        for value, piece in zip(values, pieces[1:], strict=True):
-            text += (_quoted(value), piece)
-        return "".join(text)
-
-    def _template(self, start: bool, end: bool) -> list[str] | None:
-        """This entry's JSON cut where the name and the bounds go, or None if it cannot be
-        cut (a marker found elsewhere in it)."""
-        data = self._json_fields()
-        data["name"] = _MARKS["name"]
-        for key, present in (("start_at", start), ("end_at", end)):
-            data.pop(key, None)
-            if present:
-                data[key] = _MARKS[key]
-        text = _ENCODE(data)
-        marks = [_quoted(_MARKS[key]) for key in ("end_at", "name", "start_at")
-                 if key == "name" or (start if key == "start_at" else end)]  # fmt: skip
-        if any(text.count(mark) != 1 for mark in marks):
-            return None
-        pieces = []
-        for mark in marks:
-            before, _, text = text.partition(mark)
-            pieces.append(before)
-        pieces.append(text)
-        return pieces
+        return filled(pieces, other.name, start, end)
 
     @property
     def digest(self) -> str:
@@ -435,7 +366,7 @@ class Entry:
         if missing:
             raise EntryError(f"entry {shown(data.get('name'))}: missing fields {sorted(missing)}")
         values = dict(data)
-        values["start_at"], values["end_at"] = _instants(data)
+        values["start_at"], values["end_at"] = instants(data)
         try:
             return cls(**values)
         except TypeError as error:
@@ -459,84 +390,16 @@ class Entry:
         return replace(self, **changes)
 
 
-def _instants(data: dict[str, Any]) -> tuple[datetime | None, datetime | None]:
-    """The ``start_at`` and ``end_at`` of stored data, parsed.
-
-    Raises:
-        EntryError: one is not an ISO 8601 instant with an offset.
-    """
-    found: list[datetime | None] = []
-    for key in ("start_at", "end_at"):
-        raw = data.get(key)
-        parsed = None
-        if raw is not None:
-            try:
-                parsed = datetime.fromisoformat(raw)
-            except (TypeError, ValueError):
-                raise _fail(
-                    str(data.get("name")), key, raw, "an ISO 8601 instant with offset"
-                ) from None
-            if parsed.tzinfo is None:
-                raise _fail(str(data.get("name")), key, raw, "an ISO 8601 instant with offset")
-        found.append(parsed)
-    return found[0], found[1]
-
-
-# Stored values entries can be read alike from: compared with their type (1 and 1.0).
-_ALIKE_JSON = frozenset({str, int, float, bool, type(None)})
-_IDENTITY = frozenset({"name", "start_at", "end_at"})
-_MODELS = 1024
-
-
-class EntryReader:
-    """:meth:`Entry.from_json` for many definitions, faster for those alike: equal but
-    for name, ``start_at`` and ``end_at`` (and holding no lists or objects). The first
-    of each kind is read and validated in full; the others are copies of it
-    (:meth:`Entry.alike`) with their own name and bounds, which are checked each time."""
-
-    def __init__(self) -> None:
-        self._models: dict[tuple[Any, ...], Entry] = {}
-
-    def read(self, text: str | bytes) -> Entry:
-        """Parse and validate stored JSON.
-
-        Raises:
-            EntryError: not JSON, or not a valid entry (as :meth:`Entry.from_json`).
-        """
-        try:
-            data = json.loads(text)
-        except (TypeError, ValueError) as error:
-            raise EntryError(f"entry data is not JSON: {error}") from None
-        shape = None
-        if isinstance(data, dict) and "name" in data:
-            plain = {key: value for key, value in data.items() if key not in _IDENTITY}
-            kinds = tuple(map(type, plain.values()))
-            if _ALIKE_JSON.issuperset(kinds):
-                shape = (tuple(plain.items()), kinds)
-                model = self._models.get(shape)
-                if model is not None:
-                    return model.alike(data["name"], *_instants(data))
-        entry = Entry.from_dict(data)
-        if shape is not None:
-            if len(self._models) >= _MODELS:
-                self._models.clear()
-            self._models[shape] = entry
-        return entry
-
-
 _FIELDS = tuple(item.name for item in fields(Entry))
 _KNOWN = frozenset(_FIELDS)
-# to_json()'s view of the fields: written always; left out at their _OMITTED value;
-# numbers (as floats); args and the instants apart
-_SPECIAL = frozenset({*_NUMBERS, *_INSTANTS, "args"})
-_ALWAYS = tuple(key for key in _FIELDS if key not in _OMITTED and key not in _SPECIAL)
-_PLAIN_OMITTED = tuple((key, _OMITTED[key]) for key in _FIELDS
-                       if key in _OMITTED and key not in _SPECIAL)  # fmt: skip
-_NUMBER_FIELDS = tuple((key, _OMITTED.get(key, _KEEP)) for key in _NUMBERS)
-_ENCODE = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
-_quoted = json.encoder.encode_basestring_ascii  # a string as _ENCODE writes it
-# what _template() puts where the name and the bounds go
-_MARKS = {key: f"\x00periodiq:{key}\x00" for key in ("name", "start_at", "end_at")}
+_LAYOUT = JsonLayout(
+    _FIELDS,
+    {
+        item.name: item.default if item.default_factory is MISSING else item.default_factory()
+        for item in fields(Entry)
+        if item.name in _OMITTED
+    },
+)
 
 
 @functools.lru_cache(maxsize=4096)

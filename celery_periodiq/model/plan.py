@@ -20,9 +20,17 @@ from celery_periodiq.model.entry import AUTO, Entry
 from celery_periodiq.schedules import IntervalSchedule, Schedule
 
 __all__ = [
-    "Plan", "Tick", "due_ticks", "from_ms", "next_tick", "plan_tick", "task_id_for", "tick_text",
+    "Plan",
+    "Tick",
+    "due_ticks",
+    "from_ms",
+    "next_tick",
+    "next_tick_ms",
+    "plan_tick",
+    "task_id_for",
+    "tick_text",
     "to_ms",
-]  # fmt: skip
+]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
@@ -182,6 +190,16 @@ def next_tick(
     return following, following + jitter_offset(entry, following, gap)
 
 
+def next_tick_ms(entry: Entry, now: datetime) -> tuple[int, int] | None:
+    """The entry's next tick after ``now`` and when it is due (jitter applied), in ms
+    since the epoch: what an entry written, resumed or rebuilt at ``now`` waits for.
+    None when it is disabled or its schedule has no tick left."""
+    if not entry.enabled:
+        return None
+    upcoming = next_tick(entry, entry.parsed_schedule(), now)
+    return None if upcoming is None else (to_ms(upcoming[0]), to_ms(upcoming[1]))
+
+
 def jitter_offset(entry: Entry, nominal: datetime, interval: float | None) -> timedelta:
     """A deterministic delay in ``[0, jitter)`` per entry and tick, never reaching the next tick."""
     if entry.jitter <= 0:
@@ -279,9 +297,10 @@ def plan_tick(
         # with it): folded. Claimed late (no beat was there) or sent late by a busy
         # beat, it is a catch-up run instead.
         if (
-            taken and _behind(entry, tick, upcoming, sent_at)
+            taken
+            and _behind(entry, tick, upcoming, sent_at)
             and not _behind(entry, tick, upcoming, now)
-        ):  # fmt: skip
+        ):
             plan.folded = tick
             chosen = []
             if entry.catchup == "last":

@@ -9,13 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from celery_periodiq.schedules import IntervalSchedule, Schedule
-
-if TYPE_CHECKING:
-    from celery_periodiq.config import Settings
-    from celery_periodiq.model.entry import Entry
 
 __all__ = [
     "AUTO",
@@ -25,8 +21,10 @@ __all__ = [
     "DEFAULT_GRACE",
     "DEFAULT_OVERLAP",
     "OVERLAP_POLICIES",
+    "AppDefaults",
     "Defaults",
     "Limits",
+    "Policied",
     "alert_after",
     "grace",
     "interval_at",
@@ -36,7 +34,7 @@ __all__ = [
     "now_limits",
     "timebox",
     "tolerance",
-]  # fmt: skip
+]
 
 AUTO = "auto"
 OVERLAP_POLICIES = ("skip", "allow", "buffer_one")
@@ -59,6 +57,33 @@ _TTL_FALLBACK = 3600.0
 _ALERT_INTERVALS = 2  # intervals without a success (plus the timebox) before "overdue"
 
 
+class AppDefaults(Protocol):
+    """The ``periodiq_default_*`` settings of an app, as the policy reads them
+    (:class:`celery_periodiq.config.Settings` has them: the policy is below the config)."""
+
+    @property
+    def default_overlap(self) -> str: ...
+    @property
+    def default_catchup(self) -> str: ...
+    @property
+    def default_grace(self) -> float: ...
+
+
+class Policied(Protocol):
+    """The fields of an entry the policy reads (:class:`~celery_periodiq.model.entry.Entry`
+    has them: the policy is below the entry, which takes its defaults from here)."""
+
+    @property
+    def tolerance(self) -> float | str: ...
+    @property
+    def timebox(self) -> float | str | None: ...
+    @property
+    def grace(self) -> float | None: ...
+    @property
+    def alert_after(self) -> float | str | None: ...
+    def parsed_schedule(self) -> Schedule: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Defaults:
     """The policies an entry gets when it sets none: the app's settings, or ours."""
@@ -68,7 +93,7 @@ class Defaults:
     grace: float = DEFAULT_GRACE
 
     @classmethod
-    def of(cls, settings: Settings | None) -> Defaults:
+    def of(cls, settings: AppDefaults | None) -> Defaults:
         """The defaults of an app (``periodiq_default_*``); ours without settings."""
         if settings is None:
             return cls()
@@ -106,14 +131,14 @@ class Limits:
         return marker_ttl(self.time_limit, self.interval)
 
 
-def tolerance(entry: Entry, interval: float) -> float:
+def tolerance(entry: Policied, interval: float) -> float:
     """Seconds a run may start early, before ``last_run + interval`` (auto: 10%)."""
     if entry.tolerance == AUTO:
         return interval * _TOLERANCE_SHARE
     return float(entry.tolerance)
 
 
-def timebox(entry: Entry, interval: float) -> float | None:
+def timebox(entry: Policied, interval: float) -> float | None:
     """The soft time limit of a run (auto: half the interval), or None when it is off."""
     if entry.timebox is None:
         return None
@@ -122,7 +147,7 @@ def timebox(entry: Entry, interval: float) -> float | None:
     return float(entry.timebox)
 
 
-def grace(entry: Entry, soft: float, default_grace: float) -> float:
+def grace(entry: Policied, soft: float, default_grace: float) -> float:
     """Seconds from the soft to the hard time limit: the entry's, else 20% of the
     timebox, at least 1 s and at most ``default_grace``."""
     if entry.grace is not None:
@@ -130,7 +155,7 @@ def grace(entry: Entry, soft: float, default_grace: float) -> float:
     return min(default_grace, max(_MIN_GRACE, soft * _GRACE_SHARE))
 
 
-def limits(entry: Entry, interval: float | None, default_grace: float) -> Limits:
+def limits(entry: Policied, interval: float | None, default_grace: float) -> Limits:
     """Every number of a run whose tick is ``interval`` seconds before the next one."""
     if interval is None or interval <= 0:
         return Limits(interval, None, None, None)
@@ -139,7 +164,7 @@ def limits(entry: Entry, interval: float | None, default_grace: float) -> Limits
     return Limits(interval, tolerance(entry, interval), soft, hard)
 
 
-def alert_after(entry: Entry, interval: float | None) -> float | None:
+def alert_after(entry: Policied, interval: float | None) -> float | None:
     """Seconds without a successful run before the entry is overdue: the entry's own,
     else two intervals plus the timebox; None for never (``alert_after=None``, or an
     entry with no interval, such as ``@reboot``)."""
@@ -152,7 +177,7 @@ def alert_after(entry: Entry, interval: float | None) -> float | None:
     return interval * _ALERT_INTERVALS + (timebox(entry, interval) or 0.0)
 
 
-def min_gap_ms(entry: Entry, gap_before: float) -> int:
+def min_gap_ms(entry: Policied, gap_before: float) -> int:
     """The earliest a scheduled run may follow the last run's start, in ms: the gap
     since the previous tick minus the tolerance."""
     return int((gap_before - tolerance(entry, gap_before)) * 1000)
@@ -180,7 +205,7 @@ def interval_at(schedule: Schedule, instant: datetime) -> float | None:
     return (second.astimezone(UTC) - first.astimezone(UTC)).total_seconds()
 
 
-def now_limits(entry: Entry, instant: datetime, default_grace: float) -> Limits:
+def now_limits(entry: Policied, instant: datetime, default_grace: float) -> Limits:
     """The numbers of a run of ``entry`` at ``instant`` outside its schedule (a manual
     run, or what ``show`` prints): those of its next tick."""
     return limits(entry, interval_at(entry.parsed_schedule(), instant), default_grace)

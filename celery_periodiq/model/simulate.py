@@ -9,6 +9,7 @@ tick due while the beats are down (``down``) is claimed when they come back,
 so the entry's catch-up policy decides what that claim publishes and what it
 drops, exactly as a beat coming back would. Nothing here reads a clock or
 Redis: :meth:`celery_periodiq.Periodiq.simulate` reads the entries and calls it.
+What it finds is in the records of :mod:`celery_periodiq.model.simulation`.
 
 No run is known ahead, so the simulation assumes that no run is unfinished
 when a tick is claimed (``running=False, queued=False``): overlap policies
@@ -18,149 +19,31 @@ never hold a tick back here.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 from celery_periodiq.errors import SimulationError, shown
 from celery_periodiq.model.entry import Entry
 from celery_periodiq.model.plan import from_ms, next_tick, past_ms, plan_tick, task_id_for, to_ms
+from celery_periodiq.model.simulation import (
+    DEFAULT_LIMIT,
+    DEFAULT_SPAN,
+    MOST_SPAN,
+    Dropped,
+    EntrySimulation,
+    Fire,
+    FireKind,
+    Settings,
+)
 from celery_periodiq.schedules import EventSchedule, IntervalSchedule, Schedule
 
-__all__ = [
-    "DEFAULT_LIMIT", "DEFAULT_SPAN", "MOST_COUNTED", "MOST_LIMIT", "MOST_LISTED", "MOST_SPAN",
-    "Dropped", "EntrySimulation", "Fire", "FireKind", "Settings", "Simulation", "check_range",
-    "event_fires", "simulate_entry",
-]  # fmt: skip
+__all__ = ["MOST_COUNTED", "check_range", "event_fires", "simulate_entry"]
 
-DEFAULT_SPAN = timedelta(hours=24)
-"""The span simulated when no end is given."""
-MOST_SPAN = timedelta(days=366)
-"""The longest span a simulation covers."""
-DEFAULT_LIMIT = 1000
-"""Fires listed per entry by default; the others are counted."""
-MOST_LIMIT = 100_000
-"""The most fires a caller may ask to have listed per entry."""
-MOST_LISTED = 100_000
-"""Fires listed over all entries of one simulation; past it, fires are only counted."""
 MOST_COUNTED = 50_000
 """Ticks counted one by one per entry past the listed ones; beyond, the count is a floor.
 (A fixed interval without jitter is counted by arithmetic, exactly, however many.)"""
 
 _SAMPLE = 20  # dropped ticks listed per claim, as the beat's history keeps them
-
-FireKind = Literal["on_time", "caught_up", "reboot", "shutdown"]
-
-
-@dataclass(frozen=True, slots=True)
-class Fire:
-    """One message the beats would publish."""
-
-    kind: FireKind
-    """``on_time``; ``caught_up`` (published late: the beats were down, or the tick was
-    already overdue at the start); ``reboot``/``shutdown`` (an event entry)."""
-    tick: datetime
-    """The tick's nominal instant (UTC); for an event entry, when the event happens."""
-    due: datetime
-    """When the tick is due, its jitter applied (UTC)."""
-    sent: datetime
-    """When a beat publishes it (UTC): its due instant, or when the beats come back."""
-    stands_for: int
-    """How many ticks the run stands for (1: just itself; ``catchup="last"`` folds the
-    missed ticks into one run)."""
-    task_id: str
-    """The Celery task id the beat would give it."""
-
-
-@dataclass(frozen=True, slots=True)
-class Dropped:
-    """Ticks a claim decided not to publish."""
-
-    at: datetime
-    """When the beat decided (UTC): when the beats came back, or the tick's due instant."""
-    reason: Literal["missed", "skipped_overlap"]
-    """``missed``: superseded (``catchup`` last or skip), outside ``catchup_window`` or
-    beyond the catch-up cap; ``skipped_overlap``: ``overlap="buffer_one"`` keeps one of a
-    catch-up, whatever the runs do."""
-    count: int
-    first: datetime
-    """The oldest of them (UTC)."""
-    ticks: tuple[datetime, ...]
-    """The newest of them (UTC), up to 20, as the beat's history keeps them (none when
-    every one of the newest was published: ``catchup="all"`` past its cap drops the
-    oldest)."""
-
-
-@dataclass(frozen=True, slots=True)
-class EntrySimulation:
-    """What one entry would do over the simulated span."""
-
-    name: str
-    state: str
-    """The entry's state now: active, paused, running, quarantined, disabled or ended."""
-    tz: str
-    """The zone its schedule is read in (UTC when quarantined)."""
-    schedule: str | None
-    """The schedule as written; None when quarantined."""
-    origin: Literal["stored", "definition", "none"]
-    """Where its first tick came from: the stored next tick (a simulation from now),
-    its definition, or neither (nothing was simulated: see ``reason``)."""
-    reason: str | None
-    """Why nothing fires, or when an event entry fires; None when ticks fire."""
-    fires: tuple[Fire, ...] = ()
-    """The fires listed, in order (up to the limit)."""
-    more: int = 0
-    """Fires beyond those listed."""
-    more_exact: bool = True
-    """False when ``more`` is a floor (too many to count one by one)."""
-    dropped: tuple[Dropped, ...] = ()
-    fire_count: int = 0
-    """Every fire, listed or not."""
-    caught_up_count: int = 0
-    """Fires published late (``caught_up``), listed or not."""
-    missed_count: int = 0
-    """Ticks dropped as missed (and skipped), listed or not."""
-
-
-@dataclass(frozen=True, slots=True)
-class Simulation:
-    """What the beats would publish between ``start`` and ``end``."""
-
-    start: datetime
-    end: datetime
-    down: tuple[datetime, datetime] | None
-    """When the beats are down: ticks due inside are claimed when they come back."""
-    from_stored: bool
-    """True when the simulation starts now from each entry's stored next tick."""
-    limit: int
-    """Fires listed per entry."""
-    entries: tuple[EntrySimulation, ...] = field(default_factory=tuple)
-
-    @property
-    def fire_count(self) -> int:
-        return sum(item.fire_count for item in self.entries)
-
-    @property
-    def caught_up_count(self) -> int:
-        return sum(item.caught_up_count for item in self.entries)
-
-    @property
-    def missed_count(self) -> int:
-        return sum(item.missed_count for item in self.entries)
-
-    @property
-    def exact(self) -> bool:
-        """False when some entry's count is a floor."""
-        return all(item.more_exact for item in self.entries)
-
-
-@dataclass(frozen=True, slots=True)
-class Settings:
-    """The settings the beat plans with (``dispatch.py`` passes the same to plan_tick)."""
-
-    prefix: str
-    catchup_cap: int
-    default_grace: float
 
 
 def _aware(what: str, value: object) -> datetime:
@@ -311,9 +194,16 @@ def simulate_entry(
     if isinstance(schedule, EventSchedule):
         fires, when = event_fires(entry, schedule, down, settings.prefix)
         return EntrySimulation(
-            name, state, tz, spec, "definition", when, fires=tuple(fires[:limit]),
-            more=len(fires[limit:]), fire_count=len(fires),
-        )  # fmt: skip
+            name,
+            state,
+            tz,
+            spec,
+            "definition",
+            when,
+            fires=tuple(fires[:limit]),
+            more=len(fires[limit:]),
+            fire_count=len(fires),
+        )
     origin: Literal["stored", "definition"] = "definition" if first is None else "stored"
     cursor = _first_tick(entry, schedule, start) if first is None else first
     walk = _Walk(limit)
@@ -330,9 +220,11 @@ def simulate_entry(
                 reason = _after(schedule, cursor[0], end)
             break
         if (
-            at_ms == due_ms and walk.full and entry.max_runs is None
+            at_ms == due_ms
+            and walk.full
+            and entry.max_runs is None
             and (entry.catchup_window is None or entry.jitter <= 0)
-        ):  # fmt: skip
+        ):
             # Claimed when due, one tick: plan_tick publishes it (it cannot be outside a
             # window). Counted without planning it; an interval without jitter jumps to
             # the end of the stretch at once.
@@ -346,11 +238,20 @@ def simulate_entry(
     if walk.fire_count or walk.missed:
         reason = None
     return EntrySimulation(
-        name, state, tz, spec, origin, reason, fires=tuple(walk.fires),
-        more=walk.fire_count - len(walk.fires), more_exact=walk.exact,
-        dropped=tuple(walk.dropped), fire_count=walk.fire_count,
-        caught_up_count=walk.caught_up, missed_count=walk.missed,
-    )  # fmt: skip
+        name,
+        state,
+        tz,
+        spec,
+        origin,
+        reason,
+        fires=tuple(walk.fires),
+        more=walk.fire_count - len(walk.fires),
+        more_exact=walk.exact,
+        dropped=tuple(walk.dropped),
+        fire_count=walk.fire_count,
+        caught_up_count=walk.caught_up,
+        missed_count=walk.missed,
+    )
 
 
 def _iso(instant: datetime) -> str:
@@ -415,12 +316,16 @@ def _claim(
     if plan.missed_count:
         # the claim's own tick is the oldest; published ones are the newest, so when
         # any is missed, it is
-        walk.drop(Dropped(at, "missed", plan.missed_count, from_ms(nominal_ms),
-                          _sample(plan.missed)))  # fmt: skip
+        walk.drop(
+            Dropped(at, "missed", plan.missed_count, from_ms(nominal_ms), _sample(plan.missed))
+        )
     if plan.skipped_overlap:
         skipped = plan.skipped_overlap
-        walk.drop(Dropped(at, "skipped_overlap", len(skipped), from_ms(to_ms(skipped[0])),
-                          _sample(skipped)))  # fmt: skip
+        walk.drop(
+            Dropped(
+                at, "skipped_overlap", len(skipped), from_ms(to_ms(skipped[0])), _sample(skipped)
+            )
+        )
     if plan.next_nominal is None or plan.next_due is None:
         return None
     return plan.next_nominal, plan.next_due

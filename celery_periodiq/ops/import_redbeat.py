@@ -40,7 +40,7 @@ from celery_periodiq.errors import (
     shown,
 )
 from celery_periodiq.model.build import build_entry
-from celery_periodiq.model.entry import OPTION_KEYS
+from celery_periodiq.model.options import OPTION_KEYS
 from celery_periodiq.model.policy import Defaults
 from celery_periodiq.ops.transfer import FORMAT, VERSION
 

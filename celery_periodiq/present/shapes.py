@@ -59,7 +59,7 @@ from typing import Any
 
 from celery_periodiq.model import policy
 from celery_periodiq.model.entry import Entry
-from celery_periodiq.model.simulate import EntrySimulation, Fire, Simulation
+from celery_periodiq.model.simulation import EntrySimulation, Fire, Simulation
 from celery_periodiq.ops.backfill import BackfillReport
 from celery_periodiq.ops.doctor import Check
 from celery_periodiq.present.terminal import iso, number, stored_instant, utc_iso

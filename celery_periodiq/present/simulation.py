@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime, tzinfo
 
-from celery_periodiq.model.simulate import EntrySimulation, Fire, Simulation
+from celery_periodiq.model.simulation import EntrySimulation, Fire, Simulation
 from celery_periodiq.present.shapes import ASSUMES
 from celery_periodiq.present.terminal import Column, Row, Style, table, when
 from celery_periodiq.schedules.zones import zone
