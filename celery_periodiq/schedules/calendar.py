@@ -31,7 +31,7 @@ _WEEKDAYS = {
          ("thu", "thursday"), ("fri", "friday"), ("sat", "saturday")]
     )
     for name in names
-}  # fmt: skip
+}  # fmt: skip # table: the seven days, four to a row
 _NUMBER = re.compile(r"\d+")
 _DATE_TOKEN = re.compile(r"[\d*,/]+(-[\d*,/]+){1,2}")
 _ZONE_TOKEN = re.compile(r"[A-Za-z][A-Za-z0-9_+\-/]*")

@@ -12,7 +12,7 @@ _WEEKDAYS = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "
 _MONTHS = [
     "January", "February", "March", "April", "May", "June",
     "July", "August", "September", "October", "November", "December",
-]  # fmt: skip
+]  # fmt: skip # table: two rows of six months
 _ORDINALS = {1: "first", 2: "second", 3: "third", 4: "fourth", 5: "fifth"}
 _ALL_SIXTY = tuple(range(60))
 _MAX_LISTED_TIMES = 6
