@@ -54,11 +54,9 @@ KNOWN_CYCLES: list[set[str]] = [
     },
 ]
 KNOWN_LONG: dict[str, int] = {
-    "store.store": 913,
-    "api": 838,
+    "api": 839,
     "cli": 800,
     "beat.dispatch": 757,
-    "store.scripts": 741,
     "model.entry": 544,
     "localredis": 529,
     "model.simulate": 477,

@@ -11,7 +11,7 @@ from typing import Any
 
 from celery_periodiq.beat.outage import Outage
 from celery_periodiq.clock import SAFE_SHARE, elapsed
-from celery_periodiq.store.scripts import Pulse
+from celery_periodiq.store.beat_scripts import Pulse
 from celery_periodiq.store.store import Store
 
 __all__ = ["ChangeListener", "Heartbeat"]

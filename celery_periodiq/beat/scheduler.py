@@ -31,7 +31,7 @@ from celery_periodiq.config import Settings, redacted
 from celery_periodiq.declare import registry
 from celery_periodiq.errors import BrokerUnavailableError, ConfigurationError, ReplicasBehindError
 from celery_periodiq.model.entry import Entry
-from celery_periodiq.store.scripts import Pulse
+from celery_periodiq.store.beat_scripts import Pulse
 from celery_periodiq.store.store import Store
 
 __all__ = ["Scheduler"]

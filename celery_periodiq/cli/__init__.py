@@ -46,7 +46,7 @@ from celery_periodiq.ops.transfer import ImportReport
 from celery_periodiq.present import shapes, text
 from celery_periodiq.present.terminal import print_text, style_of, when, width
 from celery_periodiq.schedules import parse_schedule
-from celery_periodiq.store.store import StoredEntry
+from celery_periodiq.store.views import StoredEntry
 
 __all__ = ["periodiq"]
 

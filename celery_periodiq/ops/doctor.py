@@ -16,8 +16,8 @@ from celery_periodiq.config import redacted
 from celery_periodiq.errors import shown
 from celery_periodiq.model import policy
 from celery_periodiq.model.plan import from_ms
-from celery_periodiq.store.store import BeatInfo, StoredEntry
 from celery_periodiq.store.topology import sentinel_report
+from celery_periodiq.store.views import BeatInfo, StoredEntry
 from celery_periodiq.worker.task import PeriodicTask
 
 if TYPE_CHECKING:

@@ -29,7 +29,7 @@ from prometheus_client.registry import Collector
 
 from celery_periodiq.api import Periodiq
 from celery_periodiq.errors import PeriodiqError
-from celery_periodiq.store.store import StoredEntry
+from celery_periodiq.store.views import StoredEntry
 
 __all__ = ["BUCKETS", "OTHER", "PeriodiqCollector"]
 

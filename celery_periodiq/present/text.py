@@ -32,7 +32,7 @@ from celery_periodiq.present.terminal import (
     when_near,
 )
 from celery_periodiq.schedules import EventSchedule, IntervalSchedule, Schedule
-from celery_periodiq.store.store import BeatInfo, Event, StoredEntry
+from celery_periodiq.store.views import BeatInfo, Event, StoredEntry
 
 __all__ = [
     "backfill_summary", "beats_text", "count_text", "doctor_text", "failures_text",

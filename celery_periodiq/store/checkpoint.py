@@ -9,7 +9,8 @@ from typing import Any
 import redis
 
 from celery_periodiq.errors import PeriodiqError
-from celery_periodiq.store.store import Store, wrong_type
+from celery_periodiq.store.store import Store
+from celery_periodiq.store.views import wrong_type
 
 __all__ = ["Checkpoint"]
 
