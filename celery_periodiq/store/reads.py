@@ -4,6 +4,7 @@ per partition, or one for all), decoded by :mod:`~celery_periodiq.store.views`."
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import Any, cast
 
@@ -335,3 +336,20 @@ class Reads:
                 )
             )
         return beats
+
+    def stats(self) -> dict[str, int]:
+        """The histogram fields of every partition's stats hash, added up (one round trip);
+        a value that is not a number (garbage written by someone else) counts as nothing."""
+        total: Counter[str] = Counter()
+        for fields in self._each("hgetall", lambda part: part.stats):
+            for field, value in (fields or {}).items():
+                try:
+                    total[field] += int(value)
+                except (TypeError, ValueError):
+                    continue
+        return dict(total)
+
+    def holds_schedule_of(self, prefix: str) -> bool:
+        """Whether Redis holds entries under ``prefix`` in the layout from before each app
+        got its own prefix (one ``{prefix}:entries`` hash)."""
+        return bool(self.client.exists(f"{{{prefix}}}:entries"))
