@@ -19,8 +19,9 @@ version's beat that comes back within it is still older than the code deployed s
 _COMPACT = json.JSONEncoder(separators=(",", ":")).encode
 """``json.dumps(value, separators=(",", ":"))`` without building an encoder per call."""
 
-CLAIM = ScriptKeys("claim", ("due", "inflight", "ticks", "entries", "state", "quarantine",
-                             "alive", "alerts"))  # fmt: skip
+CLAIM = ScriptKeys(
+    "claim", ("due", "inflight", "ticks", "entries", "state", "quarantine", "alive", "alerts")
+)
 ACK = ScriptKeys(
     "ack",
     ("due", "inflight", "ticks", "entries", "state", "quarantine"),
@@ -163,22 +164,26 @@ class BeatScripts(ScriptCalls):
         if self.replica_acks:
             return self._replicated_claims(parts, args)
         if self._clustered or len(parts) < 2:
-            return [self.claim(part, beat_id, batch, lease_ms, now_ms, horizon_ms)
-                    for part in parts]  # fmt: skip
+            return [
+                self.claim(part, beat_id, batch, lease_ms, now_ms, horizon_ms) for part in parts
+            ]
         pipe = self._client.pipeline(transaction=False)
         for part in parts:
             self._run(CLAIM.script, CLAIM.keys(part), args, client=pipe)
-        return [_decode_claims(part.index, raw)
-                for part, raw in zip(parts, pipe.execute(), strict=True)]  # fmt: skip
+        return [
+            _decode_claims(part.index, raw) for part, raw in zip(parts, pipe.execute(), strict=True)
+        ]
 
     def _replicated_claims(self, parts: list[Partition], args: list[Any]) -> list[ClaimBatch]:
         """Claims that ``replica_acks`` replicas have, per partition: a node whose replicas
         fell behind gives no claims (they are taken over after their lease), the others
         go on; when no node's replicas kept up, :class:`ReplicasBehindError`."""
         replied = self._replicated_calls(
-            CLAIM.script, [(CLAIM.keys(part), args) for part in parts], "claims",
+            CLAIM.script,
+            [(CLAIM.keys(part), args) for part in parts],
+            "claims",
             "none of them is published; they are taken over after their lease",
-        )  # fmt: skip
+        )
         behind = [error for _, error in replied if error is not None]
         if behind and len(behind) == len(replied):
             raise behind[0]
@@ -233,7 +238,7 @@ class BeatScripts(ScriptCalls):
         return lambda: sum(
             int(reply) if reply is not None else self.ack(part, beat_id, history_length, items)
             for reply, (part, items) in zip(wait(), batches, strict=True)
-        )  # fmt: skip
+        )
 
     def claim_later(
         self,
@@ -250,10 +255,11 @@ class BeatScripts(ScriptCalls):
         args = [beat_id, batch, lease_ms, "", horizon_ms]
         wait = self._later(CLAIM.script, [(CLAIM.keys(part), args) for part in parts])
         return lambda: [
-            _decode_claims(part.index, raw) if raw is not None
+            _decode_claims(part.index, raw)
+            if raw is not None
             else self.claim(part, beat_id, batch, lease_ms, None, horizon_ms)
             for part, raw in zip(parts, wait(), strict=True)
-        ]  # fmt: skip
+        ]
 
     @staticmethod
     def _ack_call(

@@ -11,8 +11,9 @@ from celery_periodiq.store.scripts import ScriptCalls, ScriptKeys
 
 __all__ = ["PAUSE", "PUT", "REMOVE", "EntryScripts", "PutItem"]
 
-PutItem = tuple[str, str, str | None, str, int | None, int | None, bool, str | None,
-                int | None, int | None, str]  # fmt: skip
+PutItem = tuple[
+    str, str, str | None, str, int | None, int | None, bool, str | None, int | None, int | None, str
+]
 """What put.lua writes for one entry: its name, digest, owner, source, first tick and its
 due instant (ms), whether it goes in the due set, its cluster event, its alert_after (ms),
 its max_runs, and its definition JSON."""
@@ -103,11 +104,19 @@ class EntryScripts(ScriptCalls):
             was = owners.get(name)
             keys += PUT.item_keys(part, was=was or "", owner=owner or "", name=name)
             args += (
-                name, digest, owner or "", source, was or "",
-                "" if next_ms is None else next_ms, "" if due_ms is None else due_ms,
-                "1" if scheduled else "", event or "", "" if alert is None else alert,
-                "" if most is None else most, text,
-            )  # fmt: skip
+                name,
+                digest,
+                owner or "",
+                source,
+                was or "",
+                "" if next_ms is None else next_ms,
+                "" if due_ms is None else due_ms,
+                "1" if scheduled else "",
+                event or "",
+                "" if alert is None else alert,
+                "" if most is None else most,
+                text,
+            )
         return keys, args
 
     def remove(

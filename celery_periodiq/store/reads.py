@@ -57,8 +57,9 @@ class Reads:
         for digest in wanted:
             pipe.hmget(self.keys.declaration(digest), ["gen", "names"])
         found = {}
-        for digest, reply in zip(wanted, pipe.execute(raise_on_error=False) if wanted else [],
-                                 strict=True):  # fmt: skip
+        for digest, reply in zip(
+            wanted, pipe.execute(raise_on_error=False) if wanted else [], strict=True
+        ):
             if reply != [None, None]:
                 found[digest] = _declaration_set(self.keys.declaration(digest), digest, reply)
         return found
@@ -206,8 +207,11 @@ class Reads:
         else:
             for part, group in self._by_partition(names, lambda name: name):
                 scores = self.client.zmscore(part.due, group)
-                ranked += [(score, name) for name, score in zip(group, scores, strict=True)
-                           if score is not None]  # fmt: skip
+                ranked += [
+                    (score, name)
+                    for name, score in zip(group, scores, strict=True)
+                    if score is not None
+                ]
         return [name for _, name in sorted(ranked)[:limit]]
 
     def scan(self, batch: int = 500) -> Iterator[list[str]]:
@@ -268,8 +272,9 @@ class Reads:
             task_id = "" if task_id == "-" else task_id
             kind = str(fields.pop("kind", "?"))
             extra = {key: str(value) for key, value in fields.items() if value not in ("", None)}
-            events.append(Event(f"{at_ms}-{sequence}", kind, from_ms(at_ms), tick,
-                                task_id or None, extra))  # fmt: skip
+            events.append(
+                Event(f"{at_ms}-{sequence}", kind, from_ms(at_ms), tick, task_id or None, extra)
+            )
         events.reverse()
         return events
 
@@ -298,8 +303,11 @@ class Reads:
             began.add(top)
             began.update(top - _int(back) for back in (seen if isinstance(seen, list) else ()))
         events = self._events(name, rows) if isinstance(rows, list) else []
-        began.update(to_ms(event.tick) for event in events
-                      if event.kind in ("started", "retry") and event.tick)  # fmt: skip
+        began.update(
+            to_ms(event.tick)
+            for event in events
+            if event.kind in ("started", "retry") and event.tick
+        )
         running = state.get("running")
         unfinished = (
             str(running[0])

@@ -12,10 +12,23 @@ __all__ = ["BACKFILL_MEMORY_MS", "BEGIN", "FINISH", "RECORD", "RunScripts"]
 BACKFILL_MEMORY_MS = 30 * 24 * 3600 * 1000
 """How long an entry remembers which backfilled ticks began, after the newest one."""
 
-BEGIN = ScriptKeys("begin", ("entries", "state", "quarantine", "due", "history:name",
-                             "failures:name", "alerts", "stats", "backfilled:name"))  # fmt: skip
-FINISH = ScriptKeys("finish", ("entries", "state", "quarantine", "due", "history:name",
-                               "failures:name", "alerts"))  # fmt: skip
+BEGIN = ScriptKeys(
+    "begin",
+    (
+        "entries",
+        "state",
+        "quarantine",
+        "due",
+        "history:name",
+        "failures:name",
+        "alerts",
+        "stats",
+        "backfilled:name",
+    ),
+)
+FINISH = ScriptKeys(
+    "finish", ("entries", "state", "quarantine", "due", "history:name", "failures:name", "alerts")
+)
 RECORD = ScriptKeys("record", ("entries", "state", "history:name"))
 
 
@@ -28,12 +41,25 @@ class RunScripts(ScriptCalls):
             return ""
         return task_id
 
-    def record(self, name: str, kind: str, task_id: str, tick_ms: int | None, note: str,
-               history_length: int) -> bool:  # fmt: skip
+    def record(
+        self,
+        name: str,
+        kind: str,
+        task_id: str,
+        tick_ms: int | None,
+        note: str,
+        history_length: int,
+    ) -> bool:
         """Note a run published outside the beat's claims (record.lua)."""
         keys = RECORD.keys(self.keys.of(name), name=name)
-        args = [name, history_length, kind, "" if tick_ms is None else tick_ms,
-                self._recorded_id(name, task_id, tick_ms), note]  # fmt: skip
+        args = [
+            name,
+            history_length,
+            kind,
+            "" if tick_ms is None else tick_ms,
+            self._recorded_id(name, task_id, tick_ms),
+            note,
+        ]
         return bool(self._run(RECORD.script, keys, args))
 
     def begin(self, name: str, run: RunStart, now_ms: int | None = None) -> Admission:
@@ -104,5 +130,5 @@ class RunScripts(ScriptCalls):
                 self._recorded_id(name, end.task_id, end.tick_ms),
                 self.keys.changes,
             ],
-        )  # fmt: skip
+        )
         return bool(cleared)

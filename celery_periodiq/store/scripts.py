@@ -39,8 +39,18 @@ __all__ = ["SCRIPT_NAMES", "ScriptCalls", "ScriptKeys", "script_source"]
 logger = logging.getLogger("celery_periodiq.scripts")
 
 
-SCRIPT_NAMES = ("claim", "ack", "put", "remove", "pause", "beat", "begin", "finish", "record",
-                "declare")  # fmt: skip
+SCRIPT_NAMES = (
+    "claim",
+    "ack",
+    "put",
+    "remove",
+    "pause",
+    "beat",
+    "begin",
+    "finish",
+    "record",
+    "declare",
+)
 
 
 @functools.cache
@@ -167,8 +177,10 @@ class ScriptCalls:
         replies: list[tuple[Any, ReplicasBehindError | None]] = [(None, None)] * len(calls)
         script = self._scripts[name]
         for client, positions in by_node.values():
-            commands = [("EVALSHA", script.sha, len(calls[position][0]), *calls[position][0],
-                         *calls[position][1]) for position in positions]  # fmt: skip
+            commands = [
+                ("EVALSHA", script.sha, len(keys), *keys, *args)
+                for keys, args in (calls[position] for position in positions)
+            ]
             commands.append(("WAIT", self.replica_acks, self._wait_ms))
             try:
                 answered = _one_request(client, commands)
@@ -219,8 +231,9 @@ class ScriptCalls:
         returned function reads their replies (None for a script Redis did not know: the
         caller runs that one the usual way, which loads it) and gives the connection back."""
         sha = self._scripts[name].sha
-        read = _sent(self._client, [("EVALSHA", sha, len(keys), *keys, *args)
-                                    for keys, args in calls])  # fmt: skip
+        read = _sent(
+            self._client, [("EVALSHA", sha, len(keys), *keys, *args) for keys, args in calls]
+        )
 
         def wait() -> list[Any]:
             replies = [None if isinstance(reply, NoScriptError) else reply for reply in read()]

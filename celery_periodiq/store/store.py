@@ -235,8 +235,11 @@ class Store(Reads):
             owners = None if mode == "add" else self._owners(part, list(items))
             done = self.scripts.put(part, mode, list(items.values()), owners, generation)
             statuses.update(zip(items, done, strict=True))
-            items = {name: items[name] for name, status in zip(items, done, strict=True)
-                     if status == "retry"}  # fmt: skip
+            items = {
+                name: items[name]
+                for name, status in zip(items, done, strict=True)
+                if status == "retry"
+            }
             if not items:
                 break
         return statuses
@@ -281,8 +284,9 @@ class Store(Reads):
         text = json.dumps(names, separators=(",", ":"), sort_keys=True)
         return self.scripts.declare(digest, text, hint)
 
-    def published(self, name: str, kind: str, task_id: str, tick_ms: int | None = None,
-                  note: str = "") -> None:  # fmt: skip
+    def published(
+        self, name: str, kind: str, task_id: str, tick_ms: int | None = None, note: str = ""
+    ) -> None:
         """Record a run published outside the beat's claims (``trigger()``, ``@reboot``):
         an event in its history, one more ``enqueued`` and, unless set, when its message
         started waiting. A failure to record is logged, never raised: the run is sent."""

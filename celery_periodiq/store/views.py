@@ -57,8 +57,11 @@ def _int(value: object) -> int:
 
 def _flat(state: dict[str, Any]) -> dict[str, str]:
     """The state as text fields, counters as ``n:<reason>``: what the CLI and API read."""
-    flat = {key: str(value) for key, value in state.items() if key not in _STRUCTURED
-            and value is not None and not isinstance(value, dict | list)}  # fmt: skip
+    flat = {
+        key: str(value)
+        for key, value in state.items()
+        if key not in _STRUCTURED and value is not None and not isinstance(value, dict | list)
+    }
     counters = state.get("n")
     if isinstance(counters, dict):
         flat.update({f"n:{reason}": str(count) for reason, count in counters.items()})
@@ -120,8 +123,11 @@ class StoredEntry:
     @property
     def alerts(self) -> list[str]:
         """``overdue`` and/or ``failing``, or nothing."""
-        return [kind for kind, since in (("overdue", self.overdue_since),
-                                        ("failing", self.failing_since)) if since]  # fmt: skip
+        return [
+            kind
+            for kind, since in (("overdue", self.overdue_since), ("failing", self.failing_since))
+            if since
+        ]
 
     @property
     def note(self) -> str | None:
@@ -157,9 +163,10 @@ class StoredEntry:
             return self.glanced
         entry = self.entry
         return _status(
-            self, entry is not None and not entry.enabled,
+            self,
+            entry is not None and not entry.enabled,
             entry is not None and not isinstance(entry.parsed_schedule(), EventSchedule),
-        )  # fmt: skip
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,8 +296,9 @@ def _glance(item: StoredEntry) -> StoredEntry:
     except ValueError:
         data = None
     if not isinstance(data, dict) or not isinstance(data.get("schedule"), str):
-        return replace(item, invalid=item.invalid or "its definition is unreadable",
-                       glanced="quarantined")  # fmt: skip
+        return replace(
+            item, invalid=item.invalid or "its definition is unreadable", glanced="quarantined"
+        )
     event = data["schedule"].startswith(("@reboot", "@shutdown"))
     return replace(item, glanced=_status(item, data.get("enabled") is False, not event))
 
