@@ -1,4 +1,6 @@
-"""Entries and their state in Redis: the only code that talks to the schedule's Redis.
+"""The store: one key prefix's entries and their state in Redis; its writes are here,
+its reads in :mod:`~celery_periodiq.store.reads`. The ``store`` package is the only code
+that sends commands to the schedule's Redis (``tests/test_architecture.py`` checks it).
 
 The schedule is spread over partitions (:mod:`celery_periodiq.protocol.keys`); each read or
 write goes to the partitions of the entries it is about, a pipeline or script call
