@@ -55,7 +55,7 @@ def drive_periodiq(entries: int, rounds: int) -> dict[str, Any]:
     from celery_periodiq.beat.dispatch import Dispatcher
     from celery_periodiq.localredis import LocalRedis
     from celery_periodiq.model.plan import to_ms
-    from celery_periodiq.store.scripts import RunEnd, RunStart
+    from celery_periodiq.protocol.records import RunEnd, RunStart
 
     with LocalRedis() as schedule, LocalRedis() as broker:
         client = redis.Redis.from_url(schedule.url, decode_responses=True)

@@ -22,7 +22,7 @@ from celery_periodiq.errors import (
 )
 from celery_periodiq.model.simulation import Dropped, EntrySimulation, Fire, Simulation
 from celery_periodiq.schedules import Schedule, parse_schedule
-from celery_periodiq.store.store import BeatInfo, Event, StoredEntry
+from celery_periodiq.store.views import BeatInfo, Event, StoredEntry
 from celery_periodiq.worker.task import PeriodicTask, RunContext
 
 # Connects the worker_init handler that gives plain tasks the duplicate check.

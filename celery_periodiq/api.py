@@ -54,7 +54,8 @@ from celery_periodiq.ops import backfill as backfills
 from celery_periodiq.ops import doctor, import_redbeat, transfer
 from celery_periodiq.ops.doctor import Check
 from celery_periodiq.store.checkpoint import Checkpoint
-from celery_periodiq.store.store import BeatInfo, Event, Store, StoredEntry, wrong_type
+from celery_periodiq.store.store import Store
+from celery_periodiq.store.views import BeatInfo, Event, StoredEntry, wrong_type
 
 __all__ = ["FAILURE_KINDS", "Check", "Periodiq", "periodiq"]
 

@@ -16,7 +16,7 @@ from example_project.inbox import poll_mailbox
 from example_project.settings import when
 
 if TYPE_CHECKING:  # what periodiq(app).add() returns; not exported by celery_periodiq yet
-    from celery_periodiq.store.store import StoredEntry
+    from celery_periodiq.store.views import StoredEntry
 
 __all__ = ["connect_channel", "disconnect_channel", "owner_tag"]
 

@@ -30,7 +30,7 @@ from celery_periodiq.localredis import LocalRedis
 from celery_periodiq.model.build import build_entry
 from celery_periodiq.model.plan import to_ms
 from celery_periodiq.protocol.keys import Keys
-from celery_periodiq.store.scripts import RunEnd
+from celery_periodiq.protocol.records import RunEnd
 
 TASK = "proj.tasks.report"
 START = datetime(2090, 1, 1, tzinfo=UTC)

@@ -20,7 +20,8 @@ from celery_periodiq.beat.publish import HEADER_BACKFILL, HEADER_ENTRY, HEADER_O
 from celery_periodiq.errors import EntryError, EntryNotFoundError
 from celery_periodiq.model.plan import task_id_for, to_ms
 from celery_periodiq.ops.backfill import BACKFILL_MOST, backfill_task_id, backfill_ticks
-from celery_periodiq.store.scripts import BACKFILL_MEMORY_MS, RunStart
+from celery_periodiq.protocol.records import RunStart
+from celery_periodiq.store.run_scripts import BACKFILL_MEMORY_MS
 from tests.processes import Cluster, cluster, wait_for
 
 HOUR = timedelta(hours=1)

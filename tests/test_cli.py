@@ -26,7 +26,7 @@ from celery_periodiq.cli import periodiq as periodiq_command
 from celery_periodiq.model.plan import task_id_for, to_ms
 from celery_periodiq.present.terminal import Style
 from celery_periodiq.protocol.keys import Keys
-from celery_periodiq.store.scripts import RunEnd, RunStart
+from celery_periodiq.protocol.records import RunEnd, RunStart
 
 START = datetime(2090, 1, 1, tzinfo=UTC)
 NOW = "2089-12-31T23:00:00Z"

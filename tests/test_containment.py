@@ -28,7 +28,7 @@ from celery_periodiq import (
 )
 from celery_periodiq.beat.dispatch import Dispatcher
 from celery_periodiq.model.plan import to_ms
-from celery_periodiq.store.scripts import RunStart
+from celery_periodiq.protocol.records import RunStart
 from tests.test_cli import cli, one_error_line
 
 START = datetime(2026, 1, 1, tzinfo=UTC)

@@ -31,7 +31,7 @@ from celery_periodiq.config import Settings
 from celery_periodiq.errors import ConfigurationError, ReplicasBehindError
 from celery_periodiq.localredis import LocalRedis
 from celery_periodiq.model.plan import to_ms
-from celery_periodiq.store.scripts import RunStart
+from celery_periodiq.protocol.records import RunStart
 from tests.processes import wait_for
 
 START = datetime(2026, 1, 1, tzinfo=UTC)

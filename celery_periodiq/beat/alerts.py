@@ -52,12 +52,9 @@ class Alerts:
         Raises:
             redis.RedisError: Redis failed (popped and not sent: pushed back, see above).
         """
-        pipe = self.store.client.pipeline(transaction=False)
-        for part in parts:
-            pipe.lpop(part.alerts, _BATCH)
         # A partition whose pop failed (a Cluster node down) does not stop the others'
         # from being sent: what they popped is only theirs now.
-        replies = pipe.execute(raise_on_error=False)
+        replies = self.store.pop_alerts(parts, _BATCH)
         popped = [(part, items or []) for part, items in zip(parts, replies, strict=True)
                   if not isinstance(items, Exception)]  # fmt: skip
         failed = next((reply for reply in replies if isinstance(reply, Exception)), None)
@@ -71,20 +68,12 @@ class Alerts:
                 try:
                     self._deliver(message)
                 except Exception:
-                    self._push_back([(part, items[position:]), *popped[number + 1 :]])
+                    self.store.push_alerts_back([(part, items[position:]), *popped[number + 1 :]])
                     raise
                 sent += 1
         if failed is not None:
             raise failed
         return sent
-
-    def _push_back(self, unsent: list[tuple[Partition, list[str]]]) -> None:
-        """Put transitions back at the front of their lists, in their order (one round trip)."""
-        pipe = self.store.client.pipeline(transaction=False)
-        for part, items in unsent:
-            if items:
-                pipe.lpush(part.alerts, *reversed(items))
-        pipe.execute()
 
     def _deliver(self, message: dict[str, Any]) -> None:
         if self.task is not None:

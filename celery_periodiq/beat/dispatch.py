@@ -39,7 +39,7 @@ from celery_periodiq.model.plan import (
 )
 from celery_periodiq.protocol.keys import Partition
 from celery_periodiq.schedules import EventSchedule
-from celery_periodiq.store.scripts import Claim, ClaimBatch
+from celery_periodiq.store.beat_scripts import Claim, ClaimBatch
 from celery_periodiq.store.store import Store
 
 __all__ = ["Dispatcher", "Pass"]

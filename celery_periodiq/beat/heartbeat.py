@@ -11,7 +11,7 @@ from typing import Any
 
 from celery_periodiq.beat.outage import Outage
 from celery_periodiq.clock import SAFE_SHARE, elapsed
-from celery_periodiq.store.scripts import Pulse
+from celery_periodiq.store.beat_scripts import Pulse
 from celery_periodiq.store.store import Store
 
 __all__ = ["ChangeListener", "Heartbeat"]
@@ -114,10 +114,12 @@ class ChangeListener(threading.Thread):
     changes may have been missed.
     """
 
-    def __init__(self, client: Any, channel: str, on_change: Callable[[str | None], None]) -> None:
+    def __init__(
+        self, subscribe: Callable[[], Any], on_change: Callable[[str | None], None]
+    ) -> None:
         super().__init__(name="periodiq-changes", daemon=True)
-        self.client = client
-        self.channel = channel
+        self.subscribe = subscribe
+        """Subscribes to the changes channel: :meth:`Store.changes`."""
         self.on_change = on_change
         self._stopped = threading.Event()
         self.subscribed = threading.Event()
@@ -125,9 +127,9 @@ class ChangeListener(threading.Thread):
     def run(self) -> None:
         backoff = 0.5
         while not self._stopped.is_set():
-            pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+            pubsub: Any = None
             try:
-                pubsub.subscribe(self.channel)
+                pubsub = self.subscribe()
                 self.subscribed.set()
                 self.on_change(None)
                 backoff = 0.5
@@ -144,7 +146,8 @@ class ChangeListener(threading.Thread):
                 backoff = min(backoff * 2, 5.0)
             finally:
                 with contextlib.suppress(Exception):
-                    pubsub.close()
+                    if pubsub is not None:
+                        pubsub.close()
 
     def stop(self) -> None:
         """Stop listening (within a second)."""

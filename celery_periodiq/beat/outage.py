@@ -19,7 +19,7 @@ import time
 import redis
 
 from celery_periodiq.errors import ReplicasBehindError
-from celery_periodiq.store.store import wrong_type
+from celery_periodiq.store.views import wrong_type
 
 __all__ = ["Outage"]
 

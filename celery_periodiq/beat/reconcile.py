@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 from celery_periodiq.declare import registry
 from celery_periodiq.model.entry import Entry
-from celery_periodiq.store.scripts import Pulse
+from celery_periodiq.store.beat_scripts import Pulse
 from celery_periodiq.store.store import Store
 
 __all__ = ["Declarations"]

@@ -31,7 +31,7 @@ from celery_periodiq.config import Settings, redacted
 from celery_periodiq.declare import registry
 from celery_periodiq.errors import BrokerUnavailableError, ConfigurationError, ReplicasBehindError
 from celery_periodiq.model.entry import Entry
-from celery_periodiq.store.scripts import Pulse
+from celery_periodiq.store.beat_scripts import Pulse
 from celery_periodiq.store.store import Store
 
 __all__ = ["Scheduler"]
@@ -104,7 +104,7 @@ class Scheduler(celery_beat.Scheduler):
             covered=self._heartbeat.covers,
         )
         self._alerts = Alerts(self.app, self.store, self.settings.alert_task)
-        self._listener = ChangeListener(self.store.client, self.store.keys.changes, self._changed)
+        self._listener = ChangeListener(self.store.changes, self._changed)
         self._listener.start()
         self._log_settings()
         self._heartbeat.start()
@@ -276,9 +276,8 @@ class Scheduler(celery_beat.Scheduler):
             self._warn_of_legacy_prefix()
 
     def _warn_of_legacy_prefix(self) -> None:
-        legacy = f"{{{_LEGACY_PREFIX}}}:entries"
         try:
-            found = self.store.client.exists(legacy)
+            found = self.store.holds_schedule_of(_LEGACY_PREFIX)
         except redis.RedisError:
             return  # Redis is not there yet: the first pass says so
         if found:

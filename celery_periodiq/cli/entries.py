@@ -17,7 +17,7 @@ from celery_periodiq.cli.entry_options import entry_changes, entry_options
 from celery_periodiq.cli.group import periodiq
 from celery_periodiq.cli.options import EXIT_NOT_FOUND, api_of, confirm, fail, handled
 from celery_periodiq.present import shapes, text
-from celery_periodiq.store.store import StoredEntry
+from celery_periodiq.store.views import StoredEntry
 
 __all__ = [
     "add_command",

@@ -26,7 +26,7 @@ from celery_periodiq.errors import ScheduleError
 from celery_periodiq.present import shapes, text
 from celery_periodiq.present.events import failures_text, history_text
 from celery_periodiq.schedules import parse_schedule
-from celery_periodiq.store.store import StoredEntry
+from celery_periodiq.store.views import StoredEntry
 
 __all__ = ["failures_command", "history_command", "list_command", "next_command", "show_command"]
 

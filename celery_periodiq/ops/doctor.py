@@ -16,8 +16,7 @@ from celery_periodiq.config import redacted
 from celery_periodiq.errors import shown
 from celery_periodiq.model import policy
 from celery_periodiq.model.plan import from_ms
-from celery_periodiq.store.store import BeatInfo, StoredEntry
-from celery_periodiq.store.topology import sentinel_report
+from celery_periodiq.store.views import BeatInfo, StoredEntry
 from celery_periodiq.worker.task import PeriodicTask
 
 if TYPE_CHECKING:
@@ -100,7 +99,7 @@ def diagnose(api: Periodiq) -> list[Check]:
         return [first, *unchecked[:3], _check_broker(api), *unchecked[3:]]
     checks = [first, _check_scripts(api), _check_beats(api), _check_clock(api), _check_broker(api)]
     if api.settings.redis_url.startswith("sentinel://"):
-        checks.insert(1, Check("sentinel", *sentinel_report(api.settings, api.store.client)))
+        checks.insert(1, Check("sentinel", *api.store.sentinel_report()))
     try:
         stored = api.store.load()
         now_ms = api.store.now_ms()

@@ -29,7 +29,7 @@ from prometheus_client.registry import Collector
 
 from celery_periodiq.api import Periodiq
 from celery_periodiq.errors import PeriodiqError
-from celery_periodiq.store.store import StoredEntry
+from celery_periodiq.store.views import StoredEntry
 
 __all__ = ["BUCKETS", "OTHER", "PeriodiqCollector"]
 
@@ -61,7 +61,7 @@ class PeriodiqCollector(Collector):
         try:
             beats = len(self.api.beats())
             entries = [item for page in self.api.store.glance() for item in page]
-            stats = self._stats()
+            stats = self.api.store.stats()
         except (PeriodiqError, redis.RedisError) as error:
             logger.warning("periodiq: metrics: cannot read the schedule: %s", error)
             up.add_metric([], 0)
@@ -81,20 +81,6 @@ class PeriodiqCollector(Collector):
         yield from self._per_entry(entries)
         for prefix, name, documentation in _HISTOGRAMS:
             yield _histogram(name, documentation, stats, prefix)
-
-    def _stats(self) -> dict[str, int]:
-        """The histogram fields of every partition, added up."""
-        pipe = self.api.store.client.pipeline(transaction=False)
-        for part in self.api.store.keys.all():
-            pipe.hgetall(part.stats)
-        total: Counter[str] = Counter()
-        for fields in pipe.execute():
-            for field, value in (fields or {}).items():
-                try:
-                    total[field] += int(value)
-                except (TypeError, ValueError):
-                    continue  # garbage written by someone else counts as nothing
-        return dict(total)
 
     def _per_entry(self, entries: list[StoredEntry]) -> Iterable[Metric]:
         def urgent(item: StoredEntry) -> tuple[bool, str]:

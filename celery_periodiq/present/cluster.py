@@ -9,7 +9,7 @@ from datetime import datetime
 
 from celery_periodiq.ops.doctor import Check
 from celery_periodiq.present.terminal import Column, Row, Style, hanging, relative, span, table
-from celery_periodiq.store.store import BeatInfo
+from celery_periodiq.store.views import BeatInfo
 
 __all__ = ["beats_text", "doctor_text"]
 

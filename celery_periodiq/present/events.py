@@ -13,7 +13,7 @@ from datetime import tzinfo
 from celery_periodiq.ops.backfill import BackfillReport
 from celery_periodiq.present.shapes import error_parts
 from celery_periodiq.present.terminal import Column, Row, Style, duration, number, table, when
-from celery_periodiq.store.store import Event
+from celery_periodiq.store.views import Event
 
 __all__ = ["backfill_summary", "failures_text", "history_lines", "history_text"]
 

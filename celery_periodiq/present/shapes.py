@@ -65,7 +65,7 @@ from celery_periodiq.ops.doctor import Check
 from celery_periodiq.present.terminal import iso, number, stored_instant, utc_iso
 from celery_periodiq.schedules import Schedule
 from celery_periodiq.schedules.zones import zone
-from celery_periodiq.store.store import BeatInfo, Event, StoredEntry
+from celery_periodiq.store.views import BeatInfo, Event, StoredEntry
 
 __all__ = [
     "Details",

@@ -30,7 +30,7 @@ from celery_periodiq.present.terminal import (
     when_near,
 )
 from celery_periodiq.schedules import EventSchedule, IntervalSchedule, Schedule
-from celery_periodiq.store.store import StoredEntry
+from celery_periodiq.store.views import StoredEntry
 
 __all__ = ["count_text", "list_text", "next_text", "show_text", "upcoming_text"]
 

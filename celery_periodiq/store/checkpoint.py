@@ -9,7 +9,8 @@ from typing import Any
 import redis
 
 from celery_periodiq.errors import PeriodiqError
-from celery_periodiq.store.store import Store, wrong_type
+from celery_periodiq.store.store import Store
+from celery_periodiq.store.views import wrong_type
 
 __all__ = ["Checkpoint"]
 
@@ -46,8 +47,10 @@ class Checkpoint:
         for checkpoint in checkpoints:
             pipe.get(checkpoint._key)
         replies = pipe.execute(raise_on_error=False) if checkpoints else []
-        return {checkpoint.entry: checkpoint._decoded(raw, None)
-                for checkpoint, raw in zip(checkpoints, replies, strict=True)}  # fmt: skip
+        return {
+            checkpoint.entry: checkpoint._decoded(raw, None)
+            for checkpoint, raw in zip(checkpoints, replies, strict=True)
+        }
 
     def _decoded(self, raw: Any, default: Any) -> Any:
         if isinstance(raw, redis.ResponseError):
@@ -55,8 +58,10 @@ class Checkpoint:
                 raise raw
             logger.warning(
                 "periodiq: checkpoint of entry %r is unusable (%s holds another Redis type); "
-                "starting without it", self.entry, self._key,
-            )  # fmt: skip
+                "starting without it",
+                self.entry,
+                self._key,
+            )
             return default
         if raw is None:
             return default
@@ -65,8 +70,9 @@ class Checkpoint:
         except ValueError as error:
             logger.warning(
                 "periodiq: checkpoint of entry %r is not JSON (%s); starting without it",
-                self.entry, error,
-            )  # fmt: skip
+                self.entry,
+                error,
+            )
             return default
 
     def save(self, value: Any) -> None:

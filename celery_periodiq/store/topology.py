@@ -15,9 +15,13 @@ __all__ = ["replicas", "sentinel_report"]
 def replicas(replication: dict[str, Any], state: str | None = None) -> list[dict[str, Any]]:
     """The replicas listed by a primary's ``INFO replication`` (``slave0``, ...), those
     in ``state`` only when given (``online``: in sync)."""
-    return [value for key, value in replication.items()
-            if key.startswith("slave") and isinstance(value, dict)
-            and (state is None or value.get("state") == state)]  # fmt: skip
+    return [
+        value
+        for key, value in replication.items()
+        if key.startswith("slave")
+        and isinstance(value, dict)
+        and (state is None or value.get("state") == state)
+    ]
 
 
 def sentinel_report(settings: Settings, primary: Any) -> tuple[str, str]:
@@ -33,9 +37,13 @@ def sentinel_report(settings: Settings, primary: Any) -> tuple[str, str]:
     answering = 0
     for host, port in hosts:
         client: Any = redis.Redis(
-            host=host, port=port, socket_timeout=2, socket_connect_timeout=2,
-            decode_responses=True, **extra,
-        )  # fmt: skip
+            host=host,
+            port=port,
+            socket_timeout=2,
+            socket_connect_timeout=2,
+            decode_responses=True,
+            **extra,
+        )
         try:
             found = client.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", master)
         except redis.RedisError:

@@ -19,7 +19,7 @@ from celery_periodiq.errors import EntryNotFoundError, PeriodiqError
 from celery_periodiq.present import shapes
 from celery_periodiq.present.terminal import relative
 from celery_periodiq.present.text import upcoming_text
-from celery_periodiq.store.store import StoredEntry
+from celery_periodiq.store.views import StoredEntry
 from celery_periodiq.web.auth import COOKIE, Guard
 from celery_periodiq.web.plot import runs_svg
 

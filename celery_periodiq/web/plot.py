@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from celery_periodiq.present.terminal import seconds
-from celery_periodiq.store.store import Event
+from celery_periodiq.store.views import Event
 
 __all__ = ["runs_svg"]
 

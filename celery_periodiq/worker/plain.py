@@ -47,7 +47,7 @@ from celery_periodiq.beat.publish import (
 )
 from celery_periodiq.model import policy
 from celery_periodiq.model.plan import tick_text
-from celery_periodiq.store.scripts import RunEnd, RunStart
+from celery_periodiq.protocol.records import RunEnd, RunStart
 from celery_periodiq.worker.task import _HOST, PeriodicTask, request_header, store_of
 
 __all__ = ["install", "uses_periodiq"]

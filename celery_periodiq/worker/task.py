@@ -41,8 +41,8 @@ from celery_periodiq.beat.publish import (
 from celery_periodiq.errors import ConfigurationError, PeriodiqError, ReplicasBehindError
 from celery_periodiq.model import policy
 from celery_periodiq.model.plan import from_ms, tick_text
+from celery_periodiq.protocol.records import RunEnd, RunStart
 from celery_periodiq.store.checkpoint import Checkpoint
-from celery_periodiq.store.scripts import RunEnd, RunStart
 from celery_periodiq.store.store import Store
 
 __all__ = ["PeriodicTask", "RunContext"]

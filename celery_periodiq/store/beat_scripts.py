@@ -1,0 +1,302 @@
+"""The beat's scripts: claim.lua and ack.lua (the pass over due ticks), beat.lua (the
+heartbeat) and declare.lua (declaration sets), with their typed results."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from celery_periodiq.protocol.keys import Partition
+from celery_periodiq.store.scripts import ScriptCalls, ScriptKeys, _warn_now_and_then
+
+__all__ = ["ACK", "BEAT", "CLAIM", "DECLARE", "BeatScripts", "Claim", "ClaimBatch", "Pulse"]
+
+DECLARATION_TTL_MS = 24 * 3600 * 1000
+"""How long a declaration set (and its generation) is kept after its last beat: an old
+version's beat that comes back within it is still older than the code deployed since."""
+_COMPACT = json.JSONEncoder(separators=(",", ":")).encode
+"""``json.dumps(value, separators=(",", ":"))`` without building an encoder per call."""
+
+CLAIM = ScriptKeys(
+    "claim", ("due", "inflight", "ticks", "entries", "state", "quarantine", "alive", "alerts")
+)
+ACK = ScriptKeys(
+    "ack",
+    ("due", "inflight", "ticks", "entries", "state", "quarantine"),
+    each=("history:name", "failures:name"),
+    tail=("alerts", "stats"),
+)
+BEAT = ScriptKeys("beat", ("beats", "beat:beat_id", "declarers", "declaration:declared"))
+DECLARE = ScriptKeys("declare", ("declaration:digest", "generation"))
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """One claimed tick, as claim.lua recorded it."""
+
+    id: str
+    name: str
+    nominal_ms: int
+    due_ms: int
+    """When it is due (jitter applied); may be a little after the claim (claimed ahead)."""
+    claimed_ms: int
+    running: bool
+    queued: bool
+    version: int
+    prev_ms: int | None
+    """The entry's previous scheduled tick; None when unknown."""
+    taken: int
+    definition: str | None
+    """The entry's JSON at claim time; None when the entry has vanished."""
+    rebuilt: bool = False
+    """The entry's state had no readable next tick: ``nominal_ms`` is its due instant,
+    which the beat must check against the schedule."""
+    runs: int = 0
+    """Ticks the beat had published for the entry before this claim (what ``max_runs``
+    counts)."""
+    owed: int = 0
+    """Ticks folded into the entry's next run by earlier claims (it stands for them)."""
+    inc: str | None = None
+    """The entry's incarnation when it was claimed (None: written before there were)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimBatch:
+    """What one claim.lua call returned, for one partition."""
+
+    partition: int
+    now_ms: int
+    now_us: int
+    """Microseconds of the Redis clock past ``now_ms``."""
+    next_due_ms: int | None
+    next_recheck_ms: int | None
+    claims: list[Claim]
+    vanished: list[str] = field(default_factory=list)
+    """Due entries whose definition was gone (deleted outside periodiq)."""
+
+
+def _decode_claims(partition: int, raw: list[Any]) -> ClaimBatch:
+    now, next_due, recheck, micros = (int(value) for value in raw[:4])
+    notices = json.loads(raw[4]) if raw[4] else {}
+    claims = []
+    for index in range(5, len(raw), 3):
+        record = json.loads(raw[index + 1])
+        claims.append(
+            Claim(
+                id=raw[index],
+                name=record["name"],
+                nominal_ms=int(record["nominal"]),
+                due_ms=int(record.get("due", record["nominal"])),
+                claimed_ms=int(record["claimed"]),
+                running=bool(record["running"]),
+                queued=bool(record["queued"]),
+                version=int(record["version"]),
+                prev_ms=None if int(record.get("prev", -1)) < 0 else int(record["prev"]),
+                taken=int(record.get("taken", 0)),
+                definition=raw[index + 2] or None,
+                rebuilt=bool(record.get("rebuilt", False)),
+                runs=int(record.get("runs", 0)),
+                owed=int(record.get("owed") or 0),
+                inc=record.get("inc"),
+            )
+        )
+    return ClaimBatch(
+        partition=partition,
+        now_ms=now,
+        now_us=micros,
+        next_due_ms=None if next_due < 0 else next_due,
+        next_recheck_ms=None if recheck < 0 else recheck,
+        claims=claims,
+        vanished=list(notices.get("vanished") or []),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Pulse:
+    """What a heartbeat (beat.lua) answered."""
+
+    now_ms: int
+    flag: bool
+    """start: no other beat was alive; stop: no other beat is alive any more."""
+    live: list[str]
+    """The ids of the beats alive now."""
+    declarations: dict[str, str] = field(default_factory=dict)
+    """Each live beat's declaration set digest ("" for a beat that says none)."""
+    registered: bool = False
+    """This beat's declaration set is stored (False: declare it again)."""
+
+
+class BeatScripts(ScriptCalls):
+    """The wrappers of claim.lua, ack.lua, beat.lua and declare.lua."""
+
+    def claim(
+        self,
+        part: Partition,
+        beat_id: str,
+        batch: int,
+        lease_ms: int,
+        now_ms: int | None = None,
+        horizon_ms: int = 0,
+    ) -> ClaimBatch:
+        """Claim up to ``batch`` of the partition's ticks due (or due within ``horizon_ms``)
+        or orphaned. ``now_ms`` replaces the Redis clock (tests only)."""
+        raw = self._run(
+            CLAIM.script,
+            CLAIM.keys(part),
+            [beat_id, batch, lease_ms, "" if now_ms is None else now_ms, horizon_ms],
+        )
+        return _decode_claims(part.index, raw)
+
+    def claim_many(
+        self,
+        parts: list[Partition],
+        beat_id: str,
+        batch: int,
+        lease_ms: int,
+        now_ms: int | None = None,
+        horizon_ms: int = 0,
+    ) -> list[ClaimBatch]:
+        """:meth:`claim` for several partitions in one round trip (a pipeline); one call
+        after the other on a Redis Cluster, whose pipelines do not carry scripts."""
+        args = [beat_id, batch, lease_ms, "" if now_ms is None else now_ms, horizon_ms]
+        if self.replica_acks:
+            return self._replicated_claims(parts, args)
+        if self._clustered or len(parts) < 2:
+            return [
+                self.claim(part, beat_id, batch, lease_ms, now_ms, horizon_ms) for part in parts
+            ]
+        pipe = self._client.pipeline(transaction=False)
+        for part in parts:
+            self._run(CLAIM.script, CLAIM.keys(part), args, client=pipe)
+        return [
+            _decode_claims(part.index, raw) for part, raw in zip(parts, pipe.execute(), strict=True)
+        ]
+
+    def _replicated_claims(self, parts: list[Partition], args: list[Any]) -> list[ClaimBatch]:
+        """Claims that ``replica_acks`` replicas have, per partition: a node whose replicas
+        fell behind gives no claims (they are taken over after their lease), the others
+        go on; when no node's replicas kept up, :class:`ReplicasBehindError`."""
+        replied = self._replicated_calls(
+            CLAIM.script,
+            [(CLAIM.keys(part), args) for part in parts],
+            "claims",
+            "none of them is published; they are taken over after their lease",
+        )
+        behind = [error for _, error in replied if error is not None]
+        if behind and len(behind) == len(replied):
+            raise behind[0]
+        if behind:
+            _warn_now_and_then(str(behind[0]))
+        batches = []
+        for part, (raw, error) in zip(parts, replied, strict=True):
+            batch = _decode_claims(part.index, raw)
+            batches.append(batch if error is None else replace(batch, claims=[], vanished=[]))
+        return batches
+
+    def ack(
+        self, part: Partition, beat_id: str, history_length: int, settlements: list[dict[str, Any]]
+    ) -> int:
+        """Settle claimed ticks of one partition (see ack.lua); returns how many were ours."""
+        if not settlements:
+            return 0
+        return int(self._run("ack", *self._ack_call(part, beat_id, history_length, settlements)))
+
+    def ack_many(
+        self,
+        batches: list[tuple[Partition, list[dict[str, Any]]]],
+        beat_id: str,
+        history_length: int,
+    ) -> int:
+        """:meth:`ack` for several partitions in one round trip (a pipeline); one call
+        after the other on a Redis Cluster. Returns how many were ours in all."""
+        batches = [(part, items) for part, items in batches if items]
+        if self._clustered or len(batches) < 2:
+            return sum(self.ack(part, beat_id, history_length, items) for part, items in batches)
+        pipe = self._client.pipeline(transaction=False)
+        for part, items in batches:
+            self._run("ack", *self._ack_call(part, beat_id, history_length, items), client=pipe)
+        return sum(int(settled) for settled in pipe.execute())
+
+    def ack_later(
+        self,
+        batches: list[tuple[Partition, list[dict[str, Any]]]],
+        beat_id: str,
+        history_length: int,
+    ) -> Callable[[], int]:
+        """:meth:`ack_many`, sent now and waited for when the returned function is called:
+        Redis runs the scripts while the caller goes on. The function returns how many
+        settlements were ours, or raises what the calls raised."""
+        batches = [(part, items) for part, items in batches if items]
+        if self._clustered or not batches:
+            settled = self.ack_many(batches, beat_id, history_length)
+            return lambda: settled
+        wait = self._later(
+            "ack", [self._ack_call(part, beat_id, history_length, items) for part, items in batches]
+        )
+        return lambda: sum(
+            int(reply) if reply is not None else self.ack(part, beat_id, history_length, items)
+            for reply, (part, items) in zip(wait(), batches, strict=True)
+        )
+
+    def claim_later(
+        self,
+        parts: list[Partition],
+        beat_id: str,
+        batch: int,
+        lease_ms: int,
+        horizon_ms: int = 0,
+    ) -> Callable[[], list[ClaimBatch]]:
+        """:meth:`claim_many`, sent now and read when the returned function is called."""
+        if self._clustered or not parts or self.replica_acks:  # claimed (and waited for) now
+            claimed = self.claim_many(parts, beat_id, batch, lease_ms, None, horizon_ms)
+            return lambda: claimed
+        args = [beat_id, batch, lease_ms, "", horizon_ms]
+        wait = self._later(CLAIM.script, [(CLAIM.keys(part), args) for part in parts])
+        return lambda: [
+            _decode_claims(part.index, raw)
+            if raw is not None
+            else self.claim(part, beat_id, batch, lease_ms, None, horizon_ms)
+            for part, raw in zip(parts, wait(), strict=True)
+        ]
+
+    @staticmethod
+    def _ack_call(
+        part: Partition, beat_id: str, history_length: int, settlements: list[dict[str, Any]]
+    ) -> tuple[list[str], list[Any]]:
+        keys = ACK.keys(part)
+        for item in settlements:
+            keys += ACK.item_keys(part, name=item["name"])
+        keys += ACK.tail_keys(part)
+        args: list[Any] = [beat_id, history_length]
+        args.extend(map(_COMPACT, settlements))
+        return keys, args
+
+    def beat(
+        self, beat_id: str, action: str, ttl_ms: int, info: dict[str, Any], declared: str = ""
+    ) -> tuple[int, bool]:
+        """Heartbeat ``start``/``alive``/``stop``; returns (server now in ms, cluster flag)."""
+        pulse = self.heartbeat(beat_id, action, ttl_ms, info, declared)
+        return pulse.now_ms, pulse.flag
+
+    def heartbeat(
+        self, beat_id: str, action: str, ttl_ms: int, info: dict[str, Any], declared: str = ""
+    ) -> Pulse:
+        """Heartbeat ``start``/``alive``/``stop`` of a beat running with the declaration
+        set ``declared`` (its digest; "" for none), whose TTL it refreshes."""
+        args: list[Any] = [beat_id, action, ttl_ms, declared, DECLARATION_TTL_MS]
+        for key, value in info.items():
+            args.extend([key, value])
+        keys = BEAT.keys(self.keys, beat_id=beat_id, declared=declared)
+        now, flag, *rest = self._run(BEAT.script, keys, args)
+        registered, pairs = bool(rest[0]) if rest else False, [str(value) for value in rest[1:]]
+        declarations = dict(zip(pairs[::2], pairs[1::2], strict=True))
+        return Pulse(int(now), bool(flag), list(declarations), declarations, registered)
+
+    def declare(self, digest: str, names: str, hint: int | None = None) -> int:
+        """Store a declaration set (declare.lua) given its digest and its names' JSON;
+        returns its generation (``hint``, the one this beat had, when it was lost)."""
+        keys = DECLARE.keys(self.keys, digest=digest)
+        args = [names, "" if hint is None else hint, DECLARATION_TTL_MS]
+        return int(self._run(DECLARE.script, keys, args))

@@ -1,0 +1,148 @@
+"""The writers' scripts: put.lua (create or replace entries), remove.lua (delete them)
+and pause.lua (pause, resume)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from celery_periodiq.protocol.keys import Partition
+from celery_periodiq.store.scripts import ScriptCalls, ScriptKeys
+
+__all__ = ["PAUSE", "PUT", "REMOVE", "EntryScripts", "PutItem"]
+
+PutItem = tuple[
+    str, str, str | None, str, int | None, int | None, bool, str | None, int | None, int | None, str
+]
+"""What put.lua writes for one entry: its name, digest, owner, source, first tick and its
+due instant (ms), whether it goes in the due set, its cluster event, its alert_after (ms),
+its max_runs, and its definition JSON."""
+
+
+PUT = ScriptKeys(
+    "put",
+    ("entries", "due", "declared", "events", "quarantine", "state", "generations"),
+    each=("owner:was", "owner:owner", "history:name", "failures:name"),
+)
+REMOVE = ScriptKeys(
+    "remove",
+    ("entries", "due", "declared", "events", "quarantine", "state", "generations"),
+    each=("owner:owner", "history:name", "failures:name", "checkpoint:name", "backfilled:name"),
+)
+PAUSE = ScriptKeys("pause", ("entries", "due", "state", "quarantine"))
+
+
+class EntryScripts(ScriptCalls):
+    """The wrappers of put.lua, remove.lua and pause.lua."""
+
+    def put(
+        self,
+        part: Partition,
+        mode: str,
+        items: list[PutItem],
+        was_owners: dict[str, str | None] | None = None,
+        generation: int | None = None,
+    ) -> list[str]:
+        """Create or replace entries of one partition; one status per item (see put.lua).
+
+        ``was_owners``: the owner each entry had when the caller read it (None: no
+        owner, or not read: "add" does not read it). ``generation``: the writing beat's
+        declaration set's (reconcile).
+        """
+        if not items:
+            return []
+        call = self._put_call(part, mode, items, was_owners, generation)
+        return list(self._run(PUT.script, *call))
+
+    def put_later(
+        self,
+        part: Partition,
+        mode: str,
+        items: list[PutItem],
+        was_owners: dict[str, str | None] | None = None,
+        generation: int | None = None,
+    ) -> Callable[[], list[str]]:
+        """:meth:`put`, sent now and read when the returned function is called: Redis runs
+        it while the caller prepares the next."""
+        if self._clustered or not items:
+            done = self.put(part, mode, items, was_owners, generation)
+            return lambda: done
+        wait = self._later(PUT.script, [self._put_call(part, mode, items, was_owners, generation)])
+
+        def read() -> list[str]:
+            (reply,) = wait()
+            if reply is not None:
+                return list(reply)
+            return self.put(part, mode, items, was_owners, generation)
+
+        return read
+
+    def _put_call(
+        self,
+        part: Partition,
+        mode: str,
+        items: list[PutItem],
+        was_owners: dict[str, str | None] | None,
+        generation: int | None = None,
+    ) -> tuple[list[str], list[Any]]:
+        keys = PUT.keys(part)
+        args: list[Any] = [self.keys.changes, mode, "" if generation is None else generation]
+        owners = was_owners or {}
+        for (
+            name,
+            digest,
+            owner,
+            source,
+            next_ms,
+            due_ms,
+            scheduled,
+            event,
+            alert,
+            most,
+            text,
+        ) in items:
+            was = owners.get(name)
+            keys += PUT.item_keys(part, was=was or "", owner=owner or "", name=name)
+            args += (
+                name,
+                digest,
+                owner or "",
+                source,
+                was or "",
+                "" if next_ms is None else next_ms,
+                "" if due_ms is None else due_ms,
+                "1" if scheduled else "",
+                event or "",
+                "" if alert is None else alert,
+                "" if most is None else most,
+                text,
+            )
+        return keys, args
+
+    def remove(
+        self, part: Partition, owners: dict[str, str | None], sources: str = "*"
+    ) -> list[str]:
+        """Delete entries of one partition whose source is in ``sources``, given the owner
+        each had when read; returns the names removed, ``retry:NAME`` for those whose
+        owner changed meanwhile, and (unless ``sources`` is ``"*"``) ``kept:NAME`` for
+        those a live beat of the generation that wrote them still declares."""
+        if not owners:
+            return []
+        keys = REMOVE.keys(part)
+        args: list[Any] = [self.keys.changes, sources]
+        for name, owner in owners.items():
+            keys += REMOVE.item_keys(part, owner=owner or "", name=name)
+            args += [name, owner or ""]
+        return list(self._run(REMOVE.script, keys, args))
+
+    def pause(self, name: str, note: str) -> str:
+        """Pause an entry: ``"ok"``, ``"missing"`` or ``"damaged: <why>"``."""
+        keys = PAUSE.keys(self.keys.of(name))
+        return str(self._run(PAUSE.script, keys, [self.keys.changes, name, "pause", note, ""]))
+
+    def resume(self, name: str, next_ms: int | None, due_ms: int | None) -> str:
+        """Resume an entry with its next tick: ``"ok"``, ``"missing"`` or ``"damaged: <why>"``."""
+        keys = PAUSE.keys(self.keys.of(name))
+        nominal = "" if next_ms is None else str(next_ms)
+        due = "" if due_ms is None else str(due_ms)
+        return str(self._run(PAUSE.script, keys, [self.keys.changes, name, "resume", nominal, due]))

@@ -1,0 +1,134 @@
+"""The worker's scripts: begin.lua and finish.lua (a run's guard, before and after its
+body) and record.lua (a run published outside the beat's claims)."""
+
+from __future__ import annotations
+
+from celery_periodiq.model.plan import task_id_for
+from celery_periodiq.protocol.records import Admission, RunEnd, RunStart
+from celery_periodiq.store.scripts import ScriptCalls, ScriptKeys
+
+__all__ = ["BACKFILL_MEMORY_MS", "BEGIN", "FINISH", "RECORD", "RunScripts"]
+
+BACKFILL_MEMORY_MS = 30 * 24 * 3600 * 1000
+"""How long an entry remembers which backfilled ticks began, after the newest one."""
+
+BEGIN = ScriptKeys(
+    "begin",
+    (
+        "entries",
+        "state",
+        "quarantine",
+        "due",
+        "history:name",
+        "failures:name",
+        "alerts",
+        "stats",
+        "backfilled:name",
+    ),
+)
+FINISH = ScriptKeys(
+    "finish", ("entries", "state", "quarantine", "due", "history:name", "failures:name", "alerts")
+)
+RECORD = ScriptKeys("record", ("entries", "state", "history:name"))
+
+
+class RunScripts(ScriptCalls):
+    """The wrappers of begin.lua, finish.lua and record.lua."""
+
+    def _recorded_id(self, name: str, task_id: str, tick_ms: int | None) -> str:
+        """The task id as the history keeps it: "" when the tick derives it."""
+        if tick_ms is not None and task_id == task_id_for(self.keys.prefix, name, tick_ms):
+            return ""
+        return task_id
+
+    def record(
+        self,
+        name: str,
+        kind: str,
+        task_id: str,
+        tick_ms: int | None,
+        note: str,
+        history_length: int,
+    ) -> bool:
+        """Note a run published outside the beat's claims (record.lua)."""
+        keys = RECORD.keys(self.keys.of(name), name=name)
+        args = [
+            name,
+            history_length,
+            kind,
+            "" if tick_ms is None else tick_ms,
+            self._recorded_id(name, task_id, tick_ms),
+            note,
+        ]
+        return bool(self._run(RECORD.script, keys, args))
+
+    def begin(self, name: str, run: RunStart, now_ms: int | None = None) -> Admission:
+        """The worker's guards before a run (begin.lua): one round trip.
+
+        Raises:
+            ReplicasBehindError: with ``replica_acks``, the run started (or resumed) but
+                too few replicas acknowledged it; its ``now_ms`` is the Redis clock then.
+                Sending the same ``run`` (its attempt token) again writes the start again.
+        """
+        keys = BEGIN.keys(self.keys.of(name), name=name)
+        args = [
+            run.task_id,
+            "" if run.tick_ms is None else run.tick_ms,
+            run.min_gap_ms,
+            run.overlap,
+            run.ttl_ms,
+            run.retries,
+            run.host,
+            run.history_length,
+            "" if now_ms is None else now_ms,
+            name,
+            "1" if run.published else "0",
+            "" if run.expires_ms is None else run.expires_ms,
+            self._recorded_id(name, run.task_id, run.tick_ms),
+            run.attempt,
+            "1" if run.backfill else "0",
+            BACKFILL_MEMORY_MS,
+            "1" if run.catchup else "0",
+            "1" if run.plain else "0",
+        ]
+        if self.replica_acks:
+            [(reply, behind)] = self._replicated_calls(
+                BEGIN.script, [(keys, args)], "start of the run", ""
+            )
+            outcome, now, last, note = reply
+            # A refusal need not be replicated: nothing runs on it. A start must be
+            # before the body runs; the caller sends it again (see PeriodicTask._begin).
+            if behind is not None and outcome in ("started", "resumed"):
+                behind.now_ms = int(now)
+                raise behind
+        else:
+            outcome, now, last, note = self._run(BEGIN.script, keys, args)
+        return Admission(
+            outcome=outcome,
+            now_ms=int(now),
+            last_run_ms=None if int(last) < 0 else int(last),
+            note=str(note or ""),
+        )
+
+    def finish(self, name: str, end: RunEnd, now_ms: int | None = None) -> bool:
+        """Record how a run ended (finish.lua); True if its running marker was cleared."""
+        cleared = self._run(
+            FINISH.script,
+            FINISH.keys(self.keys.of(name), name=name),
+            [
+                end.task_id,
+                "" if end.tick_ms is None else end.tick_ms,
+                end.outcome,
+                end.error,
+                end.duration_ms,
+                end.host,
+                end.history_length,
+                "2" if not end.ran else "1" if end.final else "0",
+                end.retry_ttl_ms,
+                "" if now_ms is None else now_ms,
+                name,
+                self._recorded_id(name, end.task_id, end.tick_ms),
+                self.keys.changes,
+            ],
+        )
+        return bool(cleared)
