@@ -20,8 +20,8 @@ from celery_periodiq.model.entry import AUTO, Entry
 from celery_periodiq.schedules import IntervalSchedule, Schedule
 
 __all__ = [
-    "Plan", "Tick", "due_ticks", "from_ms", "next_tick", "plan_tick", "task_id_for", "tick_text",
-    "to_ms",
+    "Plan", "Tick", "due_ticks", "from_ms", "next_tick", "next_tick_ms", "plan_tick", "task_id_for",
+    "tick_text", "to_ms",
 ]  # fmt: skip
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -180,6 +180,14 @@ def next_tick(
     after_next = schedule.next_after(following)
     gap = None if after_next is None else (after_next.astimezone(UTC) - following).total_seconds()
     return following, following + jitter_offset(entry, following, gap)
+
+
+def next_tick_ms(entry: Entry, now: datetime) -> tuple[int, int] | None:
+    """The entry's next tick after ``now`` and when it is due, in epoch milliseconds, as
+    a write or a resume stores them; None when the entry is disabled or its schedule
+    has no next tick."""
+    upcoming = next_tick(entry, entry.parsed_schedule(), now) if entry.enabled else None
+    return None if upcoming is None else (to_ms(upcoming[0]), to_ms(upcoming[1]))
 
 
 def jitter_offset(entry: Entry, nominal: datetime, interval: float | None) -> timedelta:
