@@ -11,12 +11,11 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
-import redis
 from celery import Celery
 from kombu.exceptions import KombuError
 
 from celery_periodiq.beat.publish import send
-from celery_periodiq.config import Settings, redacted
+from celery_periodiq.config import Settings
 from celery_periodiq.declare import registry
 from celery_periodiq.errors import (
     BrokerUnavailableError,
@@ -26,8 +25,6 @@ from celery_periodiq.errors import (
     EntryNotFoundError,
     PeriodiqError,
     SimulationError,
-    StoreRefusedError,
-    StoreUnavailableError,
     shown,
 )
 from celery_periodiq.model import policy
@@ -54,8 +51,9 @@ from celery_periodiq.model.simulate import Settings as PlanSettings
 from celery_periodiq.ops import backfill as backfills
 from celery_periodiq.ops import doctor, import_redbeat, transfer
 from celery_periodiq.ops.doctor import Check
+from celery_periodiq.runtime import Runtime, runtime_of
 from celery_periodiq.store.checkpoint import Checkpoint
-from celery_periodiq.store.store import BeatInfo, Event, Store, StoredEntry, wrong_type
+from celery_periodiq.store.store import BeatInfo, Event, Store, StoredEntry
 
 __all__ = ["FAILURE_KINDS", "Check", "Periodiq", "periodiq"]
 
@@ -77,20 +75,6 @@ def periodiq(app: Celery) -> Periodiq:
         client = Periodiq(app)
         vars(app)[_CLIENT_ATTRIBUTE] = client
     return client
-
-
-@contextlib.contextmanager
-def _redis_errors(url: str) -> Iterator[None]:
-    try:
-        yield
-    except redis.ResponseError as error:
-        hint = " (a key periodiq uses holds data written by something else)"
-        raise StoreRefusedError(
-            f"Redis at {redacted(url)} refused a command: {error}"
-            + (hint if wrong_type(error) else "")
-        ) from error
-    except redis.RedisError as error:
-        raise StoreUnavailableError(f"Redis at {redacted(url)} is unreachable: {error}") from error
 
 
 def _check_name(name: object) -> str:
@@ -182,17 +166,16 @@ class Periodiq:
     """Create, change and inspect the entries of one Celery app's schedule."""
 
     def __init__(self, app: Celery, store: Store | None = None) -> None:
-        self.app = app
-        self.settings = Settings.from_app(app)
-        self.store = store if store is not None else Store(self.settings)
+        # The app's one Runtime, its Store shared with the worker and the operations; a
+        # client made after the app's settings changed reads them afresh, as it always did.
+        fresh = Settings.from_app(app)
+        self.runtime = runtime_of(app, fresh) if store is None else Runtime(app, store, fresh)
+        self.app, self.settings, self.store = app, self.runtime.settings, self.runtime.store
         self._unknown_tasks_seen: set[str] = set()
 
-    @contextlib.contextmanager
-    def _guard(self) -> Iterator[None]:
+    def _guard(self) -> contextlib.AbstractContextManager[None]:
         """Redis errors as our errors; the schedule's layout checked on first use."""
-        with _redis_errors(self.settings.redis_url):
-            self.store.ensure_layout()
-            yield
+        return self.runtime.guard()
 
     def _stored(self, name: str) -> StoredEntry:
         found = self.store.load([_check_name(name)])

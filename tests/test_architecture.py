@@ -50,12 +50,11 @@ KNOWN_CYCLES: list[set[str]] = [
         "ops.import_django",
         "ops.import_redbeat",
         "ops.transfer",
-        "worker.task",
     },
 ]
 KNOWN_LONG: dict[str, int] = {
     "store.store": 913,
-    "api": 838,
+    "api": 821,
     "cli": 800,
     "beat.dispatch": 757,
     "store.scripts": 741,
@@ -71,7 +70,6 @@ KNOWN_UPWARD: set[str] = {
     "ops.metrics -> api",
     "ops.transfer -> api",
     "worker.plain -> beat.publish",
-    "worker.task -> api",
     "worker.task -> beat.publish",
 }
 KNOWN_FLAT = 12
