@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import redis
 
@@ -16,12 +16,10 @@ from celery_periodiq.config import redacted
 from celery_periodiq.errors import shown
 from celery_periodiq.model import policy
 from celery_periodiq.model.plan import from_ms
+from celery_periodiq.runtime import Runtime
 from celery_periodiq.store.store import BeatInfo, StoredEntry
 from celery_periodiq.store.topology import sentinel_report
 from celery_periodiq.worker.task import PeriodicTask
-
-if TYPE_CHECKING:
-    from celery_periodiq.api import Periodiq
 
 __all__ = ["CLOCK_FAIL", "CLOCK_WARN", "MIN_REDIS", "WAITING_FLOOR", "WAITING_INTERVALS",
            "Check", "diagnose"]  # fmt: skip
@@ -83,7 +81,7 @@ def _version(text: str) -> tuple[int, ...]:
     return tuple(parts)
 
 
-def diagnose(api: Periodiq) -> list[Check]:
+def diagnose(api: Runtime) -> list[Check]:
     """Check what periodiq needs; never raises, every problem is a :class:`Check`.
 
     In order: Redis reachable and at least 6.2, the Lua scripts load, at
@@ -119,7 +117,7 @@ def diagnose(api: Periodiq) -> list[Check]:
     ]
 
 
-def _check_redis(api: Periodiq) -> Check:
+def _check_redis(api: Runtime) -> Check:
     url = redacted(api.settings.redis_url)
     try:
         version = api.store.server_version()
@@ -131,7 +129,7 @@ def _check_redis(api: Periodiq) -> Check:
     return Check("redis", "ok", f"Redis {version} at {url}")
 
 
-def _check_scripts(api: Periodiq) -> Check:
+def _check_scripts(api: Runtime) -> Check:
     try:
         names = api.store.load_scripts()
     except redis.RedisError as error:
@@ -139,7 +137,7 @@ def _check_scripts(api: Periodiq) -> Check:
     return Check("scripts", "ok", f"{len(names)} Lua scripts load")
 
 
-def _check_beats(api: Periodiq) -> Check:
+def _check_beats(api: Runtime) -> Check:
     try:
         beats = api.store.beats()
     except redis.RedisError as error:
@@ -158,7 +156,7 @@ def _check_beats(api: Periodiq) -> Check:
     return Check("beats", "ok", found)
 
 
-def _declaration_sets(api: Periodiq, beats: list[BeatInfo]) -> str | None:
+def _declaration_sets(api: Runtime, beats: list[BeatInfo]) -> str | None:
     """What the live beats declare, when they do not all declare the same (a rolling
     deploy, or beats running different code): each set with its beats, newest first,
     and how many names differ; None when one set is live."""
@@ -191,7 +189,7 @@ def _declaration_sets(api: Periodiq, beats: list[BeatInfo]) -> str | None:
     )
 
 
-def _check_clock(api: Periodiq) -> Check:
+def _check_clock(api: Runtime) -> Check:
     try:
         before = time.time()
         server = api.store.now_ms() / 1000
@@ -207,7 +205,7 @@ def _check_clock(api: Periodiq) -> Check:
     return Check("clock", "warn" if abs(offset) < CLOCK_FAIL else "fail", detail)
 
 
-def _check_broker(api: Periodiq) -> Check:
+def _check_broker(api: Runtime) -> Check:
     try:
         with api.app.connection_for_write() as connection:
             where = redacted(connection.as_uri(include_password=True))
@@ -218,7 +216,7 @@ def _check_broker(api: Periodiq) -> Check:
     return Check("broker", "ok", f"broker reachable at {where}")
 
 
-def _tasks(api: Periodiq) -> dict[str, Any] | None:
+def _tasks(api: Runtime) -> dict[str, Any] | None:
     """The app's tasks by name, with its configured modules imported; None when the
     app cannot list them here."""
     try:
@@ -228,7 +226,7 @@ def _tasks(api: Periodiq) -> dict[str, Any] | None:
         return None
 
 
-def _check_tasks(api: Periodiq, stored: list[StoredEntry]) -> Check:
+def _check_tasks(api: Runtime, stored: list[StoredEntry]) -> Check:
     tasks = _tasks(api)
     if tasks is None:
         return Check("tasks", "skip", "not checked: the app's tasks could not be imported")
@@ -246,7 +244,7 @@ def _check_tasks(api: Periodiq, stored: list[StoredEntry]) -> Check:
     return Check("tasks", "ok", "every entry's task is registered in the app")
 
 
-def _check_runs(api: Periodiq, stored: list[StoredEntry], now_ms: int) -> Check:
+def _check_runs(api: Runtime, stored: list[StoredEntry], now_ms: int) -> Check:
     tasks = _tasks(api) or {}
     waiting, unguarded = [], []
     for item in stored:

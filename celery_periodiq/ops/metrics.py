@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, Protocol
 
 import redis
 from prometheus_client.core import (
@@ -27,8 +27,8 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from celery_periodiq.api import Periodiq
 from celery_periodiq.errors import PeriodiqError
+from celery_periodiq.runtime import Runtime
 from celery_periodiq.store.store import StoredEntry
 
 __all__ = ["BUCKETS", "OTHER", "PeriodiqCollector"]
@@ -47,19 +47,27 @@ _HISTOGRAMS = (
 )
 
 
-class PeriodiqCollector(Collector):
-    """Collects the schedule of one app's :class:`Periodiq` at every scrape."""
+class _HasRuntime(Protocol):
+    """A :class:`~celery_periodiq.Periodiq`: what the CLI and the web collect through."""
 
-    def __init__(self, api: Periodiq, max_entries: int = 500) -> None:
+    runtime: Runtime
+
+
+class PeriodiqCollector(Collector):
+    """Collects the schedule of one app (its :class:`Runtime`, or its ``Periodiq``) at
+    every scrape."""
+
+    def __init__(self, api: Runtime | _HasRuntime, max_entries: int = 500) -> None:
         if isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 0:
             raise PeriodiqError(f"max_entries={max_entries!r} is invalid (allowed: 0 or more)")
-        self.api = api
+        self.api = api if isinstance(api, Runtime) else api.runtime
         self.max_entries = max_entries
 
     def collect(self) -> Iterator[Metric]:
         up = GaugeMetricFamily("periodiq_up", "1 when the schedule's Redis could be read.")
         try:
-            beats = len(self.api.beats())
+            with self.api.guard():
+                beats = len(self.api.store.beats())
             entries = [item for page in self.api.store.glance() for item in page]
             stats = self._stats()
         except (PeriodiqError, redis.RedisError) as error:
