@@ -31,8 +31,13 @@ from celery_periodiq.ops.steer import readable
 from celery_periodiq.runtime import Runtime
 
 __all__ = [
-    "BACKFILL_MOST", "OVERLAPS", "BackfillReport", "BackfillTick", "backfill", "backfill_ticks",
-]  # fmt: skip
+    "BACKFILL_MOST",
+    "OVERLAPS",
+    "BackfillReport",
+    "BackfillTick",
+    "backfill",
+    "backfill_ticks",
+]
 
 BACKFILL_MOST = 10_000
 """The most ticks one backfill runs; a wider range is refused (split it)."""
@@ -194,8 +199,10 @@ def _backfill(
         if not isinstance(value, datetime) or value.tzinfo is None:
             raise EntryError(f"{what}={shown(value)} is invalid (allowed: an aware datetime)")
     if start >= end:
-        raise EntryError(f"the range {start.isoformat()} .. {end.isoformat()} is empty "
-                         "(allowed: start before end)")  # fmt: skip
+        raise EntryError(
+            f"the range {start.isoformat()} .. {end.isoformat()} is empty "
+            "(allowed: start before end)"
+        )
     store, settings = runtime.store, runtime.settings
     now = from_ms(store.now_ms())
     if end > now:
@@ -255,8 +262,11 @@ def _run_one(runtime: Runtime, entry: Entry, tick: Tick, timeout: float) -> str:
         time.sleep(pause)
         pause = min(pause * 1.5, 0.5)
         memory = store.run_memory(entry.name, nominal)
-        mine = [event.kind for event in memory.events
-                if event.task_id == tick.task_id and to_ms(event.at) >= sent_ms]  # fmt: skip
+        mine = [
+            event.kind
+            for event in memory.events
+            if event.task_id == tick.task_id and to_ms(event.at) >= sent_ms
+        ]
         final = next((kind for kind in mine if kind in _FINAL), None)
         if final is not None:
             return final

@@ -21,8 +21,15 @@ from celery_periodiq.store.store import BeatInfo, StoredEntry
 from celery_periodiq.store.topology import sentinel_report
 from celery_periodiq.worker.task import PeriodicTask
 
-__all__ = ["CLOCK_FAIL", "CLOCK_WARN", "MIN_REDIS", "WAITING_FLOOR", "WAITING_INTERVALS",
-           "Check", "diagnose"]  # fmt: skip
+__all__ = [
+    "CLOCK_FAIL",
+    "CLOCK_WARN",
+    "MIN_REDIS",
+    "WAITING_FLOOR",
+    "WAITING_INTERVALS",
+    "Check",
+    "diagnose",
+]
 
 MIN_REDIS = (6, 2)
 """The oldest Redis the Lua scripts run on."""
@@ -68,8 +75,11 @@ def _check_alerts(stored: list[StoredEntry]) -> Check:
     failing = [item.name for item in stored if item.failing_since]
     if not overdue and not failing:
         return Check("alerts", "ok", "no entry is overdue or failing")
-    parts = [f"{len(names)} {kind}: {_some(names, 3)}"
-             for kind, names in (("overdue", overdue), ("failing", failing)) if names]  # fmt: skip
+    parts = [
+        f"{len(names)} {kind}: {_some(names, 3)}"
+        for kind, names in (("overdue", overdue), ("failing", failing))
+        if names
+    ]
     return Check("alerts", "fail", "; ".join(parts))
 
 
@@ -166,8 +176,9 @@ def _declaration_sets(api: Runtime, beats: list[BeatInfo]) -> str | None:
     if len(by_set) < 2:
         return None
     stored = api.store.declaration_sets(digest for digest in by_set if digest)
-    order = sorted(by_set, key=lambda digest: -(stored[digest].generation or 0)
-                   if digest in stored else 0)  # fmt: skip
+    order = sorted(
+        by_set, key=lambda digest: -(stored[digest].generation or 0) if digest in stored else 0
+    )
     described = []
     for digest in order:
         found = stored.get(digest)
@@ -237,10 +248,11 @@ def _check_tasks(api: Runtime, stored: list[StoredEntry]) -> Check:
     )
     if unknown:
         return Check(
-            "tasks", "warn",
+            "tasks",
+            "warn",
             f"app {shown(api.app.main)} does not know the task of {_some(unknown)}: a typo, "
             "or a task only the workers' code defines (runs of a task no worker knows fail)",
-        )  # fmt: skip
+        )
     return Check("tasks", "ok", "every entry's task is registered in the app")
 
 

@@ -82,10 +82,16 @@ class PeriodiqCollector(Collector):
         for state, count in sorted(Counter(item.status for item in entries).items()):
             states.add_metric([state], count)
         yield states
-        yield _gauge("periodiq_entries_overdue", "Entries overdue, of all.",
-                     sum(1 for item in entries if item.overdue_since))  # fmt: skip
-        yield _gauge("periodiq_entries_failing", "Entries failing, of all.",
-                     sum(1 for item in entries if item.failing_since))  # fmt: skip
+        yield _gauge(
+            "periodiq_entries_overdue",
+            "Entries overdue, of all.",
+            sum(1 for item in entries if item.overdue_since),
+        )
+        yield _gauge(
+            "periodiq_entries_failing",
+            "Entries failing, of all.",
+            sum(1 for item in entries if item.failing_since),
+        )
         yield from self._per_entry(entries)
         for prefix, name, documentation in _HISTOGRAMS:
             yield _histogram(name, documentation, stats, prefix)
@@ -112,16 +118,20 @@ class PeriodiqCollector(Collector):
         named = {item.name for item in chosen}
         rest = [item for item in entries if item.name not in named]
         runs = CounterMetricFamily("periodiq_runs", "Runs by outcome.", labels=["entry", "outcome"])
-        skips = CounterMetricFamily("periodiq_skips", "Ticks not run, by reason.",
-                                    labels=["entry", "reason"])  # fmt: skip
-        overdue = GaugeMetricFamily("periodiq_entry_overdue", "1 while the entry is overdue.",
-                                    labels=["entry"])  # fmt: skip
-        failing = GaugeMetricFamily("periodiq_entry_failing", "1 while the entry is failing.",
-                                    labels=["entry"])  # fmt: skip
+        skips = CounterMetricFamily(
+            "periodiq_skips", "Ticks not run, by reason.", labels=["entry", "reason"]
+        )
+        overdue = GaugeMetricFamily(
+            "periodiq_entry_overdue", "1 while the entry is overdue.", labels=["entry"]
+        )
+        failing = GaugeMetricFamily(
+            "periodiq_entry_failing", "1 while the entry is failing.", labels=["entry"]
+        )
         success = GaugeMetricFamily(
             "periodiq_entry_last_success_timestamp_seconds",
-            "When a run of the entry last succeeded (Unix time).", labels=["entry"],
-        )  # fmt: skip
+            "When a run of the entry last succeeded (Unix time).",
+            labels=["entry"],
+        )
         groups: list[tuple[str, list[StoredEntry]]] = [(item.name, [item]) for item in chosen]
         if rest:
             groups.append((OTHER, rest))

@@ -30,8 +30,13 @@ from celery_periodiq.store.checkpoint import Checkpoint
 from celery_periodiq.store.store import Store
 
 __all__ = [
-    "FORMAT", "VERSION", "ImportReport", "export_schedule", "import_converted", "import_schedule",
-]  # fmt: skip
+    "FORMAT",
+    "VERSION",
+    "ImportReport",
+    "export_schedule",
+    "import_converted",
+    "import_schedule",
+]
 
 FORMAT, VERSION = "celery-periodiq", 1
 _SOURCES = ("runtime", "code", "config")
@@ -61,9 +66,10 @@ def export_schedule(
         raise EntryError(f"source={shown(source)} is invalid (allowed: {', '.join(_SOURCES)})")
     records = []
     chosen = [
-        item for item in sorted(listed(store, owner, None), key=lambda item: item.name)
+        item
+        for item in sorted(listed(store, owner, None), key=lambda item: item.name)
         if item.entry is not None and source in (None, item.entry.source)
-    ]  # fmt: skip
+    ]
     saved = Checkpoint.load_many(store, [item.name for item in chosen]) if state else {}
     for item in chosen:
         assert item.entry is not None
@@ -105,8 +111,11 @@ def import_schedule(
         except EntryError as error:
             problems.append(f"#{position}: {error}")
     names = [entry.name for entry, _ in parsed]
-    problems += [f"entry {shown(name)} is given twice" for name in sorted(set(names))
-                 if names.count(name) > 1]  # fmt: skip
+    problems += [
+        f"entry {shown(name)} is given twice"
+        for name in sorted(set(names))
+        if names.count(name) > 1
+    ]
     existing = {item.name: item for item in store.load(names)} if not problems else {}
     report = ImportReport(dry_run=dry_run)
     for position, (entry, _) in enumerate(parsed):
@@ -118,8 +127,10 @@ def import_schedule(
         elif replace:
             report.replaced.append(entry.name)
         else:
-            problems.append(f"#{position}: an entry named {shown(entry.name)} exists with "
-                            "another definition (--replace / replace=True replaces)")  # fmt: skip
+            problems.append(
+                f"#{position}: an entry named {shown(entry.name)} exists with "
+                "another definition (--replace / replace=True replaces)"
+            )
     if problems:
         raise EntryError(f"{len(problems)} problems, nothing imported: " + "; ".join(problems))
     if dry_run:
