@@ -19,20 +19,25 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+
+from kombu.exceptions import KombuError
 
 from celery_periodiq.beat.publish import send_backfill
-from celery_periodiq.errors import EntryError, shown
+from celery_periodiq.errors import BrokerUnavailableError, EntryError, shown
 from celery_periodiq.model import policy
 from celery_periodiq.model.entry import Entry
 from celery_periodiq.model.plan import Tick, from_ms, task_id_for, tick_text, to_ms
-
-if TYPE_CHECKING:
-    from celery_periodiq.api import Periodiq
+from celery_periodiq.ops.steer import readable
+from celery_periodiq.runtime import Runtime
 
 __all__ = [
-    "BACKFILL_MOST", "OVERLAPS", "BackfillReport", "BackfillTick", "backfill", "backfill_ticks",
-]  # fmt: skip
+    "BACKFILL_MOST",
+    "OVERLAPS",
+    "BackfillReport",
+    "BackfillTick",
+    "backfill",
+    "backfill_ticks",
+]
 
 BACKFILL_MOST = 10_000
 """The most ticks one backfill runs; a wider range is refused (split it)."""
@@ -132,8 +137,8 @@ def backfill_ticks(
 
 
 def backfill(
-    api: Periodiq,
-    entry: Entry,
+    runtime: Runtime,
+    name: str,
     start: datetime,
     end: datetime,
     *,
@@ -141,6 +146,45 @@ def backfill(
     dry_run: bool = False,
     timeout: float = 300.0,
     progress: Callable[[BackfillTick], None] | None = None,
+) -> BackfillReport:
+    """``Periodiq.backfill``: run the entry's ticks in ``[start, end)`` (see the module
+    docstring); runs inside the caller's guard.
+
+    Args:
+        name: the entry.
+        start: the first instant of the range (aware).
+        end: the end of the range, itself excluded (aware; not after now).
+        overlap: ``"buffer_all"`` runs the ticks one after another, waiting for each
+            run to end (this call returns when the last one ended);
+            ``"allow"`` publishes them all at once and returns.
+        dry_run: publish nothing; the report says what would run.
+        timeout: ``buffer_all``: seconds to wait for a worker to begin each run
+            before stopping (``report.stalled`` says why; the same call again goes
+            on from there).
+        progress: called with each tick as it is settled.
+
+    Raises:
+        EntryNotFoundError: no entry has that name.
+        EntryError: a bad range, overlap or timeout, or more than
+            ``BACKFILL_MOST`` ticks in the range (nothing is published).
+        BrokerUnavailableError: the broker could not be reached.
+    """
+    entry = readable(runtime.store, name)
+    try:
+        return _backfill(runtime, entry, start, end, overlap, dry_run, timeout, progress)
+    except (KombuError, OSError) as error:
+        raise BrokerUnavailableError(f"the broker is unreachable: {error}") from error
+
+
+def _backfill(
+    runtime: Runtime,
+    entry: Entry,
+    start: datetime,
+    end: datetime,
+    overlap: str,
+    dry_run: bool,
+    timeout: float,
+    progress: Callable[[BackfillTick], None] | None,
 ) -> BackfillReport:
     """Run ``entry``'s ticks in ``[start, end)`` (see the module docstring).
 
@@ -155,9 +199,11 @@ def backfill(
         if not isinstance(value, datetime) or value.tzinfo is None:
             raise EntryError(f"{what}={shown(value)} is invalid (allowed: an aware datetime)")
     if start >= end:
-        raise EntryError(f"the range {start.isoformat()} .. {end.isoformat()} is empty "
-                         "(allowed: start before end)")  # fmt: skip
-    store, settings = api.store, api.settings
+        raise EntryError(
+            f"the range {start.isoformat()} .. {end.isoformat()} is empty "
+            "(allowed: start before end)"
+        )
+    store, settings = runtime.store, runtime.settings
     now = from_ms(store.now_ms())
     if end > now:
         raise EntryError(
@@ -186,13 +232,13 @@ def backfill(
         else:
             pending.append(tick)
     if pending and overlap == "allow":
-        with api.app.producer_or_acquire() as producer:
+        with runtime.app.producer_or_acquire() as producer:
             for tick in pending:
-                send_backfill(api.app, entry, tick, "allow", producer)
+                send_backfill(runtime.app, entry, tick, "allow", producer)
                 settle(tick, "published")
     elif pending:
         for position, tick in enumerate(pending):
-            outcome = _run_one(api, entry, tick, timeout)
+            outcome = _run_one(runtime, entry, tick, timeout)
             if outcome.startswith("stalled: "):
                 report.stalled = outcome.removeprefix("stalled: ")
                 settle(tick, "waiting")
@@ -204,20 +250,23 @@ def backfill(
     return report
 
 
-def _run_one(api: Periodiq, entry: Entry, tick: Tick, timeout: float) -> str:
+def _run_one(runtime: Runtime, entry: Entry, tick: Tick, timeout: float) -> str:
     """Publish one tick and wait until its run ended; returns how it ended, or
     ``stalled: <why>`` when no worker began it within ``timeout`` seconds."""
-    store, nominal = api.store, to_ms(tick.nominal)
+    store, nominal = runtime.store, to_ms(tick.nominal)
     sent_ms = store.now_ms()
-    with api.app.producer_or_acquire() as producer:
-        send_backfill(api.app, entry, tick, "skip", producer)
+    with runtime.app.producer_or_acquire() as producer:
+        send_backfill(runtime.app, entry, tick, "skip", producer)
     waited_since, pause = time.monotonic(), 0.02
     while True:
         time.sleep(pause)
         pause = min(pause * 1.5, 0.5)
         memory = store.run_memory(entry.name, nominal)
-        mine = [event.kind for event in memory.events
-                if event.task_id == tick.task_id and to_ms(event.at) >= sent_ms]  # fmt: skip
+        mine = [
+            event.kind
+            for event in memory.events
+            if event.task_id == tick.task_id and to_ms(event.at) >= sent_ms
+        ]
         final = next((kind for kind in mine if kind in _FINAL), None)
         if final is not None:
             return final
@@ -228,8 +277,8 @@ def _run_one(api: Periodiq, entry: Entry, tick: Tick, timeout: float) -> str:
         if "skipped_overlap" in mine and memory.running is None:
             # another run of the entry was unfinished: send this one again now it ended
             sent_ms = store.now_ms()
-            with api.app.producer_or_acquire() as producer:
-                send_backfill(api.app, entry, tick, "skip", producer)
+            with runtime.app.producer_or_acquire() as producer:
+                send_backfill(runtime.app, entry, tick, "skip", producer)
             waited_since = time.monotonic()
             continue
         if nominal in memory.began:
@@ -241,7 +290,7 @@ def _run_one(api: Periodiq, entry: Entry, tick: Tick, timeout: float) -> str:
         if time.monotonic() - waited_since > timeout:
             if not store.existing([entry.name]):
                 return f"stalled: entry {entry.name!r} was deleted"
-            queue = entry.options.get("queue") or api.app.conf.task_default_queue
+            queue = entry.options.get("queue") or runtime.app.conf.task_default_queue
             return (
                 f"stalled: no worker began the run of tick {tick_text(nominal)} within "
                 f"{timeout:g} s (is a worker consuming queue {queue!r}?); the same backfill "

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import redis
 
@@ -16,14 +16,19 @@ from celery_periodiq.config import redacted
 from celery_periodiq.errors import shown
 from celery_periodiq.model import policy
 from celery_periodiq.model.plan import from_ms
+from celery_periodiq.runtime import Runtime
 from celery_periodiq.store.views import BeatInfo, StoredEntry
 from celery_periodiq.worker.task import PeriodicTask
 
-if TYPE_CHECKING:
-    from celery_periodiq.api import Periodiq
-
-__all__ = ["CLOCK_FAIL", "CLOCK_WARN", "MIN_REDIS", "WAITING_FLOOR", "WAITING_INTERVALS",
-           "Check", "diagnose"]  # fmt: skip
+__all__ = [
+    "CLOCK_FAIL",
+    "CLOCK_WARN",
+    "MIN_REDIS",
+    "WAITING_FLOOR",
+    "WAITING_INTERVALS",
+    "Check",
+    "diagnose",
+]
 
 MIN_REDIS = (6, 2)
 """The oldest Redis the Lua scripts run on."""
@@ -69,8 +74,11 @@ def _check_alerts(stored: list[StoredEntry]) -> Check:
     failing = [item.name for item in stored if item.failing_since]
     if not overdue and not failing:
         return Check("alerts", "ok", "no entry is overdue or failing")
-    parts = [f"{len(names)} {kind}: {_some(names, 3)}"
-             for kind, names in (("overdue", overdue), ("failing", failing)) if names]  # fmt: skip
+    parts = [
+        f"{len(names)} {kind}: {_some(names, 3)}"
+        for kind, names in (("overdue", overdue), ("failing", failing))
+        if names
+    ]
     return Check("alerts", "fail", "; ".join(parts))
 
 
@@ -82,7 +90,7 @@ def _version(text: str) -> tuple[int, ...]:
     return tuple(parts)
 
 
-def diagnose(api: Periodiq) -> list[Check]:
+def diagnose(api: Runtime) -> list[Check]:
     """Check what periodiq needs; never raises, every problem is a :class:`Check`.
 
     In order: Redis reachable and at least 6.2, the Lua scripts load, at
@@ -118,7 +126,7 @@ def diagnose(api: Periodiq) -> list[Check]:
     ]
 
 
-def _check_redis(api: Periodiq) -> Check:
+def _check_redis(api: Runtime) -> Check:
     url = redacted(api.settings.redis_url)
     try:
         version = api.store.server_version()
@@ -130,7 +138,7 @@ def _check_redis(api: Periodiq) -> Check:
     return Check("redis", "ok", f"Redis {version} at {url}")
 
 
-def _check_scripts(api: Periodiq) -> Check:
+def _check_scripts(api: Runtime) -> Check:
     try:
         names = api.store.load_scripts()
     except redis.RedisError as error:
@@ -138,7 +146,7 @@ def _check_scripts(api: Periodiq) -> Check:
     return Check("scripts", "ok", f"{len(names)} Lua scripts load")
 
 
-def _check_beats(api: Periodiq) -> Check:
+def _check_beats(api: Runtime) -> Check:
     try:
         beats = api.store.beats()
     except redis.RedisError as error:
@@ -157,7 +165,7 @@ def _check_beats(api: Periodiq) -> Check:
     return Check("beats", "ok", found)
 
 
-def _declaration_sets(api: Periodiq, beats: list[BeatInfo]) -> str | None:
+def _declaration_sets(api: Runtime, beats: list[BeatInfo]) -> str | None:
     """What the live beats declare, when they do not all declare the same (a rolling
     deploy, or beats running different code): each set with its beats, newest first,
     and how many names differ; None when one set is live."""
@@ -167,8 +175,9 @@ def _declaration_sets(api: Periodiq, beats: list[BeatInfo]) -> str | None:
     if len(by_set) < 2:
         return None
     stored = api.store.declaration_sets(digest for digest in by_set if digest)
-    order = sorted(by_set, key=lambda digest: -(stored[digest].generation or 0)
-                   if digest in stored else 0)  # fmt: skip
+    order = sorted(
+        by_set, key=lambda digest: -(stored[digest].generation or 0) if digest in stored else 0
+    )
     described = []
     for digest in order:
         found = stored.get(digest)
@@ -190,7 +199,7 @@ def _declaration_sets(api: Periodiq, beats: list[BeatInfo]) -> str | None:
     )
 
 
-def _check_clock(api: Periodiq) -> Check:
+def _check_clock(api: Runtime) -> Check:
     try:
         before = time.time()
         server = api.store.now_ms() / 1000
@@ -206,7 +215,7 @@ def _check_clock(api: Periodiq) -> Check:
     return Check("clock", "warn" if abs(offset) < CLOCK_FAIL else "fail", detail)
 
 
-def _check_broker(api: Periodiq) -> Check:
+def _check_broker(api: Runtime) -> Check:
     try:
         with api.app.connection_for_write() as connection:
             where = redacted(connection.as_uri(include_password=True))
@@ -217,7 +226,7 @@ def _check_broker(api: Periodiq) -> Check:
     return Check("broker", "ok", f"broker reachable at {where}")
 
 
-def _tasks(api: Periodiq) -> dict[str, Any] | None:
+def _tasks(api: Runtime) -> dict[str, Any] | None:
     """The app's tasks by name, with its configured modules imported; None when the
     app cannot list them here."""
     try:
@@ -227,7 +236,7 @@ def _tasks(api: Periodiq) -> dict[str, Any] | None:
         return None
 
 
-def _check_tasks(api: Periodiq, stored: list[StoredEntry]) -> Check:
+def _check_tasks(api: Runtime, stored: list[StoredEntry]) -> Check:
     tasks = _tasks(api)
     if tasks is None:
         return Check("tasks", "skip", "not checked: the app's tasks could not be imported")
@@ -238,14 +247,15 @@ def _check_tasks(api: Periodiq, stored: list[StoredEntry]) -> Check:
     )
     if unknown:
         return Check(
-            "tasks", "warn",
+            "tasks",
+            "warn",
             f"app {shown(api.app.main)} does not know the task of {_some(unknown)}: a typo, "
             "or a task only the workers' code defines (runs of a task no worker knows fail)",
-        )  # fmt: skip
+        )
     return Check("tasks", "ok", "every entry's task is registered in the app")
 
 
-def _check_runs(api: Periodiq, stored: list[StoredEntry], now_ms: int) -> Check:
+def _check_runs(api: Runtime, stored: list[StoredEntry], now_ms: int) -> Check:
     tasks = _tasks(api) or {}
     waiting, unguarded = [], []
     for item in stored:

@@ -57,17 +57,24 @@ __all__ = ["APP_LABEL", "MODELS", "django_document"]
 APP_LABEL = "django_celery_beat"
 SCHEDULE_KINDS = ("crontab", "interval", "solar", "clocked")
 MODELS = (
-    "periodictask", "crontabschedule", "intervalschedule", "solarschedule",
-    "clockedschedule", "periodictasks",
-)  # fmt: skip
+    "periodictask",
+    "crontabschedule",
+    "intervalschedule",
+    "solarschedule",
+    "clockedschedule",
+    "periodictasks",
+)
 """The models of a ``dumpdata django_celery_beat`` dump (without the app label)."""
 PERIODS = ("days", "hours", "minutes", "seconds", "microseconds")
 BACKEND_CLEANUP = "celery.backend_cleanup"
 _CRON_PARTS = ("minute", "hour", "day_of_month", "month_of_year", "day_of_week")
 _FULL = {
-    "minute": range(60), "hour": range(24), "day_of_month": range(1, 32),
-    "month_of_year": range(1, 13), "day_of_week": range(7),
-}  # fmt: skip
+    "minute": range(60),
+    "hour": range(24),
+    "day_of_month": range(1, 32),
+    "month_of_year": range(1, 13),
+    "day_of_week": range(7),
+}
 _WEEKDAY_NAMES = ("Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat")
 _SOLAR_CHECK = ("event", "latitude", "longitude")
 
@@ -377,10 +384,11 @@ def _listed(values: list[int], through: str, width: int = 1) -> str:
         else:
             runs.append([value])
     return ",".join(
-        f"{run[0]:0{width}d}{through}{run[-1]:0{width}d}" if len(run) > 2
+        f"{run[0]:0{width}d}{through}{run[-1]:0{width}d}"
+        if len(run) > 2
         else ",".join(f"{value:0{width}d}" for value in run)
         for run in runs
-    )  # fmt: skip
+    )
 
 
 def _cron_means(spec: str, sets: dict[str, list[int]]) -> bool:
@@ -399,9 +407,10 @@ def _cron_means(spec: str, sets: dict[str, list[int]]) -> bool:
         for month in range(1, 13):
             first, length = calendar.monthrange(year, month)
             wanted = {
-                day for day in range(1, length + 1)
+                day
+                for day in range(1, length + 1)
                 if day in sets["day_of_month"] and (first + day) % 7 in sets["day_of_week"]
-            }  # fmt: skip
+            }
             if fields.days.matching_days(year, month) != wanted:
                 return False
     return True

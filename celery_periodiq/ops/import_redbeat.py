@@ -160,12 +160,16 @@ def redbeat_document(
             continue
         name = record["definition"]["name"]
         if name in declared:
-            notes.append(f"{where}: left out, declared in {declared[name]}: it moves over "
-                         "when a periodiq beat starts")  # fmt: skip
+            notes.append(
+                f"{where}: left out, declared in {declared[name]}: it moves over "
+                "when a periodiq beat starts"
+            )
             continue
         if name in statics:
-            said.append("a static entry of the RedBeat beat's beat_schedule, which this app "
-                        "does not declare: imported as a runtime entry")  # fmt: skip
+            said.append(
+                "a static entry of the RedBeat beat's beat_schedule, which this app "
+                "does not declare: imported as a runtime entry"
+            )
         notes += [f"{where}: {note}" for note in said]
         records.append(record)
     document = {
@@ -278,8 +282,9 @@ def _options(value: Any, notes: list[str]) -> tuple[dict[str, Any], float | str 
         dropped.append("expires")  # an instant, not seconds after each tick
         expires = None
     if dropped:
-        notes.append(f"options {dropped} are not carried over (periodiq keeps {_KEPT}; "
-                     "expires as seconds)")  # fmt: skip
+        notes.append(
+            f"options {dropped} are not carried over (periodiq keeps {_KEPT}; expires as seconds)"
+        )
     return kept, "auto" if expires is None else expires
 
 
@@ -306,18 +311,24 @@ def _schedule(value: Any, app: Celery, notes: list[str]) -> dict[str, Any]:
     elif kind == "interval":
         every = value.get("every")
         if isinstance(every, bool) or not isinstance(every, int | float) or every <= 0:
-            raise _RecordError(f"interval schedule every={shown(every)} is invalid (allowed: "
-                           "seconds > 0)")  # fmt: skip
+            raise _RecordError(
+                f"interval schedule every={shown(every)} is invalid (allowed: seconds > 0)"
+            )
         if value.get("relative"):
-            notes.append("interval relative=True (first run rounded to the interval) is not "
-                         "kept: periodiq anchors intervals to the entry's creation")  # fmt: skip
+            notes.append(
+                "interval relative=True (first run rounded to the interval) is not "
+                "kept: periodiq anchors intervals to the entry's creation"
+            )
         celery_schedule = interval(run_every=timedelta(seconds=every))
     elif kind == "rrule":
-        raise _RecordError("rrule schedules are not supported (allowed: crontab, interval); "
-                       "add it again with cron= or calendar=")  # fmt: skip
+        raise _RecordError(
+            "rrule schedules are not supported (allowed: crontab, interval); "
+            "add it again with cron= or calendar="
+        )
     else:
-        raise _RecordError(f"schedule {shown(value)} is not supported (allowed: a RedBeat "
-                       "crontab or interval)")  # fmt: skip
+        raise _RecordError(
+            f"schedule {shown(value)} is not supported (allowed: a RedBeat crontab or interval)"
+        )
     try:
         return registry.schedule_options(celery_schedule, app)
     except EntryError as error:
@@ -335,8 +346,9 @@ def _last_run(raw: Any, notes: list[str]) -> str | None:
             return None
         return _instant(value).isoformat()
     except (UnicodeDecodeError, ValueError, TypeError, KeyError, LookupError) as error:
-        notes.append(f"meta is unreadable ({type(error).__name__}: {error}): last run not "
-                     "carried over")  # fmt: skip
+        notes.append(
+            f"meta is unreadable ({type(error).__name__}: {error}): last run not carried over"
+        )
         return None
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, Protocol
 
 import redis
 from prometheus_client.core import (
@@ -27,8 +27,8 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from celery_periodiq.api import Periodiq
 from celery_periodiq.errors import PeriodiqError
+from celery_periodiq.runtime import Runtime
 from celery_periodiq.store.views import StoredEntry
 
 __all__ = ["BUCKETS", "OTHER", "PeriodiqCollector"]
@@ -47,19 +47,27 @@ _HISTOGRAMS = (
 )
 
 
-class PeriodiqCollector(Collector):
-    """Collects the schedule of one app's :class:`Periodiq` at every scrape."""
+class _HasRuntime(Protocol):
+    """A :class:`~celery_periodiq.Periodiq`: what the CLI and the web collect through."""
 
-    def __init__(self, api: Periodiq, max_entries: int = 500) -> None:
+    runtime: Runtime
+
+
+class PeriodiqCollector(Collector):
+    """Collects the schedule of one app (its :class:`Runtime`, or its ``Periodiq``) at
+    every scrape."""
+
+    def __init__(self, api: Runtime | _HasRuntime, max_entries: int = 500) -> None:
         if isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 0:
             raise PeriodiqError(f"max_entries={max_entries!r} is invalid (allowed: 0 or more)")
-        self.api = api
+        self.api = api if isinstance(api, Runtime) else api.runtime
         self.max_entries = max_entries
 
     def collect(self) -> Iterator[Metric]:
         up = GaugeMetricFamily("periodiq_up", "1 when the schedule's Redis could be read.")
         try:
-            beats = len(self.api.beats())
+            with self.api.guard():
+                beats = len(self.api.store.beats())
             entries = [item for page in self.api.store.glance() for item in page]
             stats = self.api.store.stats()
         except (PeriodiqError, redis.RedisError) as error:
@@ -74,10 +82,16 @@ class PeriodiqCollector(Collector):
         for state, count in sorted(Counter(item.status for item in entries).items()):
             states.add_metric([state], count)
         yield states
-        yield _gauge("periodiq_entries_overdue", "Entries overdue, of all.",
-                     sum(1 for item in entries if item.overdue_since))  # fmt: skip
-        yield _gauge("periodiq_entries_failing", "Entries failing, of all.",
-                     sum(1 for item in entries if item.failing_since))  # fmt: skip
+        yield _gauge(
+            "periodiq_entries_overdue",
+            "Entries overdue, of all.",
+            sum(1 for item in entries if item.overdue_since),
+        )
+        yield _gauge(
+            "periodiq_entries_failing",
+            "Entries failing, of all.",
+            sum(1 for item in entries if item.failing_since),
+        )
         yield from self._per_entry(entries)
         for prefix, name, documentation in _HISTOGRAMS:
             yield _histogram(name, documentation, stats, prefix)
@@ -90,16 +104,20 @@ class PeriodiqCollector(Collector):
         named = {item.name for item in chosen}
         rest = [item for item in entries if item.name not in named]
         runs = CounterMetricFamily("periodiq_runs", "Runs by outcome.", labels=["entry", "outcome"])
-        skips = CounterMetricFamily("periodiq_skips", "Ticks not run, by reason.",
-                                    labels=["entry", "reason"])  # fmt: skip
-        overdue = GaugeMetricFamily("periodiq_entry_overdue", "1 while the entry is overdue.",
-                                    labels=["entry"])  # fmt: skip
-        failing = GaugeMetricFamily("periodiq_entry_failing", "1 while the entry is failing.",
-                                    labels=["entry"])  # fmt: skip
+        skips = CounterMetricFamily(
+            "periodiq_skips", "Ticks not run, by reason.", labels=["entry", "reason"]
+        )
+        overdue = GaugeMetricFamily(
+            "periodiq_entry_overdue", "1 while the entry is overdue.", labels=["entry"]
+        )
+        failing = GaugeMetricFamily(
+            "periodiq_entry_failing", "1 while the entry is failing.", labels=["entry"]
+        )
         success = GaugeMetricFamily(
             "periodiq_entry_last_success_timestamp_seconds",
-            "When a run of the entry last succeeded (Unix time).", labels=["entry"],
-        )  # fmt: skip
+            "When a run of the entry last succeeded (Unix time).",
+            labels=["entry"],
+        )
         groups: list[tuple[str, list[StoredEntry]]] = [(item.name, [item]) for item in chosen]
         if rest:
             groups.append((OTHER, rest))

@@ -19,19 +19,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from celery_periodiq.errors import EntryError, shown
 from celery_periodiq.model.build import check_encodable
 from celery_periodiq.model.entry import Entry
+from celery_periodiq.ops import steer
+from celery_periodiq.ops.listing import listed
 from celery_periodiq.store.checkpoint import Checkpoint
-
-if TYPE_CHECKING:
-    from celery_periodiq.api import Periodiq
+from celery_periodiq.store.store import Store
 
 __all__ = [
-    "FORMAT", "VERSION", "ImportReport", "export_schedule", "import_converted", "import_schedule",
-]  # fmt: skip
+    "FORMAT",
+    "VERSION",
+    "ImportReport",
+    "export_schedule",
+    "import_converted",
+    "import_schedule",
+]
 
 FORMAT, VERSION = "celery-periodiq", 1
 _SOURCES = ("runtime", "code", "config")
@@ -53,17 +58,19 @@ class ImportReport:
 
 
 def export_schedule(
-    api: Periodiq, *, owner: str | None = None, source: str | None = None, state: bool = True
+    store: Store, *, owner: str | None = None, source: str | None = None, state: bool = True
 ) -> dict[str, Any]:
-    """The entries (of ``owner``, from ``source``) as one JSON-ready document."""
+    """The entries (of ``owner``, from ``source``) as one JSON-ready document; runs inside
+    the caller's guard."""
     if source is not None and source not in _SOURCES:
         raise EntryError(f"source={shown(source)} is invalid (allowed: {', '.join(_SOURCES)})")
     records = []
     chosen = [
-        item for item in sorted(api.list(owner=owner), key=lambda item: item.name)
+        item
+        for item in sorted(listed(store, owner, None), key=lambda item: item.name)
         if item.entry is not None and source in (None, item.entry.source)
-    ]  # fmt: skip
-    saved = Checkpoint.load_many(api.store, [item.name for item in chosen]) if state else {}
+    ]
+    saved = Checkpoint.load_many(store, [item.name for item in chosen]) if state else {}
     for item in chosen:
         assert item.entry is not None
         record: dict[str, Any] = {"definition": item.entry.to_dict()}
@@ -85,10 +92,10 @@ def export_schedule(
 
 
 def import_schedule(
-    api: Periodiq, document: Any, *, replace: bool = False, dry_run: bool = False
+    store: Store, document: Any, *, replace: bool = False, dry_run: bool = False
 ) -> ImportReport:
     """Create (or, with ``replace``, replace) the document's entries, with their pause
-    state and checkpoint when given.
+    state and checkpoint when given; runs inside the caller's guard.
 
     Raises:
         EntryError: the document or any record is invalid, or an entry exists with
@@ -104,9 +111,12 @@ def import_schedule(
         except EntryError as error:
             problems.append(f"#{position}: {error}")
     names = [entry.name for entry, _ in parsed]
-    problems += [f"entry {shown(name)} is given twice" for name in sorted(set(names))
-                 if names.count(name) > 1]  # fmt: skip
-    existing = {item.name: item for item in api.store.load(names)} if not problems else {}
+    problems += [
+        f"entry {shown(name)} is given twice"
+        for name in sorted(set(names))
+        if names.count(name) > 1
+    ]
+    existing = {item.name: item for item in store.load(names)} if not problems else {}
     report = ImportReport(dry_run=dry_run)
     for position, (entry, _) in enumerate(parsed):
         found = existing.get(entry.name)
@@ -117,22 +127,24 @@ def import_schedule(
         elif replace:
             report.replaced.append(entry.name)
         else:
-            problems.append(f"#{position}: an entry named {shown(entry.name)} exists with "
-                            "another definition (--replace / replace=True replaces)")  # fmt: skip
+            problems.append(
+                f"#{position}: an entry named {shown(entry.name)} exists with "
+                "another definition (--replace / replace=True replaces)"
+            )
     if problems:
         raise EntryError(f"{len(problems)} problems, nothing imported: " + "; ".join(problems))
     if dry_run:
         return report
-    api.store.put("add", [entry for entry, _ in parsed if entry.name in report.created])
-    api.store.put("update", [entry for entry, _ in parsed if entry.name in report.replaced])
+    store.put("add", [entry for entry, _ in parsed if entry.name in report.created])
+    store.put("update", [entry for entry, _ in parsed if entry.name in report.replaced])
     for entry, state in parsed:
         if state is not None:
-            _restore(api, entry.name, state)
+            _restore(store, entry.name, state)
     return report
 
 
 def import_converted(
-    api: Periodiq,
+    store: Store,
     document: dict[str, Any],
     problems: list[str],
     *,
@@ -153,7 +165,7 @@ def import_converted(
         raise EntryError(
             f"{len(problems)} records cannot be imported, nothing imported: " + "; ".join(problems)
         )
-    report = import_schedule(api, document, replace=replace, dry_run=dry_run)
+    report = import_schedule(store, document, replace=replace, dry_run=dry_run)
     report.skipped = list(problems)
     report.notes = list(notes)
     return report
@@ -190,8 +202,8 @@ def _record(record: Any) -> tuple[Entry, dict[str, Any] | None]:
     return entry, state
 
 
-def _restore(api: Periodiq, name: str, state: dict[str, Any]) -> None:
+def _restore(store: Store, name: str, state: dict[str, Any]) -> None:
     if state.get("paused"):
-        api.pause(name, note=state.get("note"))
+        steer.pause(store, name, state.get("note"))
     if state.get("checkpoint") is not None:
-        Checkpoint(api.store, name).save(state["checkpoint"])
+        Checkpoint(store, name).save(state["checkpoint"])

@@ -42,6 +42,7 @@ from celery_periodiq.errors import ConfigurationError, PeriodiqError, ReplicasBe
 from celery_periodiq.model import policy
 from celery_periodiq.model.plan import from_ms, tick_text
 from celery_periodiq.protocol.records import RunEnd, RunStart
+from celery_periodiq.runtime import runtime_of
 from celery_periodiq.store.checkpoint import Checkpoint
 from celery_periodiq.store.store import Store
 
@@ -88,10 +89,9 @@ class RunContext:
 
 
 def store_of(app: Any) -> Store:
-    """The schedule's Store of ``app``, as its worker uses it (one per app)."""
-    from celery_periodiq.api import periodiq
-
-    return periodiq(app).store
+    """The schedule's Store of ``app``, as its worker uses it (one per app, shared with
+    the runtime API: :func:`~celery_periodiq.runtime.runtime_of`)."""
+    return runtime_of(app).store
 
 
 def request_header(request: Any, name: str) -> Any:

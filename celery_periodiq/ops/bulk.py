@@ -1,0 +1,83 @@
+"""``Periodiq.add_many``: many runtime entries built and checked as one batch (every
+bad one listed by position, nothing written while one is bad), then written in
+pipelined batches.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Iterable
+from typing import Any
+
+from celery_periodiq.config import Settings
+from celery_periodiq.errors import EntryError, EntryExistsError, shown
+from celery_periodiq.model.build import EntryBuilder, refuse_past, task_name
+from celery_periodiq.model.entry import Entry
+from celery_periodiq.model.plan import from_ms
+from celery_periodiq.model.policy import Defaults
+from celery_periodiq.ops.steer import check_name, some_names
+from celery_periodiq.store.store import Store
+
+__all__ = ["add_many", "build_many"]
+
+
+def build_many(settings: Settings, entries: Iterable[dict[str, Any]]) -> list[Entry]:
+    """The runtime entries of ``entries``, built and checked; no Redis.
+
+    Args:
+        entries: one dict per entry: ``name``, ``task`` and the keyword options of
+            ``Periodiq.add``.
+
+    Raises:
+        EntryError: any entry is invalid, or a name is given twice; the message
+            lists every bad one (up to ten) by position, and nothing is written.
+    """
+    built, problems = [], []
+    builder = EntryBuilder(source="runtime", defaults=Defaults.of(settings))
+    for position, options in enumerate(entries):
+        try:
+            if not isinstance(options, dict):
+                raise EntryError(f"{shown(options)} is not a dict of options")
+            given = dict(options)
+            name, task = given.pop("name", None), given.pop("task", None)
+            built.append(builder.build(check_name(name), task_name(task), given))
+        except (EntryError, TypeError) as error:
+            problems.append(f"#{position}: {error}")
+    names = [entry.name for entry in built]
+    twice = sorted(name for name, count in collections.Counter(names).items() if count > 1)
+    problems += [f"name {shown(name)} is given twice" for name in twice[:10]]
+    if problems:
+        more = f" (and {len(problems) - 10} more)" if len(problems) > 10 else ""
+        raise EntryError(
+            f"{len(problems)} bad entries, nothing written: " + "; ".join(problems[:10]) + more
+        )
+    return built
+
+
+def add_many(store: Store, built: list[Entry]) -> list[str]:
+    """Write the entries :func:`build_many` built, in pipelined batches (one Lua call per
+    partition per ``periodiq_batch_size``); runs inside the caller's guard.
+
+    Returns:
+        The names created, in order.
+
+    Raises:
+        EntryError: a one-off entry's instant has passed (nothing is written).
+        EntryExistsError: an entry of that name exists already (nothing is written).
+    """
+    if any(entry.form == "at" for entry in built):
+        now = from_ms(store.now_ms())
+        past = []
+        for position, entry in enumerate(built):
+            try:
+                refuse_past(entry, now)
+            except EntryError as error:
+                past.append(f"#{position}: {error}")
+        if past:
+            raise EntryError(f"{len(past)} bad entries, nothing written: " + "; ".join(past[:10]))
+    names = [entry.name for entry in built]
+    taken = store.existing(names)
+    if taken:
+        raise EntryExistsError(f"entries exist already: {some_names(taken)}")
+    statuses = store.put("add", built)
+    return [name for name, status in zip(names, statuses, strict=True) if status == "created"]
