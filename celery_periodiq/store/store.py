@@ -25,7 +25,7 @@ from celery_periodiq.config import Settings
 from celery_periodiq.errors import ConfigurationError
 from celery_periodiq.model import policy
 from celery_periodiq.model.entry import Entry
-from celery_periodiq.model.plan import from_ms, next_tick, to_ms
+from celery_periodiq.model.plan import from_ms, next_tick_ms
 from celery_periodiq.protocol.keys import LAYOUT, Partition
 from celery_periodiq.schedules import EventSchedule
 from celery_periodiq.store.beat_scripts import BeatScripts
@@ -122,15 +122,15 @@ class Store(Reads):
         """The put.lua item for ``entry`` (see :class:`~celery_periodiq.store.scripts.PutItem`),
         its first tick computed from ``now``."""
         schedule = entry.parsed_schedule()
-        upcoming = next_tick(entry, schedule, now) if entry.enabled else None
+        upcoming = next_tick_ms(entry, now)
         alert = policy.alert_after(entry, policy.interval_at(schedule, now))
         return (
             entry.name,
             entry.digest,
             entry.owner,
             entry.source,
-            None if upcoming is None else to_ms(upcoming[0]),
-            None if upcoming is None else to_ms(upcoming[1]),
+            None if upcoming is None else upcoming[0],
+            None if upcoming is None else upcoming[1],
             upcoming is not None,
             schedule.event if isinstance(schedule, EventSchedule) else None,
             None if alert is None else int(alert * 1000),
