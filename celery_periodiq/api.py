@@ -426,7 +426,7 @@ class Periodiq:
         Args and errors: :func:`celery_periodiq.ops.bulk.build_many` (``entries``) and
         :func:`~celery_periodiq.ops.bulk.add_many` (what is returned).
         """
-        built = bulk.build_many(self.settings, entries)
+        built = bulk.build_many(self.runtime, entries)
         with self.runtime.guard():
             created = bulk.add_many(self.store, built)
         for task in sorted({entry.task for entry in built}):

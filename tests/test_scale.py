@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from celery import Celery
+from celery.schedules import crontab
 
 from celery_periodiq import EntryError, EntryExistsError, Periodiq, periodiq
 from celery_periodiq.model.build import EntryBuilder, build_entry
@@ -72,6 +73,23 @@ def test_add_many_with_one_bad_entry_writes_nothing_and_names_every_bad_one(
     assert "#11: entry 'worse': give exactly one of cron=, every=, calendar=" in message
     assert "#12: 'not a dict' is not a dict of options" in message
     assert api.count() == 0
+
+
+def test_add_many_takes_a_schedule_object_and_names_an_unknown_option(api: Periodiq) -> None:
+    bad = [{"name": "x", "task": TASK, "every": 60, "source": "code"},
+           {"name": "y", "task": TASK, "evry": 60}]  # fmt: skip # table: one entry per row
+
+    with pytest.raises(EntryError) as caught:
+        api.add_many(bad)
+    created = api.add_many([{"name": "z", "task": TASK, "schedule": crontab(minute="*/5")}])
+
+    assert str(caught.value).startswith(
+        "2 bad entries, nothing written: #0: unknown option 'source' (allowed: name, task, "
+        "schedule and the options of add: cron, every,"
+    )
+    assert "#1: unknown option 'evry'" in str(caught.value)
+    assert created == ["z"]
+    assert api.get("z").entry.schedule == "*/5 * * * *"  # type: ignore[union-attr]
 
 
 def test_add_many_refuses_names_that_exist_or_repeat(api: Periodiq) -> None:

@@ -9,37 +9,45 @@ import collections
 from collections.abc import Iterable
 from typing import Any
 
-from celery_periodiq.config import Settings
 from celery_periodiq.errors import EntryError, EntryExistsError, shown
 from celery_periodiq.model.build import EntryBuilder, refuse_past, task_name
 from celery_periodiq.model.entry import Entry
+from celery_periodiq.model.options import NAMES
 from celery_periodiq.model.plan import from_ms
 from celery_periodiq.model.policy import Defaults
-from celery_periodiq.ops.steer import check_name, some_names
+from celery_periodiq.ops.steer import check_name, some_names, with_schedule
+from celery_periodiq.runtime import Runtime
 from celery_periodiq.store.store import Store
 
-__all__ = ["add_many", "build_many"]
+__all__ = ["TAKEN", "add_many", "build_many"]
+
+TAKEN = frozenset({*NAMES, "schedule"})
+_ALLOWED = "name, task, schedule and the options of add: " + ", ".join(NAMES)
 
 
-def build_many(settings: Settings, entries: Iterable[dict[str, Any]]) -> list[Entry]:
+def build_many(runtime: Runtime, entries: Iterable[dict[str, Any]]) -> list[Entry]:
     """The runtime entries of ``entries``, built and checked; no Redis.
 
     Args:
         entries: one dict per entry: ``name``, ``task`` and the keyword options of
-            ``Periodiq.add``.
+            ``Periodiq.add`` (``schedule=`` too).
 
     Raises:
         EntryError: any entry is invalid, or a name is given twice; the message
             lists every bad one (up to ten) by position, and nothing is written.
     """
     built, problems = [], []
-    builder = EntryBuilder(source="runtime", defaults=Defaults.of(settings))
+    builder = EntryBuilder(source="runtime", defaults=Defaults.of(runtime.settings))
     for position, options in enumerate(entries):
         try:
             if not isinstance(options, dict):
                 raise EntryError(f"{shown(options)} is not a dict of options")
             given = dict(options)
             name, task = given.pop("name", None), given.pop("task", None)
+            unknown = sorted(map(str, set(given) - TAKEN))
+            if unknown:
+                raise EntryError(f"unknown option {shown(unknown[0])} (allowed: {_ALLOWED})")
+            given = with_schedule(given, runtime.app)
             built.append(builder.build(check_name(name), task_name(task), given))
         except (EntryError, TypeError) as error:
             problems.append(f"#{position}: {error}")
