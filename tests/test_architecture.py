@@ -50,7 +50,7 @@ KNOWN_UPWARD: set[str] = {
     "worker.plain -> beat.publish",
     "worker.task -> beat.publish",
 }
-KNOWN_BARE_FMT_SKIPS = 59  # markers without a reason, to be paid off
+KNOWN_BARE_FMT_SKIPS = 48  # markers without a reason, to be paid off
 KNOWN_FLAT = 12
 
 

@@ -102,8 +102,15 @@ def _wrap_before_start(original: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _wrap_after_return(original: Callable[..., Any]) -> Callable[..., Any]:
-    def after_return(self: Task, status: str, retval: Any, task_id: str, args: Any,  # type: ignore[type-arg]
-                     kwargs: Any, einfo: Any) -> Any:  # fmt: skip
+    def after_return(
+        self: Task,
+        status: str,
+        retval: Any,
+        task_id: str,
+        args: Any,  # type: ignore[type-arg]
+        kwargs: Any,
+        einfo: Any,
+    ) -> Any:
         try:
             return original(self, status, retval, task_id, args, kwargs, einfo)
         finally:
@@ -139,14 +146,22 @@ def _begin(task: Task, task_id: str) -> None:  # type: ignore[type-arg]
     except redis.RedisError as error:
         logger.warning(
             "periodiq: entry %r tick %s run %s starts without its duplicate check: the "
-            "schedule's Redis failed: %s", entry, tick_text(int(tick)), task_id, error,
-        )  # fmt: skip
+            "schedule's Redis failed: %s",
+            entry,
+            tick_text(int(tick)),
+            task_id,
+            error,
+        )
         return
     if not admission.runs:
         logger.warning(
-            "periodiq: entry %r tick %s run %s %s%s", entry, tick_text(int(tick)), task_id,
-            admission.outcome, f": {admission.note}" if admission.note else "",
-        )  # fmt: skip
+            "periodiq: entry %r tick %s run %s %s%s",
+            entry,
+            tick_text(int(tick)),
+            task_id,
+            admission.outcome,
+            f": {admission.note}" if admission.note else "",
+        )
         raise Ignore()
     if admission.guarded:
         setattr(request, _STARTED, (entry, start, time.monotonic()))
@@ -178,5 +193,10 @@ def _finish(task: Task, status: str, retval: Any) -> None:  # type: ignore[type-
     try:
         store_of(task.app).scripts.finish(entry, end)
     except redis.RedisError as failure:
-        logger.error("periodiq: entry %r run %s: could not record %s: %s",
-                     entry, start.task_id, outcome, failure)  # fmt: skip
+        logger.error(
+            "periodiq: entry %r run %s: could not record %s: %s",
+            entry,
+            start.task_id,
+            outcome,
+            failure,
+        )

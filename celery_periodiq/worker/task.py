@@ -55,9 +55,12 @@ _FAILOVER_PATIENCE = 30.0
 """Seconds a run waits for Redis to answer its begin (a failover in progress) before it
 is dropped: longer than a Sentinel or Cluster failover with their usual settings."""
 _FAILING_OVER = (
-    redis.ConnectionError, redis.TimeoutError, redis.exceptions.ReadOnlyError,
-    redis.exceptions.ClusterDownError, redis.exceptions.TryAgainError,
-)  # fmt: skip
+    redis.ConnectionError,
+    redis.TimeoutError,
+    redis.exceptions.ReadOnlyError,
+    redis.exceptions.ClusterDownError,
+    redis.exceptions.TryAgainError,
+)
 """Errors of a Redis that is failing over (or restarting): the begin is sent again."""
 
 
@@ -204,11 +207,20 @@ class PeriodicTask(Task):  # type: ignore[type-arg]
             raise Ignore() from error
         except ReplicasBehindError as error:
             logger.error("periodiq: entry %r run %s not started: %s", entry, start.task_id, error)
-            self._finish(store, entry, RunEnd(
-                task_id=start.task_id, tick_ms=start.tick_ms, outcome="revoked",
-                error=f"not run: {error}"[:500], duration_ms=0, host=_HOST,
-                history_length=start.history_length, ran=False,
-            ))  # fmt: skip
+            self._finish(
+                store,
+                entry,
+                RunEnd(
+                    task_id=start.task_id,
+                    tick_ms=start.tick_ms,
+                    outcome="revoked",
+                    error=f"not run: {error}"[:500],
+                    duration_ms=0,
+                    host=_HOST,
+                    history_length=start.history_length,
+                    ran=False,
+                ),
+            )
             raise Ignore() from error
         except redis.RedisError as error:
             logger.error(
@@ -293,12 +305,18 @@ class PeriodicTask(Task):  # type: ignore[type-arg]
                     give_up = answered + (limit_ms - now_ms) / 1000
                     logger.warning(
                         "periodiq: entry %r run %s waits: %s; its start is written again "
-                        "until one has it, for up to %.1f s", entry, start.task_id, behind,
+                        "until one has it, for up to %.1f s",
+                        entry,
+                        start.task_id,
+                        behind,
                         (limit_ms - now_ms) / 1000,
-                    )  # fmt: skip
+                    )
                 if now_ms >= limit_ms or time.monotonic() >= give_up:
-                    until = "its tick expired" if limit_ms == start.expires_ms else (
-                        "its running marker ended")  # fmt: skip
+                    until = (
+                        "its tick expired"
+                        if limit_ms == start.expires_ms
+                        else ("its running marker ended")
+                    )
                     raise ReplicasBehindError(
                         f"{behind}, and none had it {time.monotonic() - began:.1f} s later, "
                         f"when {until}: it is not run; a copy of its tick is dropped as a "
@@ -312,15 +330,21 @@ class PeriodicTask(Task):  # type: ignore[type-arg]
                     told = True
                     logger.warning(
                         "periodiq: entry %r run %s waits for Redis (%s); trying again for up "
-                        "to %d s", entry, start.task_id, error, _FAILOVER_PATIENCE,
-                    )  # fmt: skip
+                        "to %d s",
+                        entry,
+                        start.task_id,
+                        error,
+                        _FAILOVER_PATIENCE,
+                    )
                 wait = pause
             else:
                 if limit_ms is not None:
                     logger.info(
                         "periodiq: entry %r run %s: a replica has its start after %.1f s",
-                        entry, start.task_id, time.monotonic() - began,
-                    )  # fmt: skip
+                        entry,
+                        start.task_id,
+                        time.monotonic() - began,
+                    )
                 return admission
             time.sleep(wait)
             pause = min(pause * 2, 2.0)
@@ -387,5 +411,10 @@ def _record_revoked(
     try:
         store.scripts.finish(entry, end)
     except redis.RedisError as failure:
-        logger.error("periodiq: entry %r run %s: could not record %s: %s",
-                     entry, request.id, end.outcome, failure)  # fmt: skip
+        logger.error(
+            "periodiq: entry %r run %s: could not record %s: %s",
+            entry,
+            request.id,
+            end.outcome,
+            failure,
+        )
