@@ -103,11 +103,11 @@ def _wrap_before_start(original: Callable[..., Any]) -> Callable[..., Any]:
 
 def _wrap_after_return(original: Callable[..., Any]) -> Callable[..., Any]:
     def after_return(
-        self: Task,
+        self: Task,  # type: ignore[type-arg]
         status: str,
         retval: Any,
         task_id: str,
-        args: Any,  # type: ignore[type-arg]
+        args: Any,
         kwargs: Any,
         einfo: Any,
     ) -> Any:
