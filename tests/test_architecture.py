@@ -70,9 +70,7 @@ KNOWN_UPWARD: set[str] = {
     "ops.doctor -> api",
     "ops.metrics -> api",
     "ops.transfer -> api",
-    "worker.plain -> beat.publish",
     "worker.task -> api",
-    "worker.task -> beat.publish",
 }
 KNOWN_FLAT = 12
 

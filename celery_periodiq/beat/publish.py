@@ -1,9 +1,10 @@
 """Turn an entry and a tick into a Celery message.
 
-Every message of a tick carries, in its headers, the entry name, the tick's
-nominal instant, its interval and how many ticks it stands for; the worker's
-guards (task.py) read them back. The task id is derived from the tick, so a
-tick published twice is recognisably the same run.
+Every message of a tick carries, in its headers (named in
+:mod:`celery_periodiq.protocol.headers`), the entry name, the tick's nominal
+instant, its interval and how many ticks it stands for; the worker's guards
+(task.py) read them back. The task id is derived from the tick, so a tick
+published twice is recognisably the same run.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -29,52 +29,25 @@ from celery_periodiq.model import policy
 from celery_periodiq.model.entry import Entry
 from celery_periodiq.model.plan import Tick, to_ms
 from celery_periodiq.model.policy import Limits
+from celery_periodiq.protocol.headers import (
+    HEADER_BACKFILL,
+    HEADER_CATCHUP,
+    HEADER_ENTRY,
+    HEADER_EXPIRES,
+    HEADER_INTERVAL,
+    HEADER_MANUAL,
+    HEADER_MIN_GAP,
+    HEADER_MISSED,
+    HEADER_OVERLAP,
+    HEADER_TICK,
+    HEADER_TTL,
+    task_id_for,
+)
 
-__all__ = [
-    "HEADER_BACKFILL",
-    "HEADER_CATCHUP",
-    "HEADER_ENTRY",
-    "HEADER_EXPIRES",
-    "HEADER_INTERVAL",
-    "HEADER_MANUAL",
-    "HEADER_MIN_GAP",
-    "HEADER_MISSED",
-    "HEADER_OVERLAP",
-    "HEADER_TICK",
-    "HEADER_TTL",
-    "Publisher",
-    "message_options",
-    "send",
-    "send_backfill",
-]
+__all__ = ["Publisher", "message_options", "send", "send_backfill"]
 
 # Celery's own expiry check uses the worker's clock, so it gets this much slack.
 _EXPIRY_SLACK = 60.0
-
-HEADER_ENTRY = "periodiq_entry"
-HEADER_TICK = "periodiq_tick"
-"""The tick's nominal instant, milliseconds since the epoch."""
-HEADER_INTERVAL = "periodiq_interval"
-"""Seconds from this tick to the entry's next one."""
-HEADER_MISSED = "periodiq_missed"
-"""How many ticks this run stands for."""
-HEADER_MANUAL = "periodiq_manual"
-"""True for ``trigger()``: outside the schedule, no tolerance drop."""
-HEADER_MIN_GAP = "periodiq_min_gap"
-"""Milliseconds: the gap since the previous tick minus the tolerance, the earliest this
-run may follow the last one."""
-HEADER_OVERLAP = "periodiq_overlap"
-"""The entry's overlap policy, for the worker's non-final check."""
-HEADER_EXPIRES = "periodiq_expires"
-"""Milliseconds since the epoch after which the run is refused (checked on the Redis clock)."""
-HEADER_TTL = "periodiq_ttl"
-"""Milliseconds the running marker lives: the run's hard limit."""
-HEADER_CATCHUP = "periodiq_catchup"
-"""True for a run sent too late to keep its place (a catch-up run): the worker's
-too-soon rule neither drops it nor counts the next run from it."""
-HEADER_BACKFILL = "periodiq_backfill"
-"""True for a past tick published by ``backfill()``: no tolerance drop, and not dropped
-for being older than the ticks the worker's guard remembers."""
 
 
 def message_options(
@@ -91,7 +64,7 @@ def message_options(
         limits = manual or Limits(None, None, None, None)
         headers[HEADER_MANUAL] = True
         headers[HEADER_TTL] = int(limits.marker_ttl * 1000)
-        options["task_id"] = str(uuid.uuid4())
+        options["task_id"] = task_id_for("", entry.name, None)  # no tick: a random id
         if limits.timebox is not None and limits.time_limit is not None:
             options["soft_time_limit"], options["time_limit"] = limits.timebox, limits.time_limit
     else:

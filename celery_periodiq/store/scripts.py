@@ -27,7 +27,7 @@ from redis.exceptions import (
 )
 
 from celery_periodiq.errors import ReplicasBehindError
-from celery_periodiq.model.plan import task_id_for
+from celery_periodiq.protocol.headers import task_id_for
 from celery_periodiq.protocol.keys import Keys, Partition
 from celery_periodiq.store.cluster_client import is_cluster
 
