@@ -38,6 +38,7 @@ from celery_periodiq.model.plan import (
     to_ms,
 )
 from celery_periodiq.protocol.keys import Partition
+from celery_periodiq.protocol.records import EventRow, Settlement
 from celery_periodiq.schedules import EventSchedule
 from celery_periodiq.store.scripts import Claim, ClaimBatch
 from celery_periodiq.store.store import Store
@@ -57,6 +58,7 @@ _PUBLISH_CHUNK_MOST = 400
 _HORIZON_MS = 25
 # A pass that sends more ticks than this logs each at DEBUG and one summary at INFO.
 _LOG_EACH = 10
+_REBUILT = "its state was missing; rebuilt from the definition"
 
 
 _NEVER = threading.Event()
@@ -167,8 +169,8 @@ class Dispatcher:
         self._refill: Callable[[], None] | None = None
         self._settling: Callable[[], int] | None = None
         """Waits for the settlements of the last chunk published (see _settle_chunk)."""
-        self._unsettled_chunk: dict[int, list[dict[str, Any]]] = {}
-        self._unsettled: dict[int, list[dict[str, Any]]] = {}
+        self._unsettled_chunk: dict[int, list[Settlement]] = {}
+        self._unsettled: dict[int, list[Settlement]] = {}
         """Settlements of published ticks whose ack failed, by partition: written first in
         the next pass."""
         self._wake: dict[int, float] = {}
@@ -309,7 +311,7 @@ class Dispatcher:
         """Publish every claimed tick, then settle each partition's claims."""
         self.ticks_claimed += sum(len(got.batch.claims) for got in batches)
         self.last_tick_ms = max(got.batch.now_ms for got in batches)
-        settlements: dict[int, list[dict[str, Any]]] = {}
+        settlements: dict[int, list[Settlement]] = {}
         sent: list[tuple[str, Tick]] = []
         complete = False
         try:
@@ -335,9 +337,9 @@ class Dispatcher:
             with self._lock:
                 for items in settlements.values():
                     for item in items:
-                        if item.get("due") is not None:
-                            index = self.store.keys.partition_of(item["name"])
-                            self._wake[index] = min(self._wake.get(index, math.inf), item["due"])
+                        if item.due_ms is not None:
+                            index = self.store.keys.partition_of(item.name)
+                            self._wake[index] = min(self._wake.get(index, math.inf), item.due_ms)
         return complete
 
     def _settle_pending(self) -> None:
@@ -371,7 +373,7 @@ class Dispatcher:
         self,
         batches: list[_Claimed],
         producer: Any,
-        settlements: dict[int, list[dict[str, Any]]],
+        settlements: dict[int, list[Settlement]],
         sent: list[tuple[str, Tick]],
     ) -> bool:
         """Publish the claims of every partition in due order, in chunks; a chunk's claims
@@ -406,7 +408,7 @@ class Dispatcher:
         self,
         chunk: list[tuple[Claim, _Claimed]],
         producer: Any,
-        settlements: dict[int, list[dict[str, Any]]],
+        settlements: dict[int, list[Settlement]],
         sent: list[tuple[str, Tick]],
     ) -> None:
         """Publish one chunk of claims, and settle those the broker took, also when the
@@ -420,10 +422,10 @@ class Dispatcher:
         """
         oldest = min(got.claimed_at for _, got in chunk)
         safe, injected = self.settings.claim_lease * SAFE_SHARE, self._injected
-        flushed: list[tuple[int, dict[str, Any]]] = []
+        flushed: list[tuple[int, Settlement]] = []
         try:
             with self._publisher.batch(producer) as flush:
-                pending: list[tuple[int, dict[str, Any]]] = []
+                pending: list[tuple[int, Settlement]] = []
 
                 def send_now() -> None:
                     self._check_lease(oldest)
@@ -447,7 +449,7 @@ class Dispatcher:
                     pending.append((got.batch.partition, settlement))
                 send_now()
         finally:
-            written: dict[int, list[dict[str, Any]]] = {}
+            written: dict[int, list[Settlement]] = {}
             for index, settlement in flushed:
                 settlements.setdefault(index, []).append(settlement)
                 written.setdefault(index, []).append(settlement)
@@ -463,7 +465,7 @@ class Dispatcher:
             return
         self._prefetched = (read, sent_at)
 
-    def _settle_chunk(self, chunk: dict[int, list[dict[str, Any]]]) -> None:
+    def _settle_chunk(self, chunk: dict[int, list[Settlement]]) -> None:
         """Send a published chunk's settlements; Redis runs them while the next chunk is
         published (the last chunk's are waited for before this one's are sent)."""
         self._settled_chunk()
@@ -527,7 +529,7 @@ class Dispatcher:
 
     def _settle_isolated(
         self, claim: Claim, producer: Any, sent_at_ms: int, sent: list[tuple[str, Tick]]
-    ) -> dict[str, Any]:
+    ) -> Settlement:
         """:meth:`_settle`, except that anything but a broker failure quarantines this entry
         alone instead of stopping the batch."""
         try:
@@ -540,31 +542,22 @@ class Dispatcher:
         except Exception as error:
             logger.exception("periodiq: entry %r quarantined: planning its tick failed", claim.name)
             reason = f"the beat failed on it: {type(error).__name__}: {error}"
-        return {
-            "id": claim.id, "name": claim.name, "version": claim.version, "next": None,
-            "due": None, "quarantine": reason, "inc": claim.inc,
-        }  # fmt: skip
+        return Settlement(claim.id, claim.name, claim.version, claim.inc, quarantine=reason)
 
     def _settle(
         self, claim: Claim, producer: Any, sent_at_ms: int, sent: list[tuple[str, Tick]]
-    ) -> dict[str, Any]:
-        settlement: dict[str, Any] = {
-            "id": claim.id, "name": claim.name, "version": claim.version, "next": None, "due": None,
-        }  # fmt: skip
-        if claim.inc is not None:
-            settlement["inc"] = claim.inc
+    ) -> Settlement:
         if claim.definition is None:
-            return settlement
+            return Settlement(claim.id, claim.name, claim.version, claim.inc)
         try:
             entry = _entry(claim.definition)
         except EntryError as error:
             logger.error("periodiq: entry %r quarantined: %s", claim.name, error)
-            settlement["quarantine"] = str(error)
-            return settlement
+            return Settlement(claim.id, claim.name, claim.version, claim.inc, quarantine=str(error))
         if claim.rebuilt:
             nominal = _recovered_tick(entry, claim)
             if nominal is None:
-                return settlement | self._rebuilt(entry, claim)
+                return self._rebuilt(entry, claim)
             logger.warning(
                 "periodiq: entry %r had no readable state; rebuilt from its definition at "
                 "tick %s", entry.name, tick_text(nominal),
@@ -589,13 +582,9 @@ class Dispatcher:
         for tick in plan.publish:
             self._publisher.send(entry, tick, producer)
             sent.append((entry.name, tick))
-        settlement.update(self._accounting(plan, claim, sent_at_ms))
-        if claim.rebuilt:
-            note = "its state was missing; rebuilt from the definition"
-            settlement["events"].append(["rebuilt", claim.nominal_ms, "-", "", note])
-        return settlement
+        return self._accounting(plan, claim, sent_at_ms)
 
-    def _rebuilt(self, entry: Entry, claim: Claim) -> dict[str, Any]:
+    def _rebuilt(self, entry: Entry, claim: Claim) -> Settlement:
         """The settlement of an entry whose state was missing and whose due instant is no
         tick of its schedule: its next tick computed afresh from the claim's clock."""
         upcoming = next_tick(entry, entry.parsed_schedule(), from_ms(claim.claimed_ms))
@@ -604,23 +593,31 @@ class Dispatcher:
             "periodiq: entry %r had no readable state; rebuilt from its definition, next tick %s",
             entry.name, following,
         )  # fmt: skip
-        note = "its state was missing; rebuilt from the definition"
-        rebuilt: dict[str, Any] = {"events": [["rebuilt", "", "-", "", note]], "counts": {}}
+        event = EventRow("rebuilt", None, "-", note=_REBUILT)
+        next_ms = due_ms = None
         if upcoming is not None:
-            rebuilt["next"], rebuilt["due"] = to_ms(upcoming[0]), to_ms(upcoming[1])
-        return rebuilt
+            next_ms, due_ms = to_ms(upcoming[0]), to_ms(upcoming[1])
+        return Settlement(
+            claim.id, claim.name, claim.version, claim.inc, next_ms, due_ms,
+            counts={}, events=(event,),
+        )  # fmt: skip
 
-    def _accounting(self, plan: Plan, claim: Claim, sent_at_ms: int) -> dict[str, Any]:
+    def _accounting(self, plan: Plan, claim: Claim, sent_at_ms: int) -> Settlement:
         counts: dict[str, int] = {}
-        events: list[list[Any]] = []
-        for tick in plan.publish:  # "" task id: the one the tick derives
-            events.append(["enqueued", to_ms(tick.nominal), "", _missed(tick), ""])
-        if plan.publish:
-            counts["enqueued"] = len(plan.publish)
-            runs = len(plan.publish)  # what max_runs counts
+        events: list[EventRow] = []
+        publish = plan.publish
+        for tick in publish:  # "" task id: the one the tick derives
+            events.append(EventRow("enqueued", to_ms(tick.nominal), "", tick.missed))
+        late = runs = queued = last_tick = last_enqueued = None
+        if publish:
+            counts["enqueued"] = len(publish)
+            runs = len(publish)  # what max_runs counts
             # due -> published; the claimed tick is due at its jittered instant
-            late = [sent_at_ms - (claim.due_ms if to_ms(tick.nominal) == claim.nominal_ms
-                                  else to_ms(tick.nominal)) for tick in plan.publish]  # fmt: skip
+            late = tuple(sent_at_ms - (claim.due_ms if to_ms(tick.nominal) == claim.nominal_ms
+                                       else to_ms(tick.nominal)) for tick in publish)  # fmt: skip
+            last = publish[-1]
+            queued = (last.task_id, _queued_ttl(last, sent_at_ms))
+            last_enqueued, last_tick = claim.claimed_ms, to_ms(last.nominal)
         for reason, instants, total in (
             ("missed", plan.missed, plan.missed_count),
             ("skipped_overlap", plan.skipped_overlap, len(plan.skipped_overlap)),
@@ -629,36 +626,39 @@ class Dispatcher:
                 continue
             counts[reason] = total
             for instant in instants[-_MISSED_EVENTS:]:  # "-": no task was sent for these
-                events.append([reason, to_ms(instant), "-", "", ""])
+                events.append(EventRow(reason, to_ms(instant), "-"))
             listed = min(len(instants), _MISSED_EVENTS)
-            if total > listed:
-                events[-1][4] = f"{total - listed} earlier not listed"
+            note = f"{total - listed} earlier not listed" if total > listed else None
             if reason == "missed" and plan.folded is not None:
-                events[-1][4] = (
+                note = (
                     "too late to keep its place: the next run stands for it"
                     if plan.owed else "too late to keep its place"
                 )  # fmt: skip
+            if note is not None:
+                events[-1] = replace(events[-1], note=note)
             logger.info("periodiq: entry %r: %d ticks %s", claim.name, total, reason)
-        accounting: dict[str, Any] = {"counts": counts, "events": events}
-        if plan.owed or claim.owed:
-            accounting["owed"] = plan.owed
-        if plan.publish:
-            accounting["late"] = late
-            accounting["runs"] = runs
-        if plan.newest is not None:
-            accounting["prev"] = to_ms(plan.newest)
+        if claim.rebuilt:
+            events.append(EventRow("rebuilt", claim.nominal_ms, "-", note=_REBUILT))
+        next_ms = due_ms = None
         if plan.next_nominal is not None and plan.next_due is not None:
-            accounting["next"] = to_ms(plan.next_nominal)
-            accounting["due"] = to_ms(plan.next_due)
-        if plan.publish:
-            last = plan.publish[-1]
-            ttl = _queued_ttl(last, sent_at_ms)
-            accounting["queued"] = [last.task_id, ttl]
-            accounting["last"] = {
-                "last_enqueued": claim.claimed_ms,
-                "last_tick": to_ms(last.nominal),
-            }
-        return accounting
+            next_ms, due_ms = to_ms(plan.next_nominal), to_ms(plan.next_due)
+        return Settlement(
+            claim.id,
+            claim.name,
+            claim.version,
+            claim.inc,
+            next_ms,
+            due_ms,
+            counts=counts,
+            events=tuple(events),
+            owed=plan.owed if plan.owed or claim.owed else None,
+            late=late,
+            runs=runs,
+            prev_ms=None if plan.newest is None else to_ms(plan.newest),
+            queued=queued,
+            last_enqueued=last_enqueued,
+            last_tick=last_tick,
+        )
 
     @staticmethod
     def _log_sent(sent: list[tuple[str, Tick]]) -> None:
@@ -732,11 +732,6 @@ class Dispatcher:
 
 class _LeaseLostError(Exception):
     """Claims may have been taken over by another beat: they must not be sent."""
-
-
-def _missed(tick: Tick) -> int | str:
-    """How many ticks a run stands for, as the history keeps it ("" for just itself)."""
-    return "" if tick.missed == 1 else tick.missed
 
 
 def _recovered_tick(entry: Entry, claim: Claim) -> int | None:

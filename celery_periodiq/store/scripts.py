@@ -29,6 +29,7 @@ from redis.exceptions import (
 from celery_periodiq.errors import ReplicasBehindError
 from celery_periodiq.protocol.headers import task_id_for
 from celery_periodiq.protocol.keys import Keys, Partition
+from celery_periodiq.protocol.records import Settlement
 from celery_periodiq.store.cluster_client import is_cluster
 
 __all__ = ["SCRIPT_NAMES", "Claim", "ClaimBatch", "Pulse", "PutItem", "Scripts", "script_source"]
@@ -43,8 +44,6 @@ DECLARATION_TTL_MS = 24 * 3600 * 1000
 version's beat that comes back within it is still older than the code deployed since."""
 SCRIPT_NAMES = ("claim", "ack", "put", "remove", "pause", "beat", "begin", "finish", "record",
                 "declare")  # fmt: skip
-_COMPACT = json.JSONEncoder(separators=(",", ":")).encode
-"""``json.dumps(value, separators=(",", ":"))`` without building an encoder per call."""
 PutItem = tuple[str, str, str | None, str, int | None, int | None, bool, str | None,
                 int | None, int | None, str]  # fmt: skip
 """What put.lua writes for one entry: its name, digest, owner, source, first tick and its
@@ -423,7 +422,7 @@ class Scripts:
                 self._client.nodes_manager.initialize()
 
     def ack(
-        self, part: Partition, beat_id: str, history_length: int, settlements: list[dict[str, Any]]
+        self, part: Partition, beat_id: str, history_length: int, settlements: list[Settlement]
     ) -> int:
         """Settle claimed ticks of one partition (see ack.lua); returns how many were ours."""
         if not settlements:
@@ -432,7 +431,7 @@ class Scripts:
 
     def ack_many(
         self,
-        batches: list[tuple[Partition, list[dict[str, Any]]]],
+        batches: list[tuple[Partition, list[Settlement]]],
         beat_id: str,
         history_length: int,
     ) -> int:
@@ -448,7 +447,7 @@ class Scripts:
 
     def ack_later(
         self,
-        batches: list[tuple[Partition, list[dict[str, Any]]]],
+        batches: list[tuple[Partition, list[Settlement]]],
         beat_id: str,
         history_length: int,
     ) -> Callable[[], int]:
@@ -508,14 +507,14 @@ class Scripts:
 
     @staticmethod
     def _ack_call(
-        part: Partition, beat_id: str, history_length: int, settlements: list[dict[str, Any]]
+        part: Partition, beat_id: str, history_length: int, settlements: list[Settlement]
     ) -> tuple[list[str], list[Any]]:
         keys = [part.due, part.inflight, part.ticks, part.entries, part.state, part.quarantine]
         for item in settlements:
-            keys += [part.history(item["name"]), part.failures(item["name"])]
+            keys += [part.history(item.name), part.failures(item.name)]
         keys += [part.alerts, part.stats]
         args: list[Any] = [beat_id, history_length]
-        args.extend(map(_COMPACT, settlements))
+        args.extend(map(Settlement.to_lua, settlements))
         return keys, args
 
     def put(
