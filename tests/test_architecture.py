@@ -57,7 +57,6 @@ KNOWN_LONG: dict[str, int] = {
     "store.store": 913,
     "api": 838,
     "cli": 800,
-    "beat.dispatch": 757,
     "store.scripts": 741,
     "model.entry": 544,
     "localredis": 529,
