@@ -131,9 +131,7 @@ class Scheduler(celery_beat.Scheduler):
             self._listener.stop()
             self._heartbeat.stop()
             try:
-                _, last = self.store.scripts.beat(self.beat_id, "stop", 0, {})
-                self.store.gone(self.beat_id)
-                if last:
+                if self._heartbeat.unregister():
                     fired = self._dispatcher.fire_events("shutdown")
                     logger.info("periodiq: last beat stopping; @shutdown entries sent: %s", fired)
             except (BrokerUnavailableError, ConfigurationError, redis.RedisError) as error:
