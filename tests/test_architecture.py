@@ -59,7 +59,6 @@ KNOWN_LONG: dict[str, int] = {
     "cli": 800,
     "store.scripts": 741,
     "model.entry": 544,
-    "localredis": 529,
     "model.simulate": 477,
     "present.text": 477,
 }
