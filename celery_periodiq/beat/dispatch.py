@@ -165,8 +165,9 @@ class Dispatcher:
         taken = {got.batch.partition for got in claimed}
         due = [part for part in partitions.due(now_ms) if part.index not in taken]
         # about periodiq_batch_size claims in a pass, however many partitions are due
-        share = max(settings.batch_size // max(len(due) + len(taken), 1),
-                    min(settings.batch_size, 32))  # fmt: skip
+        share = max(
+            settings.batch_size // max(len(due) + len(taken), 1), min(settings.batch_size, 32)
+        )
         if due:
             more = self.store.scripts.claim_many(
                 due, self.beat_id, share, lease_ms, now_ms, horizon
@@ -179,9 +180,16 @@ class Dispatcher:
         full = [got.batch.partition for got in batches if len(got.batch.claims) >= share]
         # More is due in full partitions: their next claims are sent while the last
         # chunk of these is published (not with an injected clock: tests step by step).
-        self._refill = None if now_ms is not None or not full else functools.partial(
-            self._prefetch, [self.store.keys.part(index) for index in full], share, lease_ms,
-        )  # fmt: skip
+        self._refill = (
+            None
+            if now_ms is not None or not full
+            else functools.partial(
+                self._prefetch,
+                [self.store.keys.part(index) for index in full],
+                share,
+                lease_ms,
+            )
+        )
         count = sum(len(got.batch.claims) for got in batches)
         complete = True
         if count:
@@ -265,8 +273,10 @@ class Dispatcher:
                 logger.warning(
                     "periodiq: %d claimed ticks not sent: %s; they stay in flight, for this "
                     "beat's next pass if they are still its own, else for the beat that took "
-                    "them over", len(claims) - start, lost,
-                )  # fmt: skip
+                    "them over",
+                    len(claims) - start,
+                    lost,
+                )
                 return False
             start += size
             size = min(size * 2, _PUBLISH_CHUNK_MOST)  # the first few go out soonest
@@ -311,9 +321,11 @@ class Dispatcher:
                     if now - oldest >= safe:  # past the claims' own lease: ask the heartbeat
                         self._check_lease(oldest)
                     # the Redis clock now, from the claim's reading of it (injected: its own)
-                    sent_at = got.batch.now_ms if injected else int(
-                        got.clock + (now - got.received_at) * 1000
-                    )  # fmt: skip
+                    sent_at = (
+                        got.batch.now_ms
+                        if injected
+                        else int(got.clock + (now - got.received_at) * 1000)
+                    )
                     settlement = settle(claim, producer, sent_at, sent)
                     pending.append((got.batch.partition, settlement))
                 send_now()
@@ -360,16 +372,21 @@ class Dispatcher:
         if logger.isEnabledFor(each):
             for name, tick in sent:
                 logger.log(
-                    each, "periodiq: entry %r tick %s sent as %s (stands for %d)",
-                    name, tick_text(to_ms(tick.nominal)), tick.task_id, tick.missed,
-                )  # fmt: skip
+                    each,
+                    "periodiq: entry %r tick %s sent as %s (stands for %d)",
+                    name,
+                    tick_text(to_ms(tick.nominal)),
+                    tick.task_id,
+                    tick.missed,
+                )
         if each == logging.DEBUG:
             logger.info(
                 "periodiq: sent %d ticks of %d entries (ticks %s to %s)",
-                len(sent), len({name for name, _ in sent}),
+                len(sent),
+                len({name for name, _ in sent}),
                 tick_text(min(to_ms(tick.nominal) for _, tick in sent)),
                 tick_text(max(to_ms(tick.nominal) for _, tick in sent)),
-            )  # fmt: skip
+            )
 
     def fire_events(self, event: str, done: set[str] | None = None) -> list[str]:
         """Publish the ``@reboot``/``@shutdown`` entries not in ``done`` (see

@@ -63,7 +63,10 @@ def fire_events(app: Celery, store: Store, event: str, done: set[str] | None = N
         store.published(entry.name, "enqueued", tick.task_id, now_ms, f"@{event}")
         logger.info(
             "periodiq: entry %r tick %s sent on @%s as %s",
-            entry.name, tick_text(now_ms), event, tick.task_id,
-        )  # fmt: skip
+            entry.name,
+            tick_text(now_ms),
+            event,
+            tick.task_id,
+        )
         fired.append(entry.name)
     return fired

@@ -254,10 +254,13 @@ class Publisher:
             if not self._plain():
                 return _send_task(self.app, entry, options, producer)
             key = (
-                threading.get_ident(), entry.task,
+                threading.get_ident(),
+                entry.task,
                 json.dumps(entry.options, sort_keys=True) if entry.options else "",
-                tuple(options["headers"]), "expires" in options, "time_limit" in options,
-            )  # fmt: skip
+                tuple(options["headers"]),
+                "expires" in options,
+                "time_limit" in options,
+            )
             template = self._templates.get(key, _MISSING)
             if template is _MISSING:
                 template = self._build(entry, options, producer)
@@ -292,9 +295,10 @@ class Publisher:
         if self._configured is None:  # the app's settings are read once
             conf, routes = self.app.conf, getattr(self.app.amqp.router, "routes", [None])
             self._configured = (
-                not conf.task_send_sent_event and conf.task_protocol == 2
+                not conf.task_send_sent_event
+                and conf.task_protocol == 2
                 and all(isinstance(route, MapRoute) for route in routes)
-            )  # fmt: skip
+            )
         return self._configured
 
     def _build(self, entry: Entry, options: dict[str, Any], producer: Any) -> _Template | None:
@@ -303,9 +307,12 @@ class Publisher:
         recorder = _Recorder(producer)
         args, kwargs = list(entry.args), dict(entry.kwargs)
         self.app.send_task(
-            entry.task, args=args, kwargs=kwargs, producer=recorder,  # type: ignore[arg-type]
+            entry.task,
+            args=args,
+            kwargs=kwargs,
+            producer=recorder,  # type: ignore[arg-type]
             **options,
-        )  # fmt: skip
+        )
         assert recorder.published is not None, "send_task published nothing"
         body, publish = recorder.published
         if self._flush is not None:  # what was buffered goes first
@@ -321,22 +328,27 @@ class Publisher:
         headers = publish["headers"]
         task_id, expires = options["task_id"], options.get("expires")
         reusable = (
-            isinstance(body, tuple) and len(body) == 3
+            isinstance(body, tuple)
+            and len(body) == 3
             and headers.get("id") == headers.get("root_id") == task_id
             and publish.get("correlation_id") == task_id
             and headers.get("expires") == (None if expires is None else expires.isoformat())
             and ("expiration" in publish) == (expires is not None)
-        )  # fmt: skip
+        )
         if "time_limit" in options:
             limits = [options["time_limit"], options["soft_time_limit"]]
             reusable = reusable and headers.get("timelimit") == limits
         if not reusable:
             return None
         return _Template(
-            headers=dict(headers), publish={k: v for k, v in publish.items() if k != "headers"},
-            embed=body[2], args=args, kwargs=kwargs, declare=list(publish.get("declare") or []),
+            headers=dict(headers),
+            publish={k: v for k, v in publish.items() if k != "headers"},
+            embed=body[2],
+            args=args,
+            kwargs=kwargs,
+            declare=list(publish.get("declare") or []),
             raw=raw,
-        )  # fmt: skip
+        )
 
     def _publish(
         self,
@@ -366,9 +378,13 @@ class Publisher:
         channel = producer.channel
         if template.raw is not None and self._lists is not None and redis_publish.usable(channel):
             same = args == template.args and kwargs == template.kwargs
-            body = None if same else redis_publish.encode_body(
-                channel, (args or (), kwargs or {}, template.embed), template.raw.serializer
-            )  # fmt: skip
+            body = (
+                None
+                if same
+                else redis_publish.encode_body(
+                    channel, (args or (), kwargs or {}, template.embed), template.raw.serializer
+                )
+            )
             message = redis_publish.render(template.raw, headers, task_id, expiration, body)
             self._put(channel, template.raw.key, message)
             return

@@ -92,9 +92,10 @@ class Settler:
             if nominal is None:
                 return self._rebuilt(entry, claim)
             logger.warning(
-                "periodiq: entry %r had no readable state; rebuilt from its definition at "
-                "tick %s", entry.name, tick_text(nominal),
-            )  # fmt: skip
+                "periodiq: entry %r had no readable state; rebuilt from its definition at tick %s",
+                entry.name,
+                tick_text(nominal),
+            )
             claim = replace(claim, nominal_ms=nominal)
         plan = plan_tick(
             entry,
@@ -124,16 +125,23 @@ class Settler:
         following = "none" if upcoming is None else tick_text(to_ms(upcoming[0]))
         logger.warning(
             "periodiq: entry %r had no readable state; rebuilt from its definition, next tick %s",
-            entry.name, following,
-        )  # fmt: skip
+            entry.name,
+            following,
+        )
         event = EventRow("rebuilt", None, "-", note=_REBUILT)
         next_ms = due_ms = None
         if upcoming is not None:
             next_ms, due_ms = to_ms(upcoming[0]), to_ms(upcoming[1])
         return Settlement(
-            claim.id, claim.name, claim.version, claim.inc, next_ms, due_ms,
-            counts={}, events=(event,),
-        )  # fmt: skip
+            claim.id,
+            claim.name,
+            claim.version,
+            claim.inc,
+            next_ms,
+            due_ms,
+            counts={},
+            events=(event,),
+        )
 
     def _accounting(self, plan: Plan, claim: Claim, sent_at_ms: int) -> Settlement:
         counts: dict[str, int] = {}
@@ -167,8 +175,9 @@ class Settler:
             if reason == "missed" and plan.folded is not None:
                 note = (
                     "too late to keep its place: the next run stands for it"
-                    if plan.owed else "too late to keep its place"
-                )  # fmt: skip
+                    if plan.owed
+                    else "too late to keep its place"
+                )
             if note is not None:
                 events[-1] = replace(events[-1], note=note)
             logger.info("periodiq: entry %r: %d ticks %s", claim.name, total, reason)

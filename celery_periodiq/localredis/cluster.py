@@ -37,13 +37,19 @@ class LocalRedisCluster(_Started):
             LocalRedis(
                 self.directory / f"node-{index}",
                 persist=True,
-                extra_args=["--cluster-enabled", "yes",
-                            "--cluster-config-file", "nodes.conf",
-                            "--cluster-port", str(self.bus_ports[index]),
-                            "--cluster-node-timeout", str(node_timeout_ms)],
+                extra_args=[
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--cluster-port",
+                    str(self.bus_ports[index]),
+                    "--cluster-node-timeout",
+                    str(node_timeout_ms),
+                ],
             )
             for index in range(count)
-        ]  # fmt: skip
+        ]
         self.masters, self.replicas = masters, replicas
 
     @property
@@ -92,9 +98,13 @@ class LocalRedisCluster(_Started):
             for index, client in enumerate(clients[self.masters :]):
                 client.execute_command("CLUSTER", "REPLICATE", ids[index % self.masters])
             self._wait(lambda: all(_state_ok(c) for c in clients), "cluster_state:ok")
-            self._wait(lambda: len(self.master_ports()) == self.masters
-                       and all(_replica_synced(c) for c in clients[self.masters :]),
-                       "replicas in sync")  # fmt: skip
+            self._wait(
+                lambda: (
+                    len(self.master_ports()) == self.masters
+                    and all(_replica_synced(c) for c in clients[self.masters :])
+                ),
+                "replicas in sync",
+            )
         finally:
             for client in clients:
                 client.close()

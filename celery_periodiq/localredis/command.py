@@ -31,6 +31,17 @@ def main(argv: list[str] | None = None) -> None:
     print(f"redis://127.0.0.1:{args.port}/0  ({server}, data in {folder})", flush=True)
     os.execv(
         server,
-        [server, "--port", str(args.port), "--bind", "127.0.0.1", "--dir", str(folder),
-         "--appendonly", "yes", "--save", ""],
-    )  # fmt: skip
+        [
+            server,
+            "--port",
+            str(args.port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(folder),
+            "--appendonly",
+            "yes",
+            "--save",
+            "",
+        ],
+    )

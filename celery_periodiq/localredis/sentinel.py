@@ -39,11 +39,13 @@ class LocalSentinel(_Started):
         fast_sync = ["--repl-diskless-sync-delay", "0"]
         self.nodes = [LocalRedis(self.directory / "node-0", persist=True, extra_args=fast_sync)]
         self.nodes += [
-            LocalRedis(self.directory / f"node-{index}", persist=True,
-                       extra_args=[*fast_sync, "--replicaof", "127.0.0.1",
-                                   str(self.nodes[0].port)])
+            LocalRedis(
+                self.directory / f"node-{index}",
+                persist=True,
+                extra_args=[*fast_sync, "--replicaof", "127.0.0.1", str(self.nodes[0].port)],
+            )
             for index in range(1, replicas + 1)
-        ]  # fmt: skip
+        ]
         self.sentinel_ports = [_free_port() for _ in range(sentinels)]
         self._sentinels: list[subprocess.Popen[bytes]] = []
         self.executable = find_redis_server()
@@ -76,10 +78,14 @@ class LocalSentinel(_Started):
                     f"sentinel failover-timeout {self.master_name} 10000\n"
                     f"sentinel parallel-syncs {self.master_name} {len(self.nodes)}\n"
                 )
-                self._sentinels.append(subprocess.Popen(
-                    [self.executable, str(config), "--sentinel"], stdin=subprocess.DEVNULL,
-                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                ))  # fmt: skip
+                self._sentinels.append(
+                    subprocess.Popen(
+                        [self.executable, str(config), "--sentinel"],
+                        stdin=subprocess.DEVNULL,
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                    )
+                )
             LocalRedisCluster._wait(self._ready, "replicas in sync, sentinels watching them")
         except BaseException:
             self.close()

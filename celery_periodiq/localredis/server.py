@@ -149,7 +149,7 @@ class LocalRedis(_Started):
             "--appendonly", "yes" if self.persist else "no",
             "--appendfsync", "always",
             *self.extra_args,
-        ]  # fmt: skip
+        ]  # fmt: skip # table: one option and its value a row
         self._process = subprocess.Popen(
             args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
