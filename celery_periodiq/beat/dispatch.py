@@ -180,16 +180,10 @@ class Dispatcher:
         full = [got.batch.partition for got in batches if len(got.batch.claims) >= share]
         # More is due in full partitions: their next claims are sent while the last
         # chunk of these is published (not with an injected clock: tests step by step).
-        self._refill = (
-            None
-            if now_ms is not None or not full
-            else functools.partial(
-                self._prefetch,
-                [self.store.keys.part(index) for index in full],
-                share,
-                lease_ms,
-            )
-        )
+        self._refill = None
+        if now_ms is None and full:
+            parts = [self.store.keys.part(index) for index in full]
+            self._refill = functools.partial(self._prefetch, parts, share, lease_ms)
         count = sum(len(got.batch.claims) for got in batches)
         complete = True
         if count:
