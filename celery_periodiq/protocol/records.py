@@ -13,8 +13,9 @@ from json.encoder import encode_basestring_ascii as _quoted
 __all__ = ["HISTORY_FIELDS", "EventRow", "Settlement"]
 
 HISTORY_FIELDS = ("kind", "tick", "at", "task_id", "host", "note", "duration", "missed", "error")
-"""A history row as stored: a JSON array in this order, empty fields at its end cut
-(``record()`` in _common.lua writes it; ``at`` is the Redis clock when it was written)."""
+"""The positions of an event's values in its stored JSON array (``record()`` in
+lua/_common.lua writes it, empty fields at its end cut); with a tick, "at" is
+milliseconds after it, else the Redis clock when it was written."""
 
 
 @dataclass(frozen=True, slots=True)

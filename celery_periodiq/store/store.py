@@ -27,6 +27,7 @@ from celery_periodiq.model import policy
 from celery_periodiq.model.entry import Entry
 from celery_periodiq.model.plan import from_ms, next_tick, task_id_for, to_ms
 from celery_periodiq.protocol.keys import LAYOUT, Partition
+from celery_periodiq.protocol.records import HISTORY_FIELDS
 from celery_periodiq.schedules import EventSchedule
 from celery_periodiq.store.cluster_client import ClusterOnDemand, is_cluster
 from celery_periodiq.store.scripts import SCRIPT_NAMES, PutItem, Scripts, script_source
@@ -40,9 +41,6 @@ logger = logging.getLogger("celery_periodiq.store")
 _RETRIES = 5
 # State fields the flat view of :attr:`StoredEntry.state` leaves out (kept structured).
 _STRUCTURED = ("n", "running", "queued", "seen", "top")
-EVENT_FIELDS = ("kind", "tick", "at", "task_id", "host", "note", "duration", "missed", "error")
-"""The positions of an event's values in its stored JSON array (see lua/_common.lua);
-with a tick, "at" is milliseconds after it."""
 
 
 def connect(settings: Settings) -> Any:
@@ -725,7 +723,7 @@ class Store:
         seen: dict[int, int] = {}
         for raw in reversed(rows):  # oldest first, so that ids count up within a millisecond
             values = _decoded_list(raw)
-            fields = dict(zip(EVENT_FIELDS, values, strict=False))
+            fields = dict(zip(HISTORY_FIELDS, values, strict=False))
             tick_ms = fields.pop("tick", "")
             tick = _ms(tick_ms)
             at_ms = _int(fields.pop("at", 0)) + (_int(tick_ms) if tick is not None else 0)
