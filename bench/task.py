@@ -22,8 +22,13 @@ import redis
 from celery import Celery
 
 from celery_periodiq import PeriodicTask, periodiq
-from celery_periodiq.beat.publish import HEADER_ENTRY, HEADER_INTERVAL, HEADER_MIN_GAP, HEADER_TICK
 from celery_periodiq.localredis import LocalRedis
+from celery_periodiq.protocol.headers import (
+    HEADER_ENTRY,
+    HEADER_INTERVAL,
+    HEADER_MIN_GAP,
+    HEADER_TICK,
+)
 from celery_periodiq.store.topology import replicas
 
 

@@ -24,11 +24,11 @@ from kombu.exceptions import OperationalError
 from celery_periodiq import PeriodicTask, Periodiq, periodiq
 from celery_periodiq.beat.alerts import Alerts
 from celery_periodiq.beat.dispatch import Dispatcher
-from celery_periodiq.beat.publish import HEADER_ENTRY, HEADER_TICK
 from celery_periodiq.config import Settings
 from celery_periodiq.errors import ConfigurationError, EntryError
 from celery_periodiq.localredis import LocalRedis
 from celery_periodiq.model.plan import to_ms
+from celery_periodiq.protocol.headers import HEADER_ENTRY, HEADER_TICK
 from tests.test_cli import cli
 
 START = datetime(2026, 1, 1, tzinfo=UTC)

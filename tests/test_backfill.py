@@ -16,10 +16,15 @@ import redis
 from celery import Celery
 
 from celery_periodiq import Periodiq, periodiq
-from celery_periodiq.beat.publish import HEADER_BACKFILL, HEADER_ENTRY, HEADER_OVERLAP, HEADER_TICK
 from celery_periodiq.errors import EntryError, EntryNotFoundError
 from celery_periodiq.model.plan import task_id_for, to_ms
 from celery_periodiq.ops.backfill import BACKFILL_MOST, backfill_task_id, backfill_ticks
+from celery_periodiq.protocol.headers import (
+    HEADER_BACKFILL,
+    HEADER_ENTRY,
+    HEADER_OVERLAP,
+    HEADER_TICK,
+)
 from celery_periodiq.protocol.records import RunStart
 from celery_periodiq.store.run_scripts import BACKFILL_MEMORY_MS
 from tests.processes import Cluster, cluster, wait_for

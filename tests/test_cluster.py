@@ -19,10 +19,10 @@ from celery import Celery
 
 from celery_periodiq import PeriodicTask, Periodiq, periodiq
 from celery_periodiq.beat.dispatch import Dispatcher
-from celery_periodiq.beat.publish import HEADER_ENTRY, HEADER_TICK
 from celery_periodiq.errors import ConfigurationError, StoreUnavailableError
 from celery_periodiq.localredis import LocalRedis, LocalRedisCluster
 from celery_periodiq.model.plan import to_ms
+from celery_periodiq.protocol.headers import HEADER_ENTRY, HEADER_TICK
 from tests.processes import cluster, wait_for
 from tests.test_cli import free_port
 

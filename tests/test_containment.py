@@ -28,7 +28,7 @@ from celery_periodiq import (
 )
 from celery_periodiq.beat.dispatch import Dispatcher
 from celery_periodiq.model.plan import to_ms
-from celery_periodiq.protocol.records import RunStart
+from celery_periodiq.protocol.records import EventRow, RunStart, Settlement
 from tests.test_cli import cli, one_error_line
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -137,9 +137,9 @@ def test_a_history_key_damaged_after_the_claim_never_publishes_the_tick_twice(
     batch = world.store.scripts.claim(world.part, "test-beat", 10, 2000, to_ms(FIRST))
     _wrong_type("history")(world)
     settlements = [
-        {"id": claim.id, "name": claim.name, "version": claim.version,
-         "next": to_ms(FIRST) + 60_000, "due": to_ms(FIRST) + 60_000,
-         "counts": {"enqueued": 1}, "events": [["enqueued", claim.nominal_ms, "", "", ""]]}
+        Settlement(claim.id, claim.name, claim.version, None,
+                   to_ms(FIRST) + 60_000, to_ms(FIRST) + 60_000,
+                   counts={"enqueued": 1}, events=(EventRow("enqueued", claim.nominal_ms),))
         for claim in batch.claims if claim.name == "victim"
     ]  # fmt: skip
 
@@ -409,7 +409,7 @@ def test_a_definition_deleted_while_its_tick_is_in_flight_is_reported_too(
     batch = world.store.scripts.claim(world.part, "test-beat", 10, 2000, to_ms(FIRST))
     world.client.hdel(world.part.entries, "victim")  # between the claim and the ack
     settlements = [
-        {"id": claim.id, "name": claim.name, "version": claim.version, "next": None, "due": None}
+        Settlement(claim.id, claim.name, claim.version)
         for claim in batch.claims if claim.name == "victim"
     ]  # fmt: skip
 

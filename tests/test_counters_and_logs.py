@@ -22,11 +22,11 @@ from celery.signals import before_task_publish
 
 from celery_periodiq import PeriodicTask, Periodiq, periodiq
 from celery_periodiq.beat.dispatch import Dispatcher
-from celery_periodiq.beat.publish import HEADER_ENTRY, HEADER_TICK
 from celery_periodiq.beat.scheduler import Scheduler
 from celery_periodiq.config import Settings
 from celery_periodiq.localredis import LocalRedis
 from celery_periodiq.model.plan import tick_text, to_ms
+from celery_periodiq.protocol.headers import HEADER_ENTRY, HEADER_TICK
 from celery_periodiq.store.store import Store
 
 START = datetime(2026, 1, 1, tzinfo=UTC)

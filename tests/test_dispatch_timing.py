@@ -20,8 +20,8 @@ from celery import Celery
 
 from celery_periodiq import periodiq
 from celery_periodiq.beat.dispatch import Dispatcher
-from celery_periodiq.beat.publish import HEADER_TICK
 from celery_periodiq.localredis import LocalRedis
+from celery_periodiq.protocol.headers import HEADER_TICK
 from tests.proxy import Proxy
 
 

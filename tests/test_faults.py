@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from celery_periodiq import EntryNotFoundError
-from celery_periodiq.beat.publish import HEADER_ENTRY, HEADER_TICK
 from celery_periodiq.localredis import LocalRedis
+from celery_periodiq.protocol.headers import HEADER_ENTRY, HEADER_TICK
 from tests.processes import Celery, Cluster, cluster, wait_for
 
 pytestmark = pytest.mark.slow

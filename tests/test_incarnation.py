@@ -16,6 +16,7 @@ from celery import Celery
 
 from celery_periodiq import Periodiq, periodiq
 from celery_periodiq.model.plan import to_ms
+from celery_periodiq.protocol.records import EventRow, Settlement
 from tests.test_one_off import Beat
 
 
@@ -73,11 +74,10 @@ def test_a_late_settlement_of_a_deleted_entry_changes_nothing_of_the_new_one(
     api.add("job", "proj.t", every=3600, start_at=start + timedelta(hours=1))
     before = api.get("job")
     late = start + timedelta(minutes=1)
-    settlement = {
-        "id": claim.id, "name": "job", "version": claim.version, "inc": getattr(claim, "inc", None),
-        "next": to_ms(late), "due": to_ms(late), "counts": {"enqueued": 1}, "runs": 1,
-        "events": [["enqueued", to_ms(start), "", "", ""]],
-    }  # fmt: skip
+    settlement = Settlement(
+        claim.id, "job", claim.version, getattr(claim, "inc", None), to_ms(late), to_ms(late),
+        counts={"enqueued": 1}, runs=1, events=(EventRow("enqueued", to_ms(start)),),
+    )  # fmt: skip
     part = api.store.keys.of("job")
 
     settled = api.store.scripts.ack(part, "dead-beat", 20, [settlement])

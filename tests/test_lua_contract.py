@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from celery_periodiq.protocol.keys import Keys
-from celery_periodiq.protocol.records import RunEnd, RunStart
+from celery_periodiq.protocol.records import RunEnd, RunStart, Settlement
 from celery_periodiq.store import beat_scripts, entry_scripts, run_scripts
 from celery_periodiq.store.scripts import SCRIPT_NAMES, ScriptKeys
 from celery_periodiq.store.store import Scripts
@@ -192,7 +192,7 @@ def test_the_wrappers_send_the_keys_their_headers_document() -> None:
     start = RunStart("id", None, 0, "skip", 1000, 0, "h", 10)
 
     scripts.claim(part, "b", 10, 1000)
-    scripts.ack(part, "b", 10, [{"id": "x", "name": "a"}])
+    scripts.ack(part, "b", 10, [Settlement("x", "a", 1)])
     scripts.put(part, "add", [item])
     scripts.remove(part, {"a": None})
     scripts.pause("a", "")

@@ -17,10 +17,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from celery_periodiq import PeriodicTask, Periodiq, periodiq
 from celery_periodiq.beat.dispatch import Dispatcher
-from celery_periodiq.beat.publish import HEADER_ENTRY, HEADER_TICK
 from celery_periodiq.errors import PeriodiqError
 from celery_periodiq.model.plan import to_ms
 from celery_periodiq.ops.metrics import BUCKETS, OTHER, PeriodiqCollector
+from celery_periodiq.protocol.headers import HEADER_ENTRY, HEADER_TICK
 from celery_periodiq.store.scripts import script_source
 from tests.test_cli import cli
 

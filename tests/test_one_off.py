@@ -19,7 +19,6 @@ from celery import Celery
 
 from celery_periodiq import Periodiq, periodic, periodiq
 from celery_periodiq.beat.dispatch import Dispatcher
-from celery_periodiq.beat.publish import HEADER_MANUAL, HEADER_TICK
 from celery_periodiq.declare.registry import declared, from_beat_schedule
 from celery_periodiq.errors import EntryError
 from celery_periodiq.model.entry import Entry
@@ -27,6 +26,7 @@ from celery_periodiq.model.plan import from_ms, to_ms
 from celery_periodiq.present.shapes import entry_json
 from celery_periodiq.present.terminal import Style
 from celery_periodiq.present.text import list_text, upcoming_text
+from celery_periodiq.protocol.headers import HEADER_MANUAL, HEADER_TICK
 from celery_periodiq.schedules import OnceSchedule, parse_form
 from tests.test_decorator import clean_registry  # noqa: F401 (autouse: restores the declarations)
 

@@ -16,12 +16,13 @@ import redis
 from celery import Celery
 
 from celery_periodiq import PeriodicTask, periodiq
-from celery_periodiq.beat.publish import HEADER_MIN_GAP, HEADER_TTL, message_options
+from celery_periodiq.beat.publish import message_options
 from celery_periodiq.model import policy
 from celery_periodiq.model.build import build_entry
 from celery_periodiq.model.plan import plan_tick
 from celery_periodiq.model.policy import Defaults
 from celery_periodiq.present.shapes import effective
+from celery_periodiq.protocol.headers import HEADER_MIN_GAP, HEADER_TTL
 
 TASK = "proj.tasks.report"
 MONDAY = datetime(2026, 1, 5, tzinfo=UTC)

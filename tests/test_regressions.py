@@ -8,9 +8,10 @@ import redis
 from celery import Celery
 
 from celery_periodiq import PeriodicTask, periodiq
-from celery_periodiq.beat.publish import HEADER_ENTRY, HEADER_MIN_GAP, HEADER_TICK, message_options
+from celery_periodiq.beat.publish import message_options
 from celery_periodiq.model.build import build_entry
 from celery_periodiq.model.plan import plan_tick, to_ms
+from celery_periodiq.protocol.headers import HEADER_ENTRY, HEADER_MIN_GAP, HEADER_TICK
 
 DAY = datetime(2026, 1, 5, tzinfo=UTC)  # a Monday
 

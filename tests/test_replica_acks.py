@@ -26,11 +26,11 @@ from celery import Celery
 
 from celery_periodiq import PeriodicTask, periodiq
 from celery_periodiq.beat.dispatch import Dispatcher
-from celery_periodiq.beat.publish import HEADER_ENTRY, HEADER_EXPIRES, HEADER_TICK
 from celery_periodiq.config import Settings
 from celery_periodiq.errors import ConfigurationError, ReplicasBehindError
 from celery_periodiq.localredis import LocalRedis
 from celery_periodiq.model.plan import to_ms
+from celery_periodiq.protocol.headers import HEADER_ENTRY, HEADER_EXPIRES, HEADER_TICK
 from celery_periodiq.protocol.records import RunStart
 from tests.processes import wait_for
 

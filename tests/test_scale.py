@@ -15,6 +15,7 @@ from celery_periodiq import EntryError, EntryExistsError, Periodiq, periodiq
 from celery_periodiq.model.build import EntryBuilder, build_entry
 from celery_periodiq.model.entry import Entry
 from celery_periodiq.model.reader import EntryReader
+from celery_periodiq.protocol.records import EventRow, Settlement
 from tests.test_cli import cli
 
 TASK = "proj.tasks.poll"
@@ -289,10 +290,10 @@ def test_one_claim_and_one_ack_take_more_entries_than_lua_unpacks_at_once(
 
     batch = scripts.claim(part, "beat-1", 5000, 60_000, int(first.timestamp() * 1000))
     settlements = [
-        {"id": claim.id, "name": claim.name, "version": claim.version,
-         "next": claim.nominal_ms + 3_600_000, "due": claim.nominal_ms + 3_600_000,
-         "counts": {"enqueued": 1}, "events": [["enqueued", claim.nominal_ms, "", "", ""]],
-         "late": [5], "runs": 1}
+        Settlement(claim.id, claim.name, claim.version, None,
+                   claim.nominal_ms + 3_600_000, claim.nominal_ms + 3_600_000,
+                   counts={"enqueued": 1}, events=(EventRow("enqueued", claim.nominal_ms),),
+                   late=(5,), runs=1)
         for claim in batch.claims
     ]  # fmt: skip
     settled = scripts.ack(part, "beat-1", 10, settlements)
@@ -313,13 +314,12 @@ def test_a_settlement_given_twice_in_one_ack_counts_once(api: Periodiq) -> None:
     part = api.store.keys.of("tenant")
     first = int((START + timedelta(seconds=60)).timestamp() * 1000)
     (claim,) = api.store.scripts.claim(part, "beat-1", 10, 60_000, first).claims
-    settlement = {
-        "id": claim.id, "name": "tenant", "version": claim.version,
-        "next": first + 60_000, "due": first + 60_000, "counts": {"enqueued": 1},
-        "events": [["enqueued", first, "", "", ""]], "runs": 1,
-    }  # fmt: skip
+    settlement = Settlement(
+        claim.id, "tenant", claim.version, None, first + 60_000, first + 60_000,
+        counts={"enqueued": 1}, events=(EventRow("enqueued", first),), runs=1,
+    )  # fmt: skip
 
-    settled = api.store.scripts.ack(part, "beat-1", 10, [settlement, dict(settlement)])
+    settled = api.store.scripts.ack(part, "beat-1", 10, [settlement, settlement])
 
     stored = api.get("tenant")
     assert settled == 1

@@ -29,11 +29,11 @@ from celery_periodiq import (
     periodiq,
 )
 from celery_periodiq.beat.dispatch import Dispatcher
-from celery_periodiq.beat.publish import HEADER_ENTRY, HEADER_MISSED, HEADER_TICK
 from celery_periodiq.model.build import build_entry
 from celery_periodiq.model.entry import Entry
 from celery_periodiq.model.plan import plan_tick, to_ms
 from celery_periodiq.model.simulation import EntrySimulation, Simulation
+from celery_periodiq.protocol.headers import HEADER_ENTRY, HEADER_MISSED, HEADER_TICK
 from tests.test_cli import cli, snapshot
 
 BERLIN = ZoneInfo("Europe/Berlin")

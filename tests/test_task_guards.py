@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from celery_periodiq.beat.publish import HEADER_ENTRY, HEADER_TICK
+from celery_periodiq.protocol.headers import HEADER_ENTRY, HEADER_TICK
 from tests.processes import Cluster, api_for, cluster, wait_for
 
 pytestmark = pytest.mark.slow

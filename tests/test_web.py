@@ -16,8 +16,8 @@ from celery import Celery
 from starlette.testclient import TestClient
 
 from celery_periodiq import PeriodicTask, Periodiq, periodiq
-from celery_periodiq.beat.publish import HEADER_ENTRY, HEADER_TICK
 from celery_periodiq.model.plan import to_ms
+from celery_periodiq.protocol.headers import HEADER_ENTRY, HEADER_TICK
 from celery_periodiq.web import make_app
 from celery_periodiq.web.auth import COOKIE
 from tests.test_cli import cli

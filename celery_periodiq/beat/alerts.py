@@ -55,8 +55,11 @@ class Alerts:
         # A partition whose pop failed (a Cluster node down) does not stop the others'
         # from being sent: what they popped is only theirs now.
         replies = self.store.pop_alerts(parts, _BATCH)
-        popped = [(part, items or []) for part, items in zip(parts, replies, strict=True)
-                  if not isinstance(items, Exception)]  # fmt: skip
+        popped = [
+            (part, items or [])
+            for part, items in zip(parts, replies, strict=True)
+            if not isinstance(items, Exception)
+        ]
         failed = next((reply for reply in replies if isinstance(reply, Exception)), None)
         sent = 0
         for number, (part, items) in enumerate(popped):
@@ -81,6 +84,9 @@ class Alerts:
             return
         level = logging.INFO if message["transition"] == "recovered" else logging.WARNING
         logger.log(
-            level, "periodiq: entry %r is %s: %s (set periodiq_alert_task to be told)",
-            message["entry"], message["transition"], message["note"],
-        )  # fmt: skip
+            level,
+            "periodiq: entry %r is %s: %s (set periodiq_alert_task to be told)",
+            message["entry"],
+            message["transition"],
+            message["note"],
+        )

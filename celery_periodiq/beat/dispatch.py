@@ -1,10 +1,11 @@
-"""One beat pass: claim due ticks, publish their messages, settle the claims.
+"""One beat pass: claim due ticks, publish their messages in chunks, settle the claims.
 
 Two Redis round trips per batch (claim.lua, ack.lua) however many entries
-are due, and one broker producer for the whole batch. One entry's bad data, a
-failure while planning it or a message of it that cannot be encoded quarantines
-that entry alone; only the broker failing keeps a chunk's ticks in flight.
-Settlements that could not be written are kept and written first in the next pass.
+are due, and one broker producer for the whole batch. Claims go out in due order,
+in chunks that each reach the broker in one round trip; before each message and
+each flush the claims' lease is checked, so a beat stopped meanwhile sends nothing
+another beat may have taken over. Deciding each claim is :mod:`.settle`'s, writing
+the settlements :mod:`.ledger`'s, choosing the partitions :mod:`.partitions`'.
 """
 
 from __future__ import annotations
@@ -14,31 +15,23 @@ import logging
 import math
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
-from typing import Any, NamedTuple
+from dataclasses import dataclass
+from typing import Any
 
 import redis
 from celery import Celery
 
-from celery_periodiq.beat.publish import Publisher, send
+from celery_periodiq.beat.fire import fire_events
+from celery_periodiq.beat.ledger import Ledger
+from celery_periodiq.beat.partitions import HORIZON_MS, Claimed, Partitions, received
+from celery_periodiq.beat.publish import Publisher
+from celery_periodiq.beat.settle import Settler
 from celery_periodiq.clock import SAFE_SHARE, elapsed
 from celery_periodiq.config import Settings
-from celery_periodiq.errors import BrokerUnavailableError, EntryError, MessageError
-from celery_periodiq.model import reader, ring
-from celery_periodiq.model.entry import Entry
-from celery_periodiq.model.plan import (
-    Plan,
-    Tick,
-    from_ms,
-    next_tick,
-    plan_tick,
-    task_id_for,
-    tick_text,
-    to_ms,
-)
+from celery_periodiq.errors import BrokerUnavailableError
+from celery_periodiq.model.plan import Tick, tick_text, to_ms
 from celery_periodiq.protocol.keys import Partition
-from celery_periodiq.schedules import EventSchedule
+from celery_periodiq.protocol.records import Settlement
 from celery_periodiq.store.beat_scripts import Claim, ClaimBatch
 from celery_periodiq.store.store import Store
 
@@ -46,15 +39,10 @@ __all__ = ["Dispatcher", "Pass"]
 
 logger = logging.getLogger("celery_periodiq.dispatch")
 
-# At most this many "missed" events are written per claim; the counter has them all.
-_MISSED_EVENTS = 20
 # Claims published per broker round trip: the first chunk small, so that the first
 # message of a burst does not wait long, then twice as many each time up to the most.
 _PUBLISH_CHUNK = 25
 _PUBLISH_CHUNK_MOST = 400
-# Ticks due this soon are claimed and planned ahead, then sent the moment they are
-# due, so the claim's round trip is not part of their lateness.
-_HORIZON_MS = 25
 # A pass that sends more ticks than this logs each at DEBUG and one summary at INFO.
 _LOG_EACH = 10
 
@@ -71,41 +59,6 @@ def _sleep_until(moment: float) -> None:
     remaining = moment - elapsed()
     if remaining > 0:
         _NEVER.wait(remaining)
-
-
-def _queued_ttl(tick: Tick, sent_at_ms: int) -> int:
-    """How long a published run counts as waiting: until it expires, else two intervals."""
-    if tick.expires is not None:
-        return max(to_ms(tick.expires) - sent_at_ms, 1000)
-    return max(int(tick.interval * 2000), 1000)
-
-
-_READER = reader.EntryReader()
-
-
-@functools.lru_cache(maxsize=4096)
-def _entry(definition: str) -> Entry:
-    return _READER.read(definition)
-
-
-class _Claimed(NamedTuple):
-    """One partition's claims, when the claim was sent and when its reply was read."""
-
-    batch: ClaimBatch
-    claimed_at: float
-    """``elapsed()`` before the claim was sent: its lease counts from here."""
-    received_at: float
-    """``elapsed()`` after its reply was read."""
-    clock: float
-    """The Redis clock (ms) when the last claim of its call ran, before ``received_at``:
-    a due instant mapped from these two is never earlier than the real one."""
-
-
-def _received(batches: list[ClaimBatch], claimed_at: float) -> list[_Claimed]:
-    """The batches of one claim call, read just now."""
-    received_at = elapsed()
-    clock = max((batch.now_ms + batch.now_us / 1000 for batch in batches), default=0.0)
-    return [_Claimed(batch, claimed_at, received_at, clock) for batch in batches]
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +84,7 @@ class Pass:
             return None
         passed = elapsed() - self.measured
         # wake a horizon early: the claim then takes those ticks ahead of time
-        return max((self.wake_ms - self.clock_ms - _HORIZON_MS) / 1000 - passed, 0.0)
+        return max((self.wake_ms - self.clock_ms - HORIZON_MS) / 1000 - passed, 0.0)
 
 
 class Dispatcher:
@@ -156,8 +109,6 @@ class Dispatcher:
         self._covered = covered
         self._injected = False
         """The pass runs on an injected clock (tests)."""
-        self.refused = 0
-        """Settlements Redis refused since the start: claims another beat had taken over."""
         self._on_vanished = on_vanished
         self.ticks_claimed = 0
         self.last_tick_ms: int | None = None
@@ -165,79 +116,28 @@ class Dispatcher:
         self._prefetched: tuple[Callable[[], list[ClaimBatch]], float] | None = None
         """Claims sent during the last pass, and when: read by the next pass."""
         self._refill: Callable[[], None] | None = None
-        self._settling: Callable[[], int] | None = None
-        """Waits for the settlements of the last chunk published (see _settle_chunk)."""
-        self._unsettled_chunk: dict[int, list[dict[str, Any]]] = {}
-        self._unsettled: dict[int, list[dict[str, Any]]] = {}
-        """Settlements of published ticks whose ack failed, by partition: written first in
-        the next pass."""
-        self._wake: dict[int, float] = {}
-        """Per partition, the Redis clock (ms) when it next has something due; a partition
-        not in it (never claimed, or changed since) is claimed in the next pass."""
-        self._lock = threading.Lock()
-        self._clock = (0.0, 0.0)
-        """The last Redis clock reading (ms) and ``elapsed()`` when it was taken."""
-        self._watched: frozenset[int] | None = None
-        """The partitions the ring gives this beat (None: all, until the ring is known)."""
-        self._sweep_at = 0.0
-        """``elapsed()`` of the next pass over every partition, watched or not."""
+        self._settler = Settler(self._publisher, self.settings)
+        self._ledger = Ledger(store, beat_id)
+        self._partitions = Partitions(store.keys, self.settings, beat_id)
 
     def touch(self, name: str | None = None) -> None:
         """Something changed: claim ``name``'s partition (every partition when None) in the
         next pass, whatever it was known to have due."""
-        with self._lock:
-            if name is None:
-                self._wake.clear()
-            else:
-                self._wake.pop(self.store.keys.partition_of(name), None)
+        self._partitions.touch(name)
 
     def watch(self, beats: list[str]) -> None:
         """The live beats changed (or were read again): take this beat's share of the
         partitions, two beats to each (:mod:`celery_periodiq.model.ring`)."""
-        watched = ring.watched(self.beat_id, beats, self.store.keys.partitions)
-        with self._lock:
-            if watched != self._watched:
-                logger.info(
-                    "periodiq: beat %s watches %d of %d partitions (%d live beats)",
-                    self.beat_id, len(watched), self.store.keys.partitions, len(beats),
-                )  # fmt: skip
-                self._wake = {index: moment for index, moment in self._wake.items()
-                              if self._watched is None or index in self._watched}  # fmt: skip
-            self._watched = watched
+        self._partitions.watch(beats)
 
     @property
     def watched(self) -> int:
         """How many partitions this beat watches."""
-        watched = self._watched
-        return self.store.keys.partitions if watched is None else len(watched)
+        return self._partitions.watched
 
     def mine(self) -> list[Partition]:
         """The partitions the ring gives this beat (all of them until it is known)."""
-        with self._lock:
-            return [part for part in self.store.keys.all() if self._mine(part.index, False)]
-
-    def _mine(self, index: int, sweeping: bool) -> bool:
-        watched = self._watched
-        return sweeping or watched is None or index in watched
-
-    def _due_partitions(self, now_ms: int | None) -> list[Partition]:
-        """The partitions that may have something due now (or within the horizon): of
-        those the ring gives this beat, or of all of them in a sweep, which comes once
-        per lease so that claims of beats gone are taken over whatever the ring says."""
-        clock, measured = self._clock
-        estimate = (
-            float(now_ms) if now_ms is not None
-            else clock + (elapsed() - measured) * 1000 if measured else math.inf
-        )  # fmt: skip
-        sweeping = elapsed() >= self._sweep_at
-        if sweeping:
-            self._sweep_at = elapsed() + self.settings.claim_lease
-        with self._lock:
-            return [
-                part for part in self.store.keys.all()
-                if self._mine(part.index, sweeping)
-                and self._wake.get(part.index, -math.inf) <= estimate + _HORIZON_MS
-            ]  # fmt: skip
+        return self._partitions.mine()
 
     def dispatch(self, now_ms: int | None = None) -> Pass:
         """Claim the due ticks of every partition that has some, publish them, settle them.
@@ -250,52 +150,46 @@ class Dispatcher:
         """
         settings = self.settings
         self._injected = now_ms is not None
-        self._settle_pending()
+        self._ledger.write_pending()
+        partitions = self._partitions
         lease_ms = int(settings.claim_lease * 1000)
-        horizon = 0 if now_ms is not None else _HORIZON_MS
-        batches: list[_Claimed] = []
-        claimed: list[_Claimed] = []
+        horizon = 0 if now_ms is not None else HORIZON_MS
+        batches: list[Claimed] = []
+        claimed: list[Claimed] = []
         if self._prefetched is not None:  # sent during the last pass
             read, sent_at = self._prefetched
             self._prefetched = None
-            claimed = _received(read(), sent_at)
+            claimed = received(read(), sent_at)
         # Aging the Redis clock reading from before the call wakes us early, never late.
         claimed_at = elapsed()
         taken = {got.batch.partition for got in claimed}
-        due = [part for part in self._due_partitions(now_ms) if part.index not in taken]
+        due = [part for part in partitions.due(now_ms) if part.index not in taken]
         # about periodiq_batch_size claims in a pass, however many partitions are due
-        share = max(settings.batch_size // max(len(due) + len(taken), 1),
-                    min(settings.batch_size, 32))  # fmt: skip
+        share = max(
+            settings.batch_size // max(len(due) + len(taken), 1), min(settings.batch_size, 32)
+        )
         if due:
             more = self.store.scripts.claim_many(
                 due, self.beat_id, share, lease_ms, now_ms, horizon
             )
-            claimed += _received(more, claimed_at)
+            claimed += received(more, claimed_at)
         for got in claimed:
-            batch = got.batch
-            part = self.store.keys.part(batch.partition)
-            self._clock = (batch.now_ms + batch.now_us / 1000, got.claimed_at)
-            moments = [m for m in (batch.next_due_ms, batch.next_recheck_ms) if m is not None]
-            with self._lock:
-                self._wake[part.index] = min(moments, default=math.inf)
-            self._report(batch)
+            partitions.claimed(got)
+            self._report(got.batch)
             batches.append(got)
         full = [got.batch.partition for got in batches if len(got.batch.claims) >= share]
         # More is due in full partitions: their next claims are sent while the last
         # chunk of these is published (not with an injected clock: tests step by step).
-        self._refill = None if now_ms is not None or not full else functools.partial(
-            self._prefetch, [self.store.keys.part(index) for index in full], share, lease_ms,
-        )  # fmt: skip
+        self._refill = None
+        if now_ms is None and full:
+            parts = [self.store.keys.part(index) for index in full]
+            self._refill = functools.partial(self._prefetch, parts, share, lease_ms)
         count = sum(len(got.batch.claims) for got in batches)
         complete = True
         if count:
             complete = self._publish_batches(batches)
-        clock, measured = self._clock
-        with self._lock:
-            mine = [moment for index, moment in self._wake.items() if self._mine(index, False)]
-        # wake for the next sweep too (on the Redis clock, from the last reading)
-        sweep = clock + (self._sweep_at - measured) * 1000 if measured else math.inf
-        wake = min([*mine, sweep], default=math.inf)
+        wake = partitions.next_wake()
+        clock, measured = partitions.clock
         return Pass(
             claimed=count,
             full=bool(full),
@@ -305,11 +199,11 @@ class Dispatcher:
             measured=measured,
         )
 
-    def _publish_batches(self, batches: list[_Claimed]) -> bool:
+    def _publish_batches(self, batches: list[Claimed]) -> bool:
         """Publish every claimed tick, then settle each partition's claims."""
         self.ticks_claimed += sum(len(got.batch.claims) for got in batches)
         self.last_tick_ms = max(got.batch.now_ms for got in batches)
-        settlements: dict[int, list[dict[str, Any]]] = {}
+        settlements: dict[int, list[Settlement]] = {}
         sent: list[tuple[str, Tick]] = []
         complete = False
         try:
@@ -330,32 +224,10 @@ class Dispatcher:
             self._broker_down = True
         finally:
             self._log_sent(sent)
-            self._settled_chunk()
-            self._settle_pending()
-            with self._lock:
-                for items in settlements.values():
-                    for item in items:
-                        if item.get("due") is not None:
-                            index = self.store.keys.partition_of(item["name"])
-                            self._wake[index] = min(self._wake.get(index, math.inf), item["due"])
+            self._ledger.wait()
+            self._ledger.write_pending()
+            self._partitions.settled(settlements)
         return complete
-
-    def _settle_pending(self) -> None:
-        """Write the settlements not yet written (ack.lua): a batch of each partition at a
-        time, every partition's in one round trip. Written again after a failure: a
-        settlement written twice changes nothing the second time."""
-        size = self.settings.batch_size
-        while self._unsettled:
-            batches = [(self.store.keys.part(index), items[:size])
-                       for index, items in self._unsettled.items()]  # fmt: skip
-            settled = self.store.scripts.ack_many(
-                batches, self.beat_id, self.settings.history_length
-            )
-            self._count_refused(sum(len(items) for _, items in batches), settled)
-            for index in list(self._unsettled):
-                del self._unsettled[index][:size]
-                if not self._unsettled[index]:
-                    del self._unsettled[index]
 
     def _report(self, batch: ClaimBatch) -> None:
         if batch.vanished:
@@ -369,9 +241,9 @@ class Dispatcher:
 
     def _publish_all(
         self,
-        batches: list[_Claimed],
+        batches: list[Claimed],
         producer: Any,
-        settlements: dict[int, list[dict[str, Any]]],
+        settlements: dict[int, list[Settlement]],
         sent: list[tuple[str, Tick]],
     ) -> bool:
         """Publish the claims of every partition in due order, in chunks; a chunk's claims
@@ -395,8 +267,10 @@ class Dispatcher:
                 logger.warning(
                     "periodiq: %d claimed ticks not sent: %s; they stay in flight, for this "
                     "beat's next pass if they are still its own, else for the beat that took "
-                    "them over", len(claims) - start, lost,
-                )  # fmt: skip
+                    "them over",
+                    len(claims) - start,
+                    lost,
+                )
                 return False
             start += size
             size = min(size * 2, _PUBLISH_CHUNK_MOST)  # the first few go out soonest
@@ -404,9 +278,9 @@ class Dispatcher:
 
     def _publish_chunk(
         self,
-        chunk: list[tuple[Claim, _Claimed]],
+        chunk: list[tuple[Claim, Claimed]],
         producer: Any,
-        settlements: dict[int, list[dict[str, Any]]],
+        settlements: dict[int, list[Settlement]],
         sent: list[tuple[str, Tick]],
     ) -> None:
         """Publish one chunk of claims, and settle those the broker took, also when the
@@ -420,10 +294,11 @@ class Dispatcher:
         """
         oldest = min(got.claimed_at for _, got in chunk)
         safe, injected = self.settings.claim_lease * SAFE_SHARE, self._injected
-        flushed: list[tuple[int, dict[str, Any]]] = []
+        settle = self._settler.settle
+        flushed: list[tuple[int, Settlement]] = []
         try:
             with self._publisher.batch(producer) as flush:
-                pending: list[tuple[int, dict[str, Any]]] = []
+                pending: list[tuple[int, Settlement]] = []
 
                 def send_now() -> None:
                     self._check_lease(oldest)
@@ -440,74 +315,30 @@ class Dispatcher:
                     if now - oldest >= safe:  # past the claims' own lease: ask the heartbeat
                         self._check_lease(oldest)
                     # the Redis clock now, from the claim's reading of it (injected: its own)
-                    sent_at = got.batch.now_ms if injected else int(
-                        got.clock + (now - got.received_at) * 1000
-                    )  # fmt: skip
-                    settlement = self._settle_isolated(claim, producer, sent_at, sent)
+                    sent_at = (
+                        got.batch.now_ms
+                        if injected
+                        else int(got.clock + (now - got.received_at) * 1000)
+                    )
+                    settlement = settle(claim, producer, sent_at, sent)
                     pending.append((got.batch.partition, settlement))
                 send_now()
         finally:
-            written: dict[int, list[dict[str, Any]]] = {}
+            written: dict[int, list[Settlement]] = {}
             for index, settlement in flushed:
                 settlements.setdefault(index, []).append(settlement)
                 written.setdefault(index, []).append(settlement)
             if written:
-                self._settle_chunk(written)
+                self._ledger.send(written)
 
     def _prefetch(self, parts: list[Partition], share: int, lease_ms: int) -> None:
         """Send the next pass's claims of ``parts``; the next pass reads them."""
         sent_at = elapsed()
         try:
-            read = self.store.scripts.claim_later(parts, self.beat_id, share, lease_ms, _HORIZON_MS)
+            read = self.store.scripts.claim_later(parts, self.beat_id, share, lease_ms, HORIZON_MS)
         except redis.RedisError:  # the next pass claims them the usual way, or fails
             return
         self._prefetched = (read, sent_at)
-
-    def _settle_chunk(self, chunk: dict[int, list[dict[str, Any]]]) -> None:
-        """Send a published chunk's settlements; Redis runs them while the next chunk is
-        published (the last chunk's are waited for before this one's are sent)."""
-        self._settled_chunk()
-        self._unsettled_chunk = chunk
-        size = self.settings.batch_size
-        batches = [
-            (self.store.keys.part(index), items[start : start + size])
-            for index, items in chunk.items()
-            for start in range(0, len(items), size)
-        ]
-        self._settling = self.store.scripts.ack_later(
-            batches, self.beat_id, self.settings.history_length
-        )
-
-    def _settled_chunk(self) -> None:
-        """Wait for the settlements sent by :meth:`_settle_chunk`; those that failed, or
-        could not even be sent, are written by :meth:`_settle_pending` (first thing in the
-        next pass, if not at the end of this one)."""
-        settling, chunk = self._settling, self._unsettled_chunk
-        self._settling, self._unsettled_chunk = None, {}
-        if settling is not None:
-            try:
-                settled = settling()
-            except Exception:  # kept below, with the others not written yet
-                pass
-            else:
-                self._count_refused(sum(map(len, chunk.values())), settled)
-                return
-        # Not sent (ack_later raised) or failed: dropping them would leave their claims
-        # to be taken over after the lease and published again.
-        for index, items in chunk.items():
-            self._unsettled.setdefault(index, []).extend(items)
-
-    def _count_refused(self, given: int, settled: int) -> None:
-        """ack.lua settles only claims this beat still owns: say how many it refused."""
-        if settled >= given:
-            return
-        self.refused += given - settled
-        logger.warning(
-            "periodiq: %d settlements refused: another beat took their claims over while "
-            "this one could not renew them (stopped, or cut off from Redis); its messages "
-            "of those ticks were sent before, and the worker's guard drops a second copy "
-            "(%d refused since this beat started)", given - settled, self.refused,
-        )  # fmt: skip
 
     def _check_lease(self, claimed_at: float) -> None:
         """Raise :class:`_LeaseLostError` unless claims sent at ``claimed_at`` (:func:`elapsed`)
@@ -525,141 +356,6 @@ class Dispatcher:
             "throughout (was the process stopped?)"
         )
 
-    def _settle_isolated(
-        self, claim: Claim, producer: Any, sent_at_ms: int, sent: list[tuple[str, Tick]]
-    ) -> dict[str, Any]:
-        """:meth:`_settle`, except that anything but a broker failure quarantines this entry
-        alone instead of stopping the batch."""
-        try:
-            return self._settle(claim, producer, sent_at_ms, sent)
-        except BrokerUnavailableError:
-            raise
-        except MessageError as error:  # its message cannot be encoded, the broker is fine
-            logger.error("periodiq: entry %r quarantined: %s", claim.name, error)
-            reason = str(error)
-        except Exception as error:
-            logger.exception("periodiq: entry %r quarantined: planning its tick failed", claim.name)
-            reason = f"the beat failed on it: {type(error).__name__}: {error}"
-        return {
-            "id": claim.id, "name": claim.name, "version": claim.version, "next": None,
-            "due": None, "quarantine": reason, "inc": claim.inc,
-        }  # fmt: skip
-
-    def _settle(
-        self, claim: Claim, producer: Any, sent_at_ms: int, sent: list[tuple[str, Tick]]
-    ) -> dict[str, Any]:
-        settlement: dict[str, Any] = {
-            "id": claim.id, "name": claim.name, "version": claim.version, "next": None, "due": None,
-        }  # fmt: skip
-        if claim.inc is not None:
-            settlement["inc"] = claim.inc
-        if claim.definition is None:
-            return settlement
-        try:
-            entry = _entry(claim.definition)
-        except EntryError as error:
-            logger.error("periodiq: entry %r quarantined: %s", claim.name, error)
-            settlement["quarantine"] = str(error)
-            return settlement
-        if claim.rebuilt:
-            nominal = _recovered_tick(entry, claim)
-            if nominal is None:
-                return settlement | self._rebuilt(entry, claim)
-            logger.warning(
-                "periodiq: entry %r had no readable state; rebuilt from its definition at "
-                "tick %s", entry.name, tick_text(nominal),
-            )  # fmt: skip
-            claim = replace(claim, nominal_ms=nominal)
-        plan = plan_tick(
-            entry,
-            from_ms(claim.nominal_ms),
-            # a tick claimed ahead is decided as of its own instant
-            from_ms(max(claim.claimed_ms, claim.nominal_ms)),
-            running=claim.running,
-            queued=claim.queued,
-            prefix=self.settings.key_prefix,
-            catchup_cap=self.settings.catchup_cap,
-            default_grace=self.settings.default_grace,
-            sent_at=from_ms(sent_at_ms),
-            previous=None if claim.prev_ms is None else from_ms(claim.prev_ms),
-            runs=claim.runs,
-            owed=claim.owed,
-            taken=claim.taken > 0,
-        )
-        for tick in plan.publish:
-            self._publisher.send(entry, tick, producer)
-            sent.append((entry.name, tick))
-        settlement.update(self._accounting(plan, claim, sent_at_ms))
-        if claim.rebuilt:
-            note = "its state was missing; rebuilt from the definition"
-            settlement["events"].append(["rebuilt", claim.nominal_ms, "-", "", note])
-        return settlement
-
-    def _rebuilt(self, entry: Entry, claim: Claim) -> dict[str, Any]:
-        """The settlement of an entry whose state was missing and whose due instant is no
-        tick of its schedule: its next tick computed afresh from the claim's clock."""
-        upcoming = next_tick(entry, entry.parsed_schedule(), from_ms(claim.claimed_ms))
-        following = "none" if upcoming is None else tick_text(to_ms(upcoming[0]))
-        logger.warning(
-            "periodiq: entry %r had no readable state; rebuilt from its definition, next tick %s",
-            entry.name, following,
-        )  # fmt: skip
-        note = "its state was missing; rebuilt from the definition"
-        rebuilt: dict[str, Any] = {"events": [["rebuilt", "", "-", "", note]], "counts": {}}
-        if upcoming is not None:
-            rebuilt["next"], rebuilt["due"] = to_ms(upcoming[0]), to_ms(upcoming[1])
-        return rebuilt
-
-    def _accounting(self, plan: Plan, claim: Claim, sent_at_ms: int) -> dict[str, Any]:
-        counts: dict[str, int] = {}
-        events: list[list[Any]] = []
-        for tick in plan.publish:  # "" task id: the one the tick derives
-            events.append(["enqueued", to_ms(tick.nominal), "", _missed(tick), ""])
-        if plan.publish:
-            counts["enqueued"] = len(plan.publish)
-            runs = len(plan.publish)  # what max_runs counts
-            # due -> published; the claimed tick is due at its jittered instant
-            late = [sent_at_ms - (claim.due_ms if to_ms(tick.nominal) == claim.nominal_ms
-                                  else to_ms(tick.nominal)) for tick in plan.publish]  # fmt: skip
-        for reason, instants, total in (
-            ("missed", plan.missed, plan.missed_count),
-            ("skipped_overlap", plan.skipped_overlap, len(plan.skipped_overlap)),
-        ):
-            if not total:
-                continue
-            counts[reason] = total
-            for instant in instants[-_MISSED_EVENTS:]:  # "-": no task was sent for these
-                events.append([reason, to_ms(instant), "-", "", ""])
-            listed = min(len(instants), _MISSED_EVENTS)
-            if total > listed:
-                events[-1][4] = f"{total - listed} earlier not listed"
-            if reason == "missed" and plan.folded is not None:
-                events[-1][4] = (
-                    "too late to keep its place: the next run stands for it"
-                    if plan.owed else "too late to keep its place"
-                )  # fmt: skip
-            logger.info("periodiq: entry %r: %d ticks %s", claim.name, total, reason)
-        accounting: dict[str, Any] = {"counts": counts, "events": events}
-        if plan.owed or claim.owed:
-            accounting["owed"] = plan.owed
-        if plan.publish:
-            accounting["late"] = late
-            accounting["runs"] = runs
-        if plan.newest is not None:
-            accounting["prev"] = to_ms(plan.newest)
-        if plan.next_nominal is not None and plan.next_due is not None:
-            accounting["next"] = to_ms(plan.next_nominal)
-            accounting["due"] = to_ms(plan.next_due)
-        if plan.publish:
-            last = plan.publish[-1]
-            ttl = _queued_ttl(last, sent_at_ms)
-            accounting["queued"] = [last.task_id, ttl]
-            accounting["last"] = {
-                "last_enqueued": claim.claimed_ms,
-                "last_tick": to_ms(last.nominal),
-            }
-        return accounting
-
     @staticmethod
     def _log_sent(sent: list[tuple[str, Tick]]) -> None:
         """One INFO line per tick sent, or, for a pass that sent many, DEBUG lines and one
@@ -670,88 +366,27 @@ class Dispatcher:
         if logger.isEnabledFor(each):
             for name, tick in sent:
                 logger.log(
-                    each, "periodiq: entry %r tick %s sent as %s (stands for %d)",
-                    name, tick_text(to_ms(tick.nominal)), tick.task_id, tick.missed,
-                )  # fmt: skip
+                    each,
+                    "periodiq: entry %r tick %s sent as %s (stands for %d)",
+                    name,
+                    tick_text(to_ms(tick.nominal)),
+                    tick.task_id,
+                    tick.missed,
+                )
         if each == logging.DEBUG:
             logger.info(
                 "periodiq: sent %d ticks of %d entries (ticks %s to %s)",
-                len(sent), len({name for name, _ in sent}),
+                len(sent),
+                len({name for name, _ in sent}),
                 tick_text(min(to_ms(tick.nominal) for _, tick in sent)),
                 tick_text(max(to_ms(tick.nominal) for _, tick in sent)),
-            )  # fmt: skip
+            )
 
     def fire_events(self, event: str, done: set[str] | None = None) -> list[str]:
-        """Publish every enabled, unpaused ``@reboot``/``@shutdown`` entry not in ``done``.
-
-        Each name sent is added to ``done`` at once, so after a broker failure a
-        second call sends only the rest. An entry whose message cannot be encoded is
-        logged and left out. Returns the names sent by this call.
-
-        Raises:
-            BrokerUnavailableError: the broker failed.
-            redis.RedisError: the schedule's Redis failed.
-        """
-        done = set() if done is None else done
-        fired = []
-        now_ms = self.store.now_ms()
-        for stored in self.store.load(self.store.event_entries(event)):
-            entry = stored.entry
-            if entry is None or stored.invalid or stored.paused or not entry.enabled:
-                continue
-            schedule = entry.parsed_schedule()
-            if entry.name in done or not isinstance(schedule, EventSchedule):
-                continue
-            if schedule.event != event:
-                continue
-            now = from_ms(now_ms)
-            tick = Tick(
-                nominal=now,
-                missed=1,
-                interval=0.0,
-                gap_before=0.0,
-                expires=now + timedelta(hours=1),
-                soft_time_limit=None,
-                time_limit=None,
-                task_id=task_id_for(self.settings.key_prefix, entry.name, now_ms),
-            )
-            try:
-                send(self.app, entry, tick)
-            except MessageError as error:  # its own: the others are sent
-                logger.error("periodiq: entry %r not sent on @%s: %s", entry.name, event, error)
-                continue
-            done.add(entry.name)
-            self.store.published(entry.name, "enqueued", tick.task_id, now_ms, f"@{event}")
-            logger.info(
-                "periodiq: entry %r tick %s sent on @%s as %s",
-                entry.name, tick_text(now_ms), event, tick.task_id,
-            )  # fmt: skip
-            fired.append(entry.name)
-        return fired
+        """Publish the ``@reboot``/``@shutdown`` entries not in ``done`` (see
+        :func:`celery_periodiq.beat.fire.fire_events`); returns the names sent."""
+        return fire_events(self.app, self.store, event, done)
 
 
 class _LeaseLostError(Exception):
     """Claims may have been taken over by another beat: they must not be sent."""
-
-
-def _missed(tick: Tick) -> int | str:
-    """How many ticks a run stands for, as the history keeps it ("" for just itself)."""
-    return "" if tick.missed == 1 else tick.missed
-
-
-def _recovered_tick(entry: Entry, claim: Claim) -> int | None:
-    """The tick whose due instant (jitter applied) is the claim's, or None: how the beat
-    tells whether a due instant found without a state is a real tick of the schedule."""
-    schedule = entry.parsed_schedule()
-    if isinstance(schedule, EventSchedule):
-        return None
-    due = from_ms(claim.due_ms)
-    moment: datetime | None = due - timedelta(seconds=entry.jitter, milliseconds=1)
-    while moment is not None and moment < due:
-        upcoming = next_tick(entry, schedule, moment)
-        if upcoming is None:
-            return None
-        if to_ms(upcoming[1]) == claim.due_ms:
-            return to_ms(upcoming[0])
-        moment = upcoming[0]
-    return None

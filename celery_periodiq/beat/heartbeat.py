@@ -1,4 +1,7 @@
-"""Background threads of a beat: its heartbeat, and the listener that wakes it on changes."""
+"""Background threads of a beat: its heartbeat, and the listener that wakes it on changes.
+
+:class:`Heartbeat` is the one owner of a beat's heartbeat (beat.lua): registering it,
+refreshing it, and unregistering it when the beat stops."""
 
 from __future__ import annotations
 
@@ -103,6 +106,17 @@ class Heartbeat(threading.Thread):
     def stop(self) -> None:
         """Stop refreshing (the heartbeat then expires unless the beat unregisters)."""
         self._stopped.set()
+
+    def unregister(self) -> bool:
+        """Take this beat out of the registry and every partition now (its heartbeat's
+        last word, after :meth:`stop`); returns whether it was the last live beat.
+
+        Raises:
+            redis.RedisError: the schedule's Redis failed.
+        """
+        pulse = self.store.scripts.heartbeat(self.beat_id, "stop", 0, {})
+        self.store.gone(self.beat_id)
+        return pulse.flag
 
 
 class ChangeListener(threading.Thread):

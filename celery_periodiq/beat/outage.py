@@ -66,8 +66,9 @@ class Outage:
                 self._told.clear()
                 logger.info(
                     "periodiq: usable again after %.1f s; missed ticks follow their catch-up "
-                    "policy", time.monotonic() - self._since,
-                )  # fmt: skip
+                    "policy",
+                    time.monotonic() - self._since,
+                )
 
 
 def _kind(error: Exception) -> str:
@@ -89,13 +90,16 @@ def _log_failure(what: str, error: Exception) -> None:
         hint = " (a key of the schedule holds data written by something else)"
         logger.error(
             "periodiq: %s failed: Redis refused a command: %s%s; retrying, beat keeps running",
-            what, error, hint if wrong_type(error) else "",
-        )  # fmt: skip
+            what,
+            error,
+            hint if wrong_type(error) else "",
+        )
     elif isinstance(error, redis.RedisError):
         logger.error(
             "periodiq: %s failed: the schedule's Redis unreachable (%s); retrying, beat "
             "keeps running",
-            what, error,
-        )  # fmt: skip
+            what,
+            error,
+        )
     else:
         logger.error("periodiq: %s failed; retrying, beat keeps running", what, exc_info=error)

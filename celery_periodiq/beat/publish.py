@@ -1,9 +1,10 @@
 """Turn an entry and a tick into a Celery message.
 
-Every message of a tick carries, in its headers, the entry name, the tick's
-nominal instant, its interval and how many ticks it stands for; the worker's
-guards (task.py) read them back. The task id is derived from the tick, so a
-tick published twice is recognisably the same run.
+Every message of a tick carries, in its headers (named in
+:mod:`celery_periodiq.protocol.headers`), the entry name, the tick's nominal
+instant, its interval and how many ticks it stands for; the worker's guards
+(task.py) read them back. The task id is derived from the tick, so a tick
+published twice is recognisably the same run.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -29,52 +29,25 @@ from celery_periodiq.model import policy
 from celery_periodiq.model.entry import Entry
 from celery_periodiq.model.plan import Tick, to_ms
 from celery_periodiq.model.policy import Limits
+from celery_periodiq.protocol.headers import (
+    HEADER_BACKFILL,
+    HEADER_CATCHUP,
+    HEADER_ENTRY,
+    HEADER_EXPIRES,
+    HEADER_INTERVAL,
+    HEADER_MANUAL,
+    HEADER_MIN_GAP,
+    HEADER_MISSED,
+    HEADER_OVERLAP,
+    HEADER_TICK,
+    HEADER_TTL,
+    task_id_for,
+)
 
-__all__ = [
-    "HEADER_BACKFILL",
-    "HEADER_CATCHUP",
-    "HEADER_ENTRY",
-    "HEADER_EXPIRES",
-    "HEADER_INTERVAL",
-    "HEADER_MANUAL",
-    "HEADER_MIN_GAP",
-    "HEADER_MISSED",
-    "HEADER_OVERLAP",
-    "HEADER_TICK",
-    "HEADER_TTL",
-    "Publisher",
-    "message_options",
-    "send",
-    "send_backfill",
-]
+__all__ = ["Publisher", "message_options", "send", "send_backfill"]
 
 # Celery's own expiry check uses the worker's clock, so it gets this much slack.
 _EXPIRY_SLACK = 60.0
-
-HEADER_ENTRY = "periodiq_entry"
-HEADER_TICK = "periodiq_tick"
-"""The tick's nominal instant, milliseconds since the epoch."""
-HEADER_INTERVAL = "periodiq_interval"
-"""Seconds from this tick to the entry's next one."""
-HEADER_MISSED = "periodiq_missed"
-"""How many ticks this run stands for."""
-HEADER_MANUAL = "periodiq_manual"
-"""True for ``trigger()``: outside the schedule, no tolerance drop."""
-HEADER_MIN_GAP = "periodiq_min_gap"
-"""Milliseconds: the gap since the previous tick minus the tolerance, the earliest this
-run may follow the last one."""
-HEADER_OVERLAP = "periodiq_overlap"
-"""The entry's overlap policy, for the worker's non-final check."""
-HEADER_EXPIRES = "periodiq_expires"
-"""Milliseconds since the epoch after which the run is refused (checked on the Redis clock)."""
-HEADER_TTL = "periodiq_ttl"
-"""Milliseconds the running marker lives: the run's hard limit."""
-HEADER_CATCHUP = "periodiq_catchup"
-"""True for a run sent too late to keep its place (a catch-up run): the worker's
-too-soon rule neither drops it nor counts the next run from it."""
-HEADER_BACKFILL = "periodiq_backfill"
-"""True for a past tick published by ``backfill()``: no tolerance drop, and not dropped
-for being older than the ticks the worker's guard remembers."""
 
 
 def message_options(
@@ -91,7 +64,7 @@ def message_options(
         limits = manual or Limits(None, None, None, None)
         headers[HEADER_MANUAL] = True
         headers[HEADER_TTL] = int(limits.marker_ttl * 1000)
-        options["task_id"] = str(uuid.uuid4())
+        options["task_id"] = task_id_for("", entry.name, None)  # no tick: a random id
         if limits.timebox is not None and limits.time_limit is not None:
             options["soft_time_limit"], options["time_limit"] = limits.timebox, limits.time_limit
     else:
@@ -281,10 +254,13 @@ class Publisher:
             if not self._plain():
                 return _send_task(self.app, entry, options, producer)
             key = (
-                threading.get_ident(), entry.task,
+                threading.get_ident(),
+                entry.task,
                 json.dumps(entry.options, sort_keys=True) if entry.options else "",
-                tuple(options["headers"]), "expires" in options, "time_limit" in options,
-            )  # fmt: skip
+                tuple(options["headers"]),
+                "expires" in options,
+                "time_limit" in options,
+            )
             template = self._templates.get(key, _MISSING)
             if template is _MISSING:
                 template = self._build(entry, options, producer)
@@ -319,9 +295,10 @@ class Publisher:
         if self._configured is None:  # the app's settings are read once
             conf, routes = self.app.conf, getattr(self.app.amqp.router, "routes", [None])
             self._configured = (
-                not conf.task_send_sent_event and conf.task_protocol == 2
+                not conf.task_send_sent_event
+                and conf.task_protocol == 2
                 and all(isinstance(route, MapRoute) for route in routes)
-            )  # fmt: skip
+            )
         return self._configured
 
     def _build(self, entry: Entry, options: dict[str, Any], producer: Any) -> _Template | None:
@@ -330,9 +307,12 @@ class Publisher:
         recorder = _Recorder(producer)
         args, kwargs = list(entry.args), dict(entry.kwargs)
         self.app.send_task(
-            entry.task, args=args, kwargs=kwargs, producer=recorder,  # type: ignore[arg-type]
+            entry.task,
+            args=args,
+            kwargs=kwargs,
+            producer=recorder,  # type: ignore[arg-type]
             **options,
-        )  # fmt: skip
+        )
         assert recorder.published is not None, "send_task published nothing"
         body, publish = recorder.published
         if self._flush is not None:  # what was buffered goes first
@@ -348,22 +328,27 @@ class Publisher:
         headers = publish["headers"]
         task_id, expires = options["task_id"], options.get("expires")
         reusable = (
-            isinstance(body, tuple) and len(body) == 3
+            isinstance(body, tuple)
+            and len(body) == 3
             and headers.get("id") == headers.get("root_id") == task_id
             and publish.get("correlation_id") == task_id
             and headers.get("expires") == (None if expires is None else expires.isoformat())
             and ("expiration" in publish) == (expires is not None)
-        )  # fmt: skip
+        )
         if "time_limit" in options:
             limits = [options["time_limit"], options["soft_time_limit"]]
             reusable = reusable and headers.get("timelimit") == limits
         if not reusable:
             return None
         return _Template(
-            headers=dict(headers), publish={k: v for k, v in publish.items() if k != "headers"},
-            embed=body[2], args=args, kwargs=kwargs, declare=list(publish.get("declare") or []),
+            headers=dict(headers),
+            publish={k: v for k, v in publish.items() if k != "headers"},
+            embed=body[2],
+            args=args,
+            kwargs=kwargs,
+            declare=list(publish.get("declare") or []),
             raw=raw,
-        )  # fmt: skip
+        )
 
     def _publish(
         self,
@@ -393,9 +378,13 @@ class Publisher:
         channel = producer.channel
         if template.raw is not None and self._lists is not None and redis_publish.usable(channel):
             same = args == template.args and kwargs == template.kwargs
-            body = None if same else redis_publish.encode_body(
-                channel, (args or (), kwargs or {}, template.embed), template.raw.serializer
-            )  # fmt: skip
+            body = (
+                None
+                if same
+                else redis_publish.encode_body(
+                    channel, (args or (), kwargs or {}, template.embed), template.raw.serializer
+                )
+            )
             message = redis_publish.render(template.raw, headers, task_id, expiration, body)
             self._put(channel, template.raw.key, message)
             return

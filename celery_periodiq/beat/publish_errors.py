@@ -33,8 +33,14 @@ _MESSAGE = (SerializationError, SerializerNotInstalled, TypeError, ValueError, L
 # (the Publisher puts messages into a Redis broker's lists itself).
 _BATCH_FAILED: type[Exception] = getattr(kombu.exceptions, "BatchPublishError", OperationalError)
 """kombu >= 5.7: a batch's flush failed (the broker's connection, wrapped)."""
-_UNREACHABLE = (OperationalError, _BATCH_FAILED, LimitExceeded, OSError, redis.ConnectionError,
-                redis.TimeoutError)  # fmt: skip
+_UNREACHABLE = (
+    OperationalError,
+    _BATCH_FAILED,
+    LimitExceeded,
+    OSError,
+    redis.ConnectionError,
+    redis.TimeoutError,
+)
 
 
 def broker_failure(error: Exception, connection: Any) -> BrokerUnavailableError | None:

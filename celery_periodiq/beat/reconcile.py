@@ -92,13 +92,16 @@ class Declarations:
         if newer:
             logger.info(
                 "periodiq: %d declared entries keep the definition a newer deployment wrote "
-                "while its beats run: %s", len(newer), ", ".join(sorted(newer)),
-            )  # fmt: skip
+                "while its beats run: %s",
+                len(newer),
+                ", ".join(sorted(newer)),
+            )
         if removed:
             logger.warning(
                 "periodiq: removed %d entries no longer declared in code or beat_schedule: %s",
-                len(removed), ", ".join(removed),
-            )  # fmt: skip
+                len(removed),
+                ", ".join(removed),
+            )
         self._reconciled = seen
         lagging = kept or (newer and (newest is None or newest <= self.generation))
         if not lagging:
@@ -109,8 +112,10 @@ class Declarations:
         lease = self.store.settings.claim_lease
         logger.info(
             "periodiq: %d declared entries wait for a beat that is gone to run out; "
-            "reconciling again in %.1f s", len(kept) + len(newer), lease,
-        )  # fmt: skip
+            "reconciling again in %.1f s",
+            len(kept) + len(newer),
+            lease,
+        )
         return lease
 
     def _remove_undeclared(self) -> tuple[int | None, list[str], list[str]]:
@@ -131,9 +136,10 @@ class Declarations:
             else:
                 logger.warning(
                     "periodiq: cannot tell what beat %s declares (%s); declared entries are "
-                    "not removed while it lives", beat.id,
+                    "not removed while it lives",
+                    beat.id,
                     found.problem if found else "it runs a version that does not say",
-                )  # fmt: skip
+                )
         generations = [found.generation for found in sets.values() if found.generation]
         newest = max(generations, default=None)
         if unknown:

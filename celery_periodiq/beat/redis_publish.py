@@ -150,8 +150,9 @@ def render(
         "correlation_id": correlation_id,
         "delivery_tag": delivery_tag or _uuid4(),
         "expiration": raw.message["properties"].get("expiration")
-        if expiration is None else str(int(expiration * 1000)),
-    }  # fmt: skip
+        if expiration is None
+        else str(int(expiration * 1000)),
+    }
     pieces = raw.pieces
     out = [pieces[0]]
     for index, (part, name) in enumerate(raw.slots, 1):
@@ -171,8 +172,11 @@ def _cut(message: dict[str, Any]) -> tuple[tuple[str, ...], tuple[tuple[str, str
     headers, properties = message.get("headers"), message.get("properties")
     if not isinstance(headers, dict) or not isinstance(properties, dict):
         return None
-    slots = [("headers", name) for name in headers
-             if name in _TICK_HEADERS or name.startswith(_TICK_HEADER_PREFIX)]  # fmt: skip
+    slots = [
+        ("headers", name)
+        for name in headers
+        if name in _TICK_HEADERS or name.startswith(_TICK_HEADER_PREFIX)
+    ]
     slots += [("properties", name) for name in _TICK_PROPERTIES if name in properties]
     slots.append(("body", ""))
     marked_headers, marked_properties = dict(headers), dict(properties)
@@ -216,8 +220,11 @@ def learn(
         serializer=serializer,
     )
     rebuilt = render(
-        raw, publish.get("headers") or {}, publish.get("correlation_id", ""),
-        publish.get("expiration"), encode_body(channel, body, serializer),
+        raw,
+        publish.get("headers") or {},
+        publish.get("correlation_id", ""),
+        publish.get("expiration"),
+        encode_body(channel, body, serializer),
         properties.get("delivery_tag"),
-    )  # fmt: skip
+    )
     return raw if rebuilt == dumps(message) else None

@@ -131,9 +131,7 @@ class Scheduler(celery_beat.Scheduler):
             self._listener.stop()
             self._heartbeat.stop()
             try:
-                _, last = self.store.scripts.beat(self.beat_id, "stop", 0, {})
-                self.store.gone(self.beat_id)
-                if last:
+                if self._heartbeat.unregister():
                     fired = self._dispatcher.fire_events("shutdown")
                     logger.info("periodiq: last beat stopping; @shutdown entries sent: %s", fired)
             except (BrokerUnavailableError, ConfigurationError, redis.RedisError) as error:
@@ -237,9 +235,10 @@ class Scheduler(celery_beat.Scheduler):
         self._outage.worked(_RECONCILING)
         logger.info(
             "periodiq: beat %s ready; %d entries under prefix %r",
-            self.beat_id, self.store.count(),
+            self.beat_id,
+            self.store.count(),
             self.settings.key_prefix,
-        )  # fmt: skip
+        )
 
     def _fire_pending_events(self, dispatcher: Dispatcher) -> None:
         """Send the @reboot entries this beat owes; a broker failure keeps them owed."""
@@ -264,13 +263,16 @@ class Scheduler(celery_beat.Scheduler):
         }[settings.url_origin]
         logger.info(
             "periodiq: app %r keeps its schedule in Redis at %s (from %s) under prefix %r",
-            settings.namespace, redacted(settings.redis_url), origin, settings.key_prefix,
-        )  # fmt: skip
+            settings.namespace,
+            redacted(settings.redis_url),
+            origin,
+            settings.key_prefix,
+        )
         if settings.url_origin == "default":
             logger.warning(
-                "periodiq: neither periodiq_redis_url nor a redis:// broker_url is set; "
-                "using %s", settings.redis_url,
-            )  # fmt: skip
+                "periodiq: neither periodiq_redis_url nor a redis:// broker_url is set; using %s",
+                settings.redis_url,
+            )
         explicit = self.app.conf.get("periodiq_key_prefix") is not None
         if not explicit:
             self._warn_of_legacy_prefix()
@@ -284,8 +286,11 @@ class Scheduler(celery_beat.Scheduler):
             logger.warning(
                 "periodiq: Redis holds a schedule under the shared prefix %r, from before each "
                 "app got its own (this app uses %r); set periodiq_key_prefix = %r to keep "
-                "using it", _LEGACY_PREFIX, self.settings.key_prefix, _LEGACY_PREFIX,
-            )  # fmt: skip
+                "using it",
+                _LEGACY_PREFIX,
+                self.settings.key_prefix,
+                _LEGACY_PREFIX,
+            )
 
     def _declared(self) -> list[Entry]:
         entries: dict[str, Entry] = {}

@@ -11,12 +11,12 @@ the very same ticks with the very same task ids.
 from __future__ import annotations
 
 import hashlib
-import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from celery_periodiq.model import policy
 from celery_periodiq.model.entry import AUTO, Entry
+from celery_periodiq.protocol.headers import task_id_for
 from celery_periodiq.schedules import IntervalSchedule, Schedule
 
 __all__ = [
@@ -34,8 +34,6 @@ __all__ = [
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
-_NAMESPACE = uuid.UUID("6f1c3a52-5d2e-4c47-9a8e-0d4d1b9a7e10")
-_NAMESPACE_BYTES = _NAMESPACE.bytes
 # Counting missed ticks one by one stops here; beyond it the count is a floor.
 _MAX_COUNTED = 10_000
 # Missed ticks listed in the history per claim (the counter has them all).
@@ -76,17 +74,6 @@ def from_ms(ms: int) -> datetime:
 def tick_text(nominal_ms: int) -> str:
     """A tick's nominal instant as the beat and the worker both log it (UTC, ms)."""
     return from_ms(nominal_ms).strftime("%Y-%m-%dT%H:%M:%S.") + f"{nominal_ms % 1000:03d}Z"
-
-
-def task_id_for(prefix: str, name: str, nominal_ms: int) -> str:
-    """The Celery task id of a tick: the same tick always gets the same id."""
-    # uuid.uuid5, without building a UUID object (the beat derives one per tick)
-    text = f"{prefix}\x00{name}\x00{nominal_ms}".encode()
-    raw = bytearray(hashlib.sha1(_NAMESPACE_BYTES + text, usedforsecurity=False).digest()[:16])
-    raw[6] = (raw[6] & 0x0F) | 0x50  # version 5
-    raw[8] = (raw[8] & 0x3F) | 0x80  # RFC 4122 variant
-    hexed = raw.hex()
-    return f"{hexed[:8]}-{hexed[8:12]}-{hexed[12:16]}-{hexed[16:20]}-{hexed[20:]}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,8 +26,9 @@ from celery_periodiq.beat.publish import send_backfill
 from celery_periodiq.errors import BrokerUnavailableError, EntryError, shown
 from celery_periodiq.model import policy
 from celery_periodiq.model.entry import Entry
-from celery_periodiq.model.plan import Tick, from_ms, task_id_for, tick_text, to_ms
+from celery_periodiq.model.plan import Tick, from_ms, tick_text, to_ms
 from celery_periodiq.ops.steer import readable
+from celery_periodiq.protocol.headers import task_id_for
 from celery_periodiq.runtime import Runtime
 
 __all__ = [
@@ -81,7 +82,7 @@ class BackfillReport:
 def backfill_task_id(prefix: str, name: str, nominal_ms: int) -> str:
     """The task id of a backfill run: the same tick always gets the same id, another
     than the scheduled run of that tick."""
-    return task_id_for(prefix, f"{name}\x00backfill", nominal_ms)
+    return task_id_for(prefix, name, nominal_ms, backfill=True)
 
 
 def backfill_ticks(

@@ -1,15 +1,128 @@
-"""Typed records that cross into the Lua scripts: what a run's guard sends and is told.
+"""Typed records that cross into the Lua scripts, one definition each.
 
-Plain dataclasses of primitives, shared by the worker (which fills them in) and the
-store's script wrappers (which encode them as ARGV and decode the replies); nothing
-here talks to Redis.
+What the beat sends when it settles claimed ticks: a :class:`Settlement` per tick (an
+ARGV of ack.lua) with the :class:`EventRow` events it adds to the entry's history, each
+written for Lua by its one ``to_lua``; what a run's guard sends and is told
+(:class:`RunStart`, :class:`Admission`, :class:`RunEnd`), filled in by the worker and
+encoded by the store's script wrappers. The Lua files are pinned (tests/test_surface.py),
+so each encoder writes exactly what they read. Nothing here talks to Redis.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from json.encoder import encode_basestring_ascii as _quoted
 
-__all__ = ["Admission", "RunEnd", "RunStart"]
+__all__ = ["HISTORY_FIELDS", "Admission", "EventRow", "RunEnd", "RunStart", "Settlement"]
+
+HISTORY_FIELDS = ("kind", "tick", "at", "task_id", "host", "note", "duration", "missed", "error")
+"""The positions of an event's values in its stored JSON array (``record()`` in
+lua/_common.lua writes it, empty fields at its end cut); with a tick, "at" is
+milliseconds after it, else the Redis clock when it was written."""
+
+
+@dataclass(frozen=True, slots=True)
+class EventRow:
+    """One event of an entry's history that the beat writes when it settles a claim.
+
+    ack.lua takes it as ``[kind, tick, task_id, missed, note]`` (:meth:`to_lua`) and
+    stores it in the order of :data:`HISTORY_FIELDS`, stamped with the Redis clock.
+    """
+
+    kind: str
+    """``enqueued``, ``missed``, ``skipped_overlap`` or ``rebuilt``."""
+    tick_ms: int | None
+    """The tick it is about (ms since the epoch); None: no tick."""
+    task_id: str = ""
+    """The run's task id: "" for the one the tick derives, "-" when no task was sent."""
+    missed: int = 1
+    """How many ticks the run stands for (1: just itself)."""
+    note: str = ""
+
+    def to_lua(self) -> str:
+        """The JSON array ack.lua reads: empty text for no tick and for a run of itself
+        alone (written as :func:`json.dumps` with compact separators would)."""
+        tick = '""' if self.tick_ms is None else self.tick_ms
+        missed = '""' if self.missed == 1 else self.missed
+        return (
+            f"[{_quoted(self.kind)},{tick},{_quoted(self.task_id)},{missed},{_quoted(self.note)}]"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Settlement:
+    """How the beat settles one claimed tick: what ack.lua writes for it (see its header).
+
+    Only the beat that still owns the claim settles it; the next tick is written only
+    if the entry did not change since the claim. Fields left None are not sent.
+    """
+
+    id: str
+    """The claim's tick id (claim.lua's)."""
+    name: str
+    version: int
+    """The entry's version seen at the claim."""
+    inc: str | None = None
+    """The entry's incarnation when claimed: a settlement of one deleted since changes
+    nothing but its claim."""
+    next_ms: int | None = None
+    """The next tick's nominal instant; None (with ``due_ms``) when the schedule ended."""
+    due_ms: int | None = None
+    """The next tick's due instant (jitter applied)."""
+    quarantine: str | None = None
+    """Why the entry is quarantined: flagged invalid, no longer scheduled."""
+    counts: dict[str, int] | None = None
+    """Added to the entry's counters, by reason."""
+    events: tuple[EventRow, ...] | None = None
+    """Appended to the entry's history."""
+    owed: int | None = None
+    """Ticks the entry's next run stands for besides its own (folded into it)."""
+    late: tuple[int, ...] | None = None
+    """For each tick published, ms from its due instant to its publishing."""
+    runs: int | None = None
+    """Ticks published, added to the entry's runs (what ``max_runs`` counts)."""
+    prev_ms: int | None = None
+    """The newest tick this claim handled: the next tick's tolerance counts from it."""
+    queued: tuple[str, int] | None = None
+    """A published run that has not started: its task id and for how long (ms)."""
+    last_enqueued: int | None = None
+    """With ``last_tick``: the claim's instant and the last tick published (ms)."""
+    last_tick: int | None = None
+
+    def to_lua(self) -> str:
+        """The JSON object ack.lua decodes (one ARGV): what :func:`json.dumps` with compact
+        separators writes for it, with the fields left None out but ``next`` and ``due``.
+
+        Written out here rather than by the JSON encoder: the beat encodes one per tick,
+        and the encoder's setup for each call cost more than the rest of the settlement.
+        """
+        text = (
+            f'{{"id":{_quoted(self.id)},"name":{_quoted(self.name)},"version":{self.version},'
+            f'"next":{_number(self.next_ms)},"due":{_number(self.due_ms)}'
+        )
+        if self.inc is not None:
+            text += f',"inc":{_quoted(self.inc)}'
+        if self.quarantine is not None:
+            text += f',"quarantine":{_quoted(self.quarantine)}'
+        if self.counts is not None:
+            counts = ",".join(f"{_quoted(reason)}:{n}" for reason, n in self.counts.items())
+            text += f',"counts":{{{counts}}}'
+        if self.events is not None:
+            text += f',"events":[{",".join(map(EventRow.to_lua, self.events))}]'
+        if self.owed is not None:
+            text += f',"owed":{self.owed}'
+        if self.late is not None:
+            text += f',"late":[{",".join(map(str, self.late))}]'
+        if self.runs is not None:
+            text += f',"runs":{self.runs}'
+        if self.prev_ms is not None:
+            text += f',"prev":{self.prev_ms}'
+        if self.queued is not None:
+            text += f',"queued":[{_quoted(self.queued[0])},{self.queued[1]}]'
+        if self.last_tick is not None:
+            last = f'"last_enqueued":{_number(self.last_enqueued)},"last_tick":{self.last_tick}'
+            text += f',"last":{{{last}}}'
+        return text + "}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,3 +197,7 @@ class RunEnd:
     retry_ttl_ms: int = 0
     ran: bool = True
     """False for a message dropped before its run (revoked or expired in the queue)."""
+
+
+def _number(value: int | None) -> str:
+    return "null" if value is None else str(value)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from celery_periodiq.protocol.keys import Partition
+from celery_periodiq.protocol.records import Settlement
 from celery_periodiq.store.scripts import ScriptCalls, ScriptKeys, _warn_now_and_then
 
 __all__ = ["ACK", "BEAT", "CLAIM", "DECLARE", "BeatScripts", "Claim", "ClaimBatch", "Pulse"]
@@ -16,8 +17,6 @@ __all__ = ["ACK", "BEAT", "CLAIM", "DECLARE", "BeatScripts", "Claim", "ClaimBatc
 DECLARATION_TTL_MS = 24 * 3600 * 1000
 """How long a declaration set (and its generation) is kept after its last beat: an old
 version's beat that comes back within it is still older than the code deployed since."""
-_COMPACT = json.JSONEncoder(separators=(",", ":")).encode
-"""``json.dumps(value, separators=(",", ":"))`` without building an encoder per call."""
 
 CLAIM = ScriptKeys(
     "claim", ("due", "inflight", "ticks", "entries", "state", "quarantine", "alive", "alerts")
@@ -196,7 +195,7 @@ class BeatScripts(ScriptCalls):
         return batches
 
     def ack(
-        self, part: Partition, beat_id: str, history_length: int, settlements: list[dict[str, Any]]
+        self, part: Partition, beat_id: str, history_length: int, settlements: list[Settlement]
     ) -> int:
         """Settle claimed ticks of one partition (see ack.lua); returns how many were ours."""
         if not settlements:
@@ -205,7 +204,7 @@ class BeatScripts(ScriptCalls):
 
     def ack_many(
         self,
-        batches: list[tuple[Partition, list[dict[str, Any]]]],
+        batches: list[tuple[Partition, list[Settlement]]],
         beat_id: str,
         history_length: int,
     ) -> int:
@@ -221,7 +220,7 @@ class BeatScripts(ScriptCalls):
 
     def ack_later(
         self,
-        batches: list[tuple[Partition, list[dict[str, Any]]]],
+        batches: list[tuple[Partition, list[Settlement]]],
         beat_id: str,
         history_length: int,
     ) -> Callable[[], int]:
@@ -263,14 +262,14 @@ class BeatScripts(ScriptCalls):
 
     @staticmethod
     def _ack_call(
-        part: Partition, beat_id: str, history_length: int, settlements: list[dict[str, Any]]
+        part: Partition, beat_id: str, history_length: int, settlements: list[Settlement]
     ) -> tuple[list[str], list[Any]]:
         keys = ACK.keys(part)
         for item in settlements:
-            keys += ACK.item_keys(part, name=item["name"])
+            keys += ACK.item_keys(part, name=item.name)
         keys += ACK.tail_keys(part)
         args: list[Any] = [beat_id, history_length]
-        args.extend(map(_COMPACT, settlements))
+        args.extend(map(Settlement.to_lua, settlements))
         return keys, args
 
     def beat(

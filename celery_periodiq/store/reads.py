@@ -11,10 +11,11 @@ from typing import Any, cast
 import redis
 
 from celery_periodiq.config import Settings
-from celery_periodiq.model.plan import from_ms, task_id_for, to_ms
+from celery_periodiq.model.plan import from_ms, to_ms
+from celery_periodiq.protocol.headers import task_id_for
 from celery_periodiq.protocol.keys import Keys, Partition
+from celery_periodiq.protocol.records import HISTORY_FIELDS
 from celery_periodiq.store.views import (
-    EVENT_FIELDS,
     BeatInfo,
     DeclarationSet,
     Event,
@@ -260,7 +261,7 @@ class Reads:
         seen: dict[int, int] = {}
         for raw in reversed(rows):  # oldest first, so that ids count up within a millisecond
             values = _decoded_list(raw)
-            fields = dict(zip(EVENT_FIELDS, values, strict=False))
+            fields = dict(zip(HISTORY_FIELDS, values, strict=False))
             tick_ms = fields.pop("tick", "")
             tick = _ms(tick_ms)
             at_ms = _int(fields.pop("at", 0)) + (_int(tick_ms) if tick is not None else 0)

@@ -3,7 +3,7 @@ body) and record.lua (a run published outside the beat's claims)."""
 
 from __future__ import annotations
 
-from celery_periodiq.model.plan import task_id_for
+from celery_periodiq.protocol.headers import task_id_for
 from celery_periodiq.protocol.records import Admission, RunEnd, RunStart
 from celery_periodiq.store.scripts import ScriptCalls, ScriptKeys
 

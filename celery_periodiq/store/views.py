@@ -19,7 +19,6 @@ from celery_periodiq.model.plan import from_ms
 from celery_periodiq.schedules import EventSchedule
 
 __all__ = [
-    "EVENT_FIELDS",
     "BeatInfo",
     "DeclarationSet",
     "Event",
@@ -30,9 +29,6 @@ __all__ = [
 
 # State fields the flat view of :attr:`StoredEntry.state` leaves out (kept structured).
 _STRUCTURED = ("n", "running", "queued", "seen", "top")
-EVENT_FIELDS = ("kind", "tick", "at", "task_id", "host", "note", "duration", "missed", "error")
-"""The positions of an event's values in its stored JSON array (see lua/_common.lua);
-with a tick, "at" is milliseconds after it."""
 
 
 def wrong_type(error: BaseException) -> bool:

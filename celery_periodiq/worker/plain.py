@@ -37,7 +37,9 @@ from celery import states as celery_states
 from celery.exceptions import Ignore, SoftTimeLimitExceeded
 from celery.signals import worker_init
 
-from celery_periodiq.beat.publish import (
+from celery_periodiq.model import policy
+from celery_periodiq.model.plan import tick_text
+from celery_periodiq.protocol.headers import (
     HEADER_BACKFILL,
     HEADER_ENTRY,
     HEADER_EXPIRES,
@@ -45,8 +47,6 @@ from celery_periodiq.beat.publish import (
     HEADER_TICK,
     HEADER_TTL,
 )
-from celery_periodiq.model import policy
-from celery_periodiq.model.plan import tick_text
 from celery_periodiq.protocol.records import RunEnd, RunStart
 from celery_periodiq.worker.task import _HOST, PeriodicTask, request_header, store_of
 

@@ -25,7 +25,10 @@ from celery import Task
 from celery.exceptions import Ignore, Retry, SoftTimeLimitExceeded
 from celery.signals import task_revoked
 
-from celery_periodiq.beat.publish import (
+from celery_periodiq.errors import ConfigurationError, PeriodiqError, ReplicasBehindError
+from celery_periodiq.model import policy
+from celery_periodiq.model.plan import from_ms, tick_text
+from celery_periodiq.protocol.headers import (
     HEADER_BACKFILL,
     HEADER_CATCHUP,
     HEADER_ENTRY,
@@ -38,9 +41,6 @@ from celery_periodiq.beat.publish import (
     HEADER_TICK,
     HEADER_TTL,
 )
-from celery_periodiq.errors import ConfigurationError, PeriodiqError, ReplicasBehindError
-from celery_periodiq.model import policy
-from celery_periodiq.model.plan import from_ms, tick_text
 from celery_periodiq.protocol.records import RunEnd, RunStart
 from celery_periodiq.runtime import runtime_of
 from celery_periodiq.store.checkpoint import Checkpoint

@@ -1,0 +1,231 @@
+"""A claimed tick decided: plan it, publish its messages, and the settlement recording it.
+
+One entry's bad data, a failure while planning it or a message of it that cannot be
+encoded quarantines that entry alone; only the broker failing goes up (and stops the
+chunk). An entry whose state was missing is rebuilt from its definition.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from celery_periodiq.beat.publish import Publisher
+from celery_periodiq.config import Settings
+from celery_periodiq.errors import BrokerUnavailableError, EntryError, MessageError
+from celery_periodiq.model.entry import Entry
+from celery_periodiq.model.plan import (
+    Plan,
+    Tick,
+    from_ms,
+    next_tick,
+    next_tick_ms,
+    plan_tick,
+    tick_text,
+    to_ms,
+)
+from celery_periodiq.model.reader import EntryReader
+from celery_periodiq.protocol.records import EventRow, Settlement
+from celery_periodiq.schedules import EventSchedule
+from celery_periodiq.store.beat_scripts import Claim
+
+__all__ = ["Settler"]
+
+logger = logging.getLogger("celery_periodiq.dispatch")
+
+# At most this many "missed" events are written per claim; the counter has them all.
+_MISSED_EVENTS = 20
+_REBUILT = "its state was missing; rebuilt from the definition"
+
+
+def _queued_ttl(tick: Tick, sent_at_ms: int) -> int:
+    """How long a published run counts as waiting: until it expires, else two intervals."""
+    if tick.expires is not None:
+        return max(to_ms(tick.expires) - sent_at_ms, 1000)
+    return max(int(tick.interval * 2000), 1000)
+
+
+_READER = EntryReader()
+
+
+@functools.lru_cache(maxsize=4096)
+def _entry(definition: str) -> Entry:
+    return _READER.read(definition)
+
+
+class Settler:
+    """Decides one beat's claimed ticks and publishes them through its :class:`Publisher`."""
+
+    def __init__(self, publisher: Publisher, settings: Settings) -> None:
+        self._publisher = publisher
+        self.settings = settings
+
+    def settle(
+        self, claim: Claim, producer: Any, sent_at_ms: int, sent: list[tuple[str, Tick]]
+    ) -> Settlement:
+        """Decide ``claim``, publish its ticks through ``producer`` (each appended to ``sent``)
+        and return its settlement; ``sent_at_ms`` is the Redis clock now.
+
+        Anything but a broker failure quarantines this entry alone instead of stopping
+        the batch.
+
+        Raises:
+            BrokerUnavailableError: the broker failed.
+        """
+        try:
+            return self._settle(claim, producer, sent_at_ms, sent)
+        except BrokerUnavailableError:
+            raise
+        except MessageError as error:  # its message cannot be encoded, the broker is fine
+            logger.error("periodiq: entry %r quarantined: %s", claim.name, error)
+            reason = str(error)
+        except Exception as error:
+            logger.exception("periodiq: entry %r quarantined: planning its tick failed", claim.name)
+            reason = f"the beat failed on it: {type(error).__name__}: {error}"
+        return Settlement(claim.id, claim.name, claim.version, claim.inc, quarantine=reason)
+
+    def _settle(
+        self, claim: Claim, producer: Any, sent_at_ms: int, sent: list[tuple[str, Tick]]
+    ) -> Settlement:
+        if claim.definition is None:
+            return Settlement(claim.id, claim.name, claim.version, claim.inc)
+        try:
+            entry = _entry(claim.definition)
+        except EntryError as error:
+            logger.error("periodiq: entry %r quarantined: %s", claim.name, error)
+            return Settlement(claim.id, claim.name, claim.version, claim.inc, quarantine=str(error))
+        if claim.rebuilt:
+            nominal = _recovered_tick(entry, claim)
+            if nominal is None:
+                return self._rebuilt(entry, claim)
+            logger.warning(
+                "periodiq: entry %r had no readable state; rebuilt from its definition at tick %s",
+                entry.name,
+                tick_text(nominal),
+            )
+            claim = replace(claim, nominal_ms=nominal)
+        plan = plan_tick(
+            entry,
+            from_ms(claim.nominal_ms),
+            # a tick claimed ahead is decided as of its own instant
+            from_ms(max(claim.claimed_ms, claim.nominal_ms)),
+            running=claim.running,
+            queued=claim.queued,
+            prefix=self.settings.key_prefix,
+            catchup_cap=self.settings.catchup_cap,
+            default_grace=self.settings.default_grace,
+            sent_at=from_ms(sent_at_ms),
+            previous=None if claim.prev_ms is None else from_ms(claim.prev_ms),
+            runs=claim.runs,
+            owed=claim.owed,
+            taken=claim.taken > 0,
+        )
+        for tick in plan.publish:
+            self._publisher.send(entry, tick, producer)
+            sent.append((entry.name, tick))
+        return self._accounting(plan, claim, sent_at_ms)
+
+    def _rebuilt(self, entry: Entry, claim: Claim) -> Settlement:
+        """The settlement of an entry whose state was missing and whose due instant is no
+        tick of its schedule: its next tick computed afresh from the claim's clock."""
+        upcoming = next_tick_ms(entry, from_ms(claim.claimed_ms))
+        following = "none" if upcoming is None else tick_text(upcoming[0])
+        logger.warning(
+            "periodiq: entry %r had no readable state; rebuilt from its definition, next tick %s",
+            entry.name,
+            following,
+        )
+        event = EventRow("rebuilt", None, "-", note=_REBUILT)
+        next_ms, due_ms = (None, None) if upcoming is None else upcoming
+        return Settlement(
+            claim.id,
+            claim.name,
+            claim.version,
+            claim.inc,
+            next_ms,
+            due_ms,
+            counts={},
+            events=(event,),
+        )
+
+    def _accounting(self, plan: Plan, claim: Claim, sent_at_ms: int) -> Settlement:
+        counts: dict[str, int] = {}
+        events: list[EventRow] = []
+        publish = plan.publish
+        nominals = [to_ms(tick.nominal) for tick in publish]
+        for tick, nominal_ms in zip(publish, nominals, strict=True):
+            # "" task id: the one the tick derives
+            events.append(EventRow("enqueued", nominal_ms, "", tick.missed))
+        late = runs = queued = last_tick = last_enqueued = None
+        if publish:
+            counts["enqueued"] = len(publish)
+            runs = len(publish)  # what max_runs counts
+            # due -> published; the claimed tick is due at its jittered instant
+            jittered, nominal = claim.due_ms, claim.nominal_ms
+            late = tuple([sent_at_ms - (jittered if ms == nominal else ms) for ms in nominals])
+            last = publish[-1]
+            queued = (last.task_id, _queued_ttl(last, sent_at_ms))
+            last_enqueued, last_tick = claim.claimed_ms, nominals[-1]
+        for reason, instants, total in (
+            ("missed", plan.missed, plan.missed_count),
+            ("skipped_overlap", plan.skipped_overlap, len(plan.skipped_overlap)),
+        ):
+            if not total:
+                continue
+            counts[reason] = total
+            for instant in instants[-_MISSED_EVENTS:]:  # "-": no task was sent for these
+                events.append(EventRow(reason, to_ms(instant), "-"))
+            listed = min(len(instants), _MISSED_EVENTS)
+            note = f"{total - listed} earlier not listed" if total > listed else None
+            if reason == "missed" and plan.folded is not None:
+                note = (
+                    "too late to keep its place: the next run stands for it"
+                    if plan.owed
+                    else "too late to keep its place"
+                )
+            if note is not None:
+                events[-1] = replace(events[-1], note=note)
+            logger.info("periodiq: entry %r: %d ticks %s", claim.name, total, reason)
+        if claim.rebuilt:
+            events.append(EventRow("rebuilt", claim.nominal_ms, "-", note=_REBUILT))
+        next_ms = due_ms = None
+        if plan.next_nominal is not None and plan.next_due is not None:
+            next_ms, due_ms = to_ms(plan.next_nominal), to_ms(plan.next_due)
+        return Settlement(
+            claim.id,
+            claim.name,
+            claim.version,
+            claim.inc,
+            next_ms,
+            due_ms,
+            counts=counts,
+            events=tuple(events),
+            owed=plan.owed if plan.owed or claim.owed else None,
+            late=late,
+            runs=runs,
+            prev_ms=None if plan.newest is None else to_ms(plan.newest),
+            queued=queued,
+            last_enqueued=last_enqueued,
+            last_tick=last_tick,
+        )
+
+
+def _recovered_tick(entry: Entry, claim: Claim) -> int | None:
+    """The tick whose due instant (jitter applied) is the claim's, or None: how the beat
+    tells whether a due instant found without a state is a real tick of the schedule."""
+    schedule = entry.parsed_schedule()
+    if isinstance(schedule, EventSchedule):
+        return None
+    due = from_ms(claim.due_ms)
+    moment: datetime | None = due - timedelta(seconds=entry.jitter, milliseconds=1)
+    while moment is not None and moment < due:
+        upcoming = next_tick(entry, schedule, moment)
+        if upcoming is None:
+            return None
+        if to_ms(upcoming[1]) == claim.due_ms:
+            return to_ms(upcoming[0])
+        moment = upcoming[0]
+    return None
