@@ -408,7 +408,7 @@ def test_beats_is_empty_without_a_beat(api: Periodiq) -> None:
 
 
 def test_beats_lists_a_live_beat(api: Periodiq) -> None:
-    api.store.scripts.beat("host:42:ab", "start", 60_000, {"host": "host", "pid": 42})
+    api.store.scripts.heartbeat("host:42:ab", "start", 60_000, {"host": "host", "pid": 42})
 
     (beat,) = api.beats()
 

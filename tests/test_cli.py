@@ -550,8 +550,8 @@ def register_beat(
     digest = "-".join(f"{name}={value}" for name, value in sorted(names.items())) or "none"
     api.store.declare(digest, names)
     info = {"host": "beat-host", "pid": pid, "version": "0.1.0", "ticks_claimed": ticks}
-    api.store.scripts.beat(beat_id, "start", 60_000, info, declared=digest)
-    api.store.scripts.beat(beat_id, "alive", 60_000, {"last_tick": api.store.now_ms()}, digest)
+    api.store.scripts.heartbeat(beat_id, "start", 60_000, info, declared=digest)
+    api.store.scripts.heartbeat(beat_id, "alive", 60_000, {"last_tick": api.store.now_ms()}, digest)
 
 
 def test_beats_lists_live_beats(api: Periodiq) -> None:

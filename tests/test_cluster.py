@@ -87,8 +87,8 @@ def test_every_script_runs_on_the_cluster(cluster_api: Periodiq) -> None:
     assert api.get("nightly").paused
     api.resume("nightly")  # pause.lua, resume
     store.put("update", [entry], now_ms=to_ms(START))
-    now, first = store.scripts.beat("cluster-beat", "start", 10_000, {"host": "h"})  # beat.lua
-    store.alive("cluster-beat", now + 10_000, now)
+    pulse = store.scripts.heartbeat("cluster-beat", "start", 10_000, {"host": "h"})  # beat.lua
+    store.alive("cluster-beat", pulse.now_ms + 10_000, pulse.now_ms)
     dispatcher = Dispatcher(app, store, "cluster-beat")
     first_tick = START + timedelta(seconds=60)
     done = dispatcher.dispatch(now_ms=to_ms(first_tick))  # claim.lua, ack.lua
@@ -98,9 +98,9 @@ def test_every_script_runs_on_the_cluster(cluster_api: Periodiq) -> None:
     task_id = api.trigger("nightly")  # record.lua
     kinds = [event.kind for event in reversed(api.history("nightly", limit=10))]
     removed = store.remove(["nightly"])  # remove.lua
-    store.scripts.beat("cluster-beat", "stop", 0, {})  # beat.lua, stop
+    store.scripts.heartbeat("cluster-beat", "stop", 0, {})  # beat.lua, stop
 
-    assert first is True
+    assert pulse.flag is True
     assert done.claimed == 1
     assert result.state == "SUCCESS"
     assert kinds == ["enqueued", "started", "succeeded", "triggered"]

@@ -276,16 +276,16 @@ def test_beats_say_which_set_they_declare_until_they_stop_or_their_heartbeat_run
     store: Store,
 ) -> None:
     scripts = store.scripts
-    scripts.beat("a", "start", 60_000, {}, declared="d1")
-    scripts.beat("b", "start", 60_000, {}, declared="d2")
-    scripts.beat("gone-soon", "start", 1, {}, declared="d3")
-    scripts.beat("old-code", "start", 60_000, {})
+    scripts.heartbeat("a", "start", 60_000, {}, declared="d1")
+    scripts.heartbeat("b", "start", 60_000, {}, declared="d2")
+    scripts.heartbeat("gone-soon", "start", 1, {}, declared="d3")
+    scripts.heartbeat("old-code", "start", 60_000, {})
     deadline = time.monotonic() + 5  # until gone-soon's 1 ms heartbeat has run out
     while "gone-soon" in {beat.id for beat in store.beats()} and time.monotonic() < deadline:
         time.sleep(0.001)
 
     both = scripts.heartbeat("a", "alive", 60_000, {}, declared="d1")
-    scripts.beat("b", "stop", 0, {})
+    scripts.heartbeat("b", "stop", 0, {})
     one = scripts.heartbeat("a", "alive", 60_000, {}, declared="d1")
 
     assert both.declarations == {"a": "d1", "b": "d2", "old-code": ""}

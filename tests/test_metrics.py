@@ -70,7 +70,7 @@ def test_a_scrape_shows_beats_entries_runs_skips_and_both_histograms(api: Period
     stored_at_start(api, "report")
     stored_at_start(api, "idle")
     api.pause("idle", note="holiday")
-    api.store.scripts.beat("beat-1", "start", 10_000, {"host": "h"})
+    api.store.scripts.heartbeat("beat-1", "start", 10_000, {"host": "h"})
     dispatcher = Dispatcher(app, api.store, "beat-1")
     dispatcher.dispatch(now_ms=to_ms(START + timedelta(minutes=1)))  # one tick published
     for minute in (1, 2, 3):

@@ -127,7 +127,7 @@ def test_a_declaration_set_no_beat_can_read_removes_nothing_and_a_lost_one_is_de
         old.stop()
         # someone else's live beat, whose declaration set holds garbage of another type
         keys, client = api.store.keys, api.store.client
-        api.store.scripts.beat("elsewhere:1:feed", "start", 60_000, {"host": "elsewhere"},
+        api.store.scripts.heartbeat("elsewhere:1:feed", "start", 60_000, {"host": "elsewhere"},
                                declared="feedfacefeedface")  # fmt: skip
         client.rpush(keys.declaration("feedfacefeedface"), "garbage")
         new = running.beat("new", app="deploy_new")
@@ -142,7 +142,7 @@ def test_a_declaration_set_no_beat_can_read_removes_nothing_and_a_lost_one_is_de
         regained = wait_for(lambda: client.hget(keys.declaration(own), "gen"), 20,
                             "the beat to declare its set again")  # fmt: skip
 
-        api.store.scripts.beat("elsewhere:1:feed", "stop", 0, {})
+        api.store.scripts.heartbeat("elsewhere:1:feed", "stop", 0, {})
         wait_for(lambda: "acc.old" not in names(api), 20, f"acc.old to go\n{running.logs()}")
         new_log = new.output()
 

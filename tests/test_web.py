@@ -114,7 +114,7 @@ def test_an_unknown_entry_is_a_404_page_and_a_404_json(web: TestClient) -> None:
 
 def test_the_api_gives_the_cli_json_shapes(api: Periodiq, web: TestClient) -> None:
     api.add("report", "proj.report", every=60)
-    api.store.scripts.beat("beat-1", "start", 10_000, {"host": "h"})
+    api.store.scripts.heartbeat("beat-1", "start", 10_000, {"host": "h"})
 
     entries = web.get("/api/entries").json()
     shown = web.get("/api/entries/report").json()
@@ -236,7 +236,7 @@ def test_without_a_token_the_dashboard_is_read_only_and_says_so(api: Periodiq) -
 
 
 def test_the_beats_page_and_metrics(api: Periodiq, web: TestClient) -> None:
-    api.store.scripts.beat("beat-1", "start", 10_000, {"host": "<h1>host</h1>"})
+    api.store.scripts.heartbeat("beat-1", "start", 10_000, {"host": "<h1>host</h1>"})
 
     beats = web.get("/beats")
     metrics = web.get("/metrics")

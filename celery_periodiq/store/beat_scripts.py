@@ -272,13 +272,6 @@ class BeatScripts(ScriptCalls):
         args.extend(map(Settlement.to_lua, settlements))
         return keys, args
 
-    def beat(
-        self, beat_id: str, action: str, ttl_ms: int, info: dict[str, Any], declared: str = ""
-    ) -> tuple[int, bool]:
-        """Heartbeat ``start``/``alive``/``stop``; returns (server now in ms, cluster flag)."""
-        pulse = self.heartbeat(beat_id, action, ttl_ms, info, declared)
-        return pulse.now_ms, pulse.flag
-
     def heartbeat(
         self, beat_id: str, action: str, ttl_ms: int, info: dict[str, Any], declared: str = ""
     ) -> Pulse:
