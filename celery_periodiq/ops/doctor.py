@@ -90,7 +90,7 @@ def _version(text: str) -> tuple[int, ...]:
     return tuple(parts)
 
 
-def diagnose(api: Runtime) -> list[Check]:
+def diagnose(runtime: Runtime) -> list[Check]:
     """Check what periodiq needs; never raises, every problem is a :class:`Check`.
 
     In order: Redis reachable and at least 6.2, the Lua scripts load, at
@@ -98,19 +98,25 @@ def diagnose(api: Runtime) -> list[Check]:
     reachable, no quarantined entries, none overdue or failing, every entry's
     task known to the app, and no entry whose sent runs no worker started for several intervals.
     """
-    first = _check_redis(api)
+    first = _check_redis(runtime)
     if first.status == "fail":
         unchecked = [
             Check(name, "skip", "not checked: Redis is unreachable")
             for name in ("scripts", "beats", "clock", "entries", "alerts", "tasks", "runs")
         ]
-        return [first, *unchecked[:3], _check_broker(api), *unchecked[3:]]
-    checks = [first, _check_scripts(api), _check_beats(api), _check_clock(api), _check_broker(api)]
-    if api.settings.redis_url.startswith("sentinel://"):
-        checks.insert(1, Check("sentinel", *api.store.sentinel_report()))
+        return [first, *unchecked[:3], _check_broker(runtime), *unchecked[3:]]
+    checks = [
+        first,
+        _check_scripts(runtime),
+        _check_beats(runtime),
+        _check_clock(runtime),
+        _check_broker(runtime),
+    ]
+    if runtime.settings.redis_url.startswith("sentinel://"):
+        checks.insert(1, Check("sentinel", *runtime.store.sentinel_report()))
     try:
-        stored = api.store.load()
-        now_ms = api.store.now_ms()
+        stored = runtime.store.load()
+        now_ms = runtime.store.now_ms()
     except redis.RedisError as error:
         problem = f"cannot read the entries: {error}"
         return [
@@ -121,15 +127,15 @@ def diagnose(api: Runtime) -> list[Check]:
         *checks,
         _check_entries(stored),
         _check_alerts(stored),
-        _check_tasks(api, stored),
-        _check_runs(api, stored, now_ms),
+        _check_tasks(runtime, stored),
+        _check_runs(runtime, stored, now_ms),
     ]
 
 
-def _check_redis(api: Runtime) -> Check:
-    url = redacted(api.settings.redis_url)
+def _check_redis(runtime: Runtime) -> Check:
+    url = redacted(runtime.settings.redis_url)
     try:
-        version = api.store.server_version()
+        version = runtime.store.server_version()
     except redis.RedisError as error:
         return Check("redis", "fail", f"cannot reach Redis at {url}: {error}")
     if _version(version) < MIN_REDIS:
@@ -138,17 +144,17 @@ def _check_redis(api: Runtime) -> Check:
     return Check("redis", "ok", f"Redis {version} at {url}")
 
 
-def _check_scripts(api: Runtime) -> Check:
+def _check_scripts(runtime: Runtime) -> Check:
     try:
-        names = api.store.load_scripts()
+        names = runtime.store.load_scripts()
     except redis.RedisError as error:
         return Check("scripts", "fail", f"the Lua scripts do not load: {error}")
     return Check("scripts", "ok", f"{len(names)} Lua scripts load")
 
 
-def _check_beats(api: Runtime) -> Check:
+def _check_beats(runtime: Runtime) -> Check:
     try:
-        beats = api.store.beats()
+        beats = runtime.store.beats()
     except redis.RedisError as error:
         return Check("beats", "fail", f"cannot read the beats: {error}")
     if not beats:
@@ -157,7 +163,7 @@ def _check_beats(api: Runtime) -> Check:
     noun = "beat" if len(beats) == 1 else "beats"
     found = f"{len(beats)} live {noun} ({hosts})"
     try:
-        mixed = _declaration_sets(api, beats)
+        mixed = _declaration_sets(runtime, beats)
     except redis.RedisError as error:
         return Check("beats", "warn", f"{found}; cannot read their declarations: {error}")
     if mixed:
@@ -165,7 +171,7 @@ def _check_beats(api: Runtime) -> Check:
     return Check("beats", "ok", found)
 
 
-def _declaration_sets(api: Runtime, beats: list[BeatInfo]) -> str | None:
+def _declaration_sets(runtime: Runtime, beats: list[BeatInfo]) -> str | None:
     """What the live beats declare, when they do not all declare the same (a rolling
     deploy, or beats running different code): each set with its beats, newest first,
     and how many names differ; None when one set is live."""
@@ -174,7 +180,7 @@ def _declaration_sets(api: Runtime, beats: list[BeatInfo]) -> str | None:
         by_set.setdefault(beat.declared, []).append(f"{beat.host}:{beat.pid}")
     if len(by_set) < 2:
         return None
-    stored = api.store.declaration_sets(digest for digest in by_set if digest)
+    stored = runtime.store.declaration_sets(digest for digest in by_set if digest)
     order = sorted(
         by_set, key=lambda digest: -(stored[digest].generation or 0) if digest in stored else 0
     )
@@ -199,10 +205,10 @@ def _declaration_sets(api: Runtime, beats: list[BeatInfo]) -> str | None:
     )
 
 
-def _check_clock(api: Runtime) -> Check:
+def _check_clock(runtime: Runtime) -> Check:
     try:
         before = time.time()
-        server = api.store.now_ms() / 1000
+        server = runtime.store.now_ms() / 1000
         after = time.time()
     except redis.RedisError as error:
         return Check("clock", "fail", f"cannot read the Redis clock: {error}")
@@ -215,9 +221,9 @@ def _check_clock(api: Runtime) -> Check:
     return Check("clock", "warn" if abs(offset) < CLOCK_FAIL else "fail", detail)
 
 
-def _check_broker(api: Runtime) -> Check:
+def _check_broker(runtime: Runtime) -> Check:
     try:
-        with api.app.connection_for_write() as connection:
+        with runtime.app.connection_for_write() as connection:
             where = redacted(connection.as_uri(include_password=True))
             connection.ensure_connection(max_retries=1, interval_start=0, interval_step=0)
     # Any transport error is a finding to report, not a crash.
@@ -226,18 +232,18 @@ def _check_broker(api: Runtime) -> Check:
     return Check("broker", "ok", f"broker reachable at {where}")
 
 
-def _tasks(api: Runtime) -> dict[str, Any] | None:
+def _tasks(runtime: Runtime) -> dict[str, Any] | None:
     """The app's tasks by name, with its configured modules imported; None when the
     app cannot list them here."""
     try:
-        api.app.loader.import_default_modules()
-        return dict(api.app.tasks)
+        runtime.app.loader.import_default_modules()
+        return dict(runtime.app.tasks)
     except Exception:  # an app that cannot import its modules here: nothing to compare
         return None
 
 
-def _check_tasks(api: Runtime, stored: list[StoredEntry]) -> Check:
-    tasks = _tasks(api)
+def _check_tasks(runtime: Runtime, stored: list[StoredEntry]) -> Check:
+    tasks = _tasks(runtime)
     if tasks is None:
         return Check("tasks", "skip", "not checked: the app's tasks could not be imported")
     unknown = sorted(
@@ -249,14 +255,14 @@ def _check_tasks(api: Runtime, stored: list[StoredEntry]) -> Check:
         return Check(
             "tasks",
             "warn",
-            f"app {shown(api.app.main)} does not know the task of {_some(unknown)}: a typo, "
+            f"app {shown(runtime.app.main)} does not know the task of {_some(unknown)}: a typo, "
             "or a task only the workers' code defines (runs of a task no worker knows fail)",
         )
     return Check("tasks", "ok", "every entry's task is registered in the app")
 
 
-def _check_runs(api: Runtime, stored: list[StoredEntry], now_ms: int) -> Check:
-    tasks = _tasks(api) or {}
+def _check_runs(runtime: Runtime, stored: list[StoredEntry], now_ms: int) -> Check:
+    tasks = _tasks(runtime) or {}
     waiting, unguarded = [], []
     for item in stored:
         since = item.state.get("waiting_since")
@@ -267,7 +273,7 @@ def _check_runs(api: Runtime, stored: list[StoredEntry], now_ms: int) -> Check:
         if (now_ms - int(since)) / 1000 <= limit:
             continue
         task = tasks.get(item.entry.task)
-        queue = item.entry.options.get("queue") or api.app.conf.task_default_queue
+        queue = item.entry.options.get("queue") or runtime.app.conf.task_default_queue
         if task is not None and not isinstance(task, PeriodicTask):
             unguarded.append(f"{item.name} ({item.entry.task})")
         else:

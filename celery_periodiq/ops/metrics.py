@@ -60,16 +60,16 @@ class PeriodiqCollector(Collector):
     def __init__(self, api: Runtime | _HasRuntime, max_entries: int = 500) -> None:
         if isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 0:
             raise PeriodiqError(f"max_entries={max_entries!r} is invalid (allowed: 0 or more)")
-        self.api = api if isinstance(api, Runtime) else api.runtime
+        self.runtime = api if isinstance(api, Runtime) else api.runtime
         self.max_entries = max_entries
 
     def collect(self) -> Iterator[Metric]:
         up = GaugeMetricFamily("periodiq_up", "1 when the schedule's Redis could be read.")
         try:
-            with self.api.guard():
-                beats = len(self.api.store.beats())
-            entries = [item for page in self.api.store.glance() for item in page]
-            stats = self.api.store.stats()
+            with self.runtime.guard():
+                beats = len(self.runtime.store.beats())
+            entries = [item for page in self.runtime.store.glance() for item in page]
+            stats = self.runtime.store.stats()
         except (PeriodiqError, redis.RedisError) as error:
             logger.warning("periodiq: metrics: cannot read the schedule: %s", error)
             up.add_metric([], 0)
