@@ -265,8 +265,9 @@ class BeatScripts(ScriptCalls):
         part: Partition, beat_id: str, history_length: int, settlements: list[Settlement]
     ) -> tuple[list[str], list[Any]]:
         keys = ACK.keys(part)
+        history, failures = ACK.item_makers(part)  # ack.lua's two keys per settlement
         for item in settlements:
-            keys += ACK.item_keys(part, name=item.name)
+            keys += (history(item.name), failures(item.name))
         keys += ACK.tail_keys(part)
         args: list[Any] = [beat_id, history_length]
         args.extend(map(Settlement.to_lua, settlements))

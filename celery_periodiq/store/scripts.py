@@ -85,6 +85,18 @@ class ScriptKeys:
         """The keys of one item (``each``)."""
         return _resolved(source, self.each, given)
 
+    def item_makers(self, source: Partition) -> list[Callable[[str], str]]:
+        """The methods that make one item's keys (``each``, in order), each to be given the
+        item's one argument: what a wrapper calls per item on the beat's hot path, without
+        reading the roles again for every item."""
+        found = []
+        for role in self.each:
+            attribute, _, argument = role.partition(":")
+            if not argument:
+                raise ValueError(f"{self.script}: item key {role!r} takes no argument")
+            found.append(getattr(source, attribute))
+        return found
+
     def tail_keys(self, source: Partition) -> list[str]:
         """The keys after the items (``tail``)."""
         return _resolved(source, self.tail, {})
