@@ -148,28 +148,9 @@ def backfill(
     timeout: float = 300.0,
     progress: Callable[[BackfillTick], None] | None = None,
 ) -> BackfillReport:
-    """``Periodiq.backfill``: run the entry's ticks in ``[start, end)`` (see the module
-    docstring); runs inside the caller's guard.
-
-    Args:
-        name: the entry.
-        start: the first instant of the range (aware).
-        end: the end of the range, itself excluded (aware; not after now).
-        overlap: ``"buffer_all"`` runs the ticks one after another, waiting for each
-            run to end (this call returns when the last one ended);
-            ``"allow"`` publishes them all at once and returns.
-        dry_run: publish nothing; the report says what would run.
-        timeout: ``buffer_all``: seconds to wait for a worker to begin each run
-            before stopping (``report.stalled`` says why; the same call again goes
-            on from there).
-        progress: called with each tick as it is settled.
-
-    Raises:
-        EntryNotFoundError: no entry has that name.
-        EntryError: a bad range, overlap or timeout, or more than
-            ``BACKFILL_MOST`` ticks in the range (nothing is published).
-        BrokerUnavailableError: the broker could not be reached.
-    """
+    """Run the entry's ticks in ``[start, end)`` (see the module docstring), inside the
+    caller's guard; the arguments and errors are those of
+    :meth:`Periodiq.backfill <celery_periodiq.api.Periodiq.backfill>`."""
     entry = readable(runtime.store, name)
     try:
         return _backfill(runtime, entry, start, end, overlap, dry_run, timeout, progress)

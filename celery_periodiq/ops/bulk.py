@@ -26,16 +26,9 @@ _ALLOWED = "name, task, schedule and the options of add: " + ", ".join(NAMES)
 
 
 def build_many(runtime: Runtime, entries: Iterable[dict[str, Any]]) -> list[Entry]:
-    """The runtime entries of ``entries``, built and checked; no Redis.
-
-    Args:
-        entries: one dict per entry: ``name``, ``task`` and the keyword options of
-            ``Periodiq.add`` (``schedule=`` too).
-
-    Raises:
-        EntryError: any entry is invalid, or a name is given twice; the message
-            lists every bad one (up to ten) by position, and nothing is written.
-    """
+    """The runtime entries of ``entries``, built and checked; no Redis. The first half of
+    :meth:`Periodiq.add_many <celery_periodiq.api.Periodiq.add_many>`, whose docstring
+    has the arguments and errors."""
     built, problems = [], []
     builder = EntryBuilder(source="runtime", defaults=Defaults.of(runtime.settings))
     for position, options in enumerate(entries):
@@ -63,16 +56,9 @@ def build_many(runtime: Runtime, entries: Iterable[dict[str, Any]]) -> list[Entr
 
 
 def add_many(store: Store, built: list[Entry]) -> list[str]:
-    """Write the entries :func:`build_many` built, in pipelined batches (one Lua call per
-    partition per ``periodiq_batch_size``); runs inside the caller's guard.
-
-    Returns:
-        The names created, in order.
-
-    Raises:
-        EntryError: a one-off entry's instant has passed (nothing is written).
-        EntryExistsError: an entry of that name exists already (nothing is written).
-    """
+    """Write the entries :func:`build_many` built, in pipelined batches, inside the
+    caller's guard: the second half of
+    :meth:`Periodiq.add_many <celery_periodiq.api.Periodiq.add_many>`."""
     if any(entry.form == "at" for entry in built):
         now = from_ms(store.now_ms())
         past = []

@@ -30,28 +30,8 @@ def simulate(
     names: list[str] | None,
     limit: int,
 ) -> Simulation:
-    """What the beats would publish from ``start`` to ``end`` (see ``Periodiq.simulate``).
-
-    Args:
-        start: an aware datetime; None: now (the Redis clock), continuing from each
-            entry's stored next tick (an entry already overdue, because no beat
-            runs, is claimed at once). Given, each entry starts from its
-            definition: its first tick due at or after ``start``.
-        end: an aware datetime after ``start`` (at most 366 days); default
-            ``start`` + 24 hours. A tick is in the span when a beat claims it at
-            or after ``start`` and before ``end``.
-        down: ``(from, to)``: the beats are down from ``from`` until ``to``, both
-            inside the span (``to`` may be ``end``: the catch-up at ``to`` is shown).
-            With ``start`` None, a window that began in the past counts from now:
-            the stored state already holds what the beats missed until now.
-        owner: only entries with this owner tag.
-        names: only these entries.
-        limit: fires listed per entry (0-100000); the others are counted.
-
-    Raises:
-        SimulationError: the span, window or limit is invalid.
-        EntryNotFoundError: a name in ``names`` is no entry.
-    """
+    """What the beats would publish from ``start`` to ``end``; the arguments and errors
+    are those of :meth:`Periodiq.simulate <celery_periodiq.api.Periodiq.simulate>`."""
     if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MOST_LIMIT:
         raise SimulationError(
             f"limit={shown(limit)} is invalid (allowed: a whole number from 0 to {MOST_LIMIT})"

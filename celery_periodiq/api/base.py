@@ -1,0 +1,31 @@
+"""What every part of the runtime API works on: :class:`Client`, the state of one
+:class:`~celery_periodiq.api.Periodiq` (the app, its settings, its Runtime and Store).
+
+The parts (:mod:`~celery_periodiq.api.entries`, :mod:`~celery_periodiq.api.reading`,
+:mod:`~celery_periodiq.api.operations`) are protocols over :class:`Client`, not base
+classes: ``Periodiq`` takes each of their methods by name, so its bases stay ``object``
+and ``help(Periodiq)`` lists every method as its own.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from celery import Celery
+
+from celery_periodiq.config import Settings
+from celery_periodiq.runtime import Runtime
+from celery_periodiq.store.store import Store
+
+__all__ = ["Client"]
+
+
+class Client(Protocol):
+    """One app's client: its app, the app's settings, Runtime (whose guard turns Redis
+    errors into ours) and Store, and the task names it has warned about already."""
+
+    app: Celery
+    settings: Settings
+    store: Store
+    runtime: Runtime
+    _unknown_tasks_seen: set[str]

@@ -1,0 +1,190 @@
+"""The part of the runtime API that writes entries: create one or many, change, delete,
+pause, resume and trigger them (each through :mod:`celery_periodiq.ops.steer` or
+:mod:`celery_periodiq.ops.bulk`, inside the Runtime's guard).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from celery_periodiq.api.base import Client
+from celery_periodiq.errors import EntryError, shown
+from celery_periodiq.model.entry import AUTO
+from celery_periodiq.ops import bulk, steer
+from celery_periodiq.store.views import StoredEntry
+
+__all__ = ["Entries"]
+
+_NOT_OPTIONS = frozenset({"self", "name", "task"})
+
+
+class Entries(Client, Protocol):
+    """Create, change, pause, trigger and delete entries."""
+
+    def add(
+        self,
+        name: str,
+        task: Any,
+        *,
+        cron: str | None = None,
+        every: float | timedelta | str | None = None,
+        calendar: str | None = None,
+        at: datetime | str | None = None,
+        args: list[Any] | tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+        options: dict[str, Any] | None = None,
+        tz: str = "UTC",
+        owner: str | None = None,
+        tolerance: float | str = AUTO,
+        timebox: float | str | None = AUTO,
+        grace: float | None = None,
+        overlap: str | None = None,
+        catchup: str | None = None,
+        catchup_window: float | None = None,
+        expires: float | str | None = AUTO,
+        jitter: float = 0.0,
+        start_at: datetime | None = None,
+        end_at: datetime | None = None,
+        enabled: bool = True,
+        alert_after: float | str | None = AUTO,
+        failure_threshold: int = 3,
+        pause_on_failure: bool = False,
+        max_runs: int | None = None,
+        schedule: Any = None,
+    ) -> StoredEntry:
+        """Create a runtime entry; beats pick it up within a second.
+
+        Args:
+            name: unique entry name (also the key of Jenkins ``H``).
+            task: the task name, or the task object.
+            cron: a cron expression or macro (``@daily``, ``@reboot``).
+            every: an interval: seconds, a ``timedelta`` or ``"@every 1h30m"``.
+            calendar: a systemd calendar event (``"Mon..Fri 09:00"``).
+            at: run once, at this instant (an aware datetime, or ISO 8601 with an
+                offset); it must be in the future. After it the entry has ended.
+            alert_after: seconds without a successful run before the entry is overdue
+                (``"auto"``: two intervals plus the timebox; None: never).
+            failure_threshold: consecutive failed or timeboxed runs before it is failing.
+            pause_on_failure: pause the entry when it becomes failing.
+            max_runs: the most ticks the beat publishes for the entry (1 to 10**9;
+                None: no limit). A run that stands for missed ticks counts once, a
+                :meth:`trigger` not at all; after the last one the entry has ended.
+            schedule: instead of ``cron=``/``every=``/``calendar=``, a Celery schedule
+                object (``crontab``, ``solar``, ``schedule``), a ``timedelta``, an aware
+                ``datetime`` (as ``at=``) or a celery_periodiq ``Schedule``.
+
+        Returns:
+            The stored entry with its first tick.
+
+        Raises:
+            EntryError: an option is invalid (nothing is written).
+            EntryExistsError: the name is taken.
+            StoreUnavailableError: Redis failed.
+        """
+        # the options as given, forwarded whole: the signature above names each once
+        given = {key: value for key, value in locals().items() if key not in _NOT_OPTIONS}
+        entry = steer.build(self.runtime, name, task, given)
+        with self.runtime.guard():
+            stored = steer.add(self.store, entry)
+        steer.warn_unknown_task(self.app, entry.task, self._unknown_tasks_seen)
+        return stored
+
+    def get(self, name: str) -> StoredEntry:
+        """One entry with its state.
+
+        Raises:
+            EntryNotFoundError: no entry has that name.
+        """
+        with self.runtime.guard():
+            return steer.stored(self.store, name)
+
+    def update(self, name: str, /, *, force: bool = False, **changes: Any) -> StoredEntry:
+        """Change an entry's options; its next tick is computed afresh, its state kept.
+
+        Accepts the keyword options of :meth:`add` (a schedule option replaces
+        the schedule). Writing an entry repairs it: keys of the wrong type are
+        replaced and its quarantine is lifted. A ``max_runs`` above the runs sent
+        makes an ended entry tick again; one at or below them ends it. A new
+        ``at=`` must be in the future.
+
+        Raises:
+            EntryNotFoundError: no entry has that name.
+            EntryError: an option is unknown or invalid (nothing is written).
+            DeclaredEntryError: the entry is declared in code or beat_schedule and
+                ``force`` is not set (the next deploy would undo the change).
+        """
+        with self.runtime.guard():
+            return steer.update(self.runtime, name, force, changes)
+
+    def delete(self, name: str, *, force: bool = False) -> None:
+        """Delete an entry and its state and history.
+
+        Works on a damaged entry too (keys of the wrong type, an unreadable or
+        missing definition): everything stored under its name is removed.
+
+        Raises:
+            EntryNotFoundError: no entry has that name.
+            DeclaredEntryError: the entry is declared in code or beat_schedule and
+                ``force`` is not set (the next deploy would restore it).
+        """
+        with self.runtime.guard():
+            steer.delete(self.store, name, force)
+
+    def delete_owner(self, owner: str) -> list[str]:
+        """Delete every entry tagged with ``owner``; returns their names."""
+        steer.check_owner(owner)
+        with self.runtime.guard():
+            return self.store.remove(self.store.owned_by(owner))
+
+    def pause(self, name: str, note: str | None = None) -> StoredEntry:
+        """Stop an entry's ticks until :meth:`resume`; ``note`` says why."""
+        if note is not None and not isinstance(note, str):
+            raise EntryError(f"note={shown(note)} is invalid (allowed: text)")
+        with self.runtime.guard():
+            return steer.pause(self.store, name, note)
+
+    def resume(self, name: str) -> StoredEntry:
+        """Restart a paused entry from its next tick after now."""
+        with self.runtime.guard():
+            return steer.resume(self.store, name)
+
+    def trigger(self, name: str) -> str:
+        """Run an entry now, outside its schedule; the worker's overlap guard still applies.
+
+        Returns:
+            The task id of the run.
+
+        Raises:
+            EntryNotFoundError: no entry has that name.
+            BrokerUnavailableError: the broker could not be reached, or refused the run.
+            MessageError: the run's message cannot be encoded here (its serializer or
+                compression is not installed, or it refused the arguments).
+        """
+        with self.runtime.guard():
+            return steer.trigger(self.runtime, name)
+
+    def add_many(self, entries: Iterable[dict[str, Any]]) -> list[str]:
+        """Create many runtime entries at once, in pipelined batches (one Lua call per
+        partition per ``periodiq_batch_size``); beats pick them up within a second.
+
+        Args:
+            entries: one dict per entry: ``name``, ``task`` and the keyword options of
+                :meth:`add` (``schedule=`` too).
+
+        Returns:
+            The names created, in order.
+
+        Raises:
+            EntryError: any entry is invalid (an unknown option is named), a name is
+                given twice, or a one-off entry's instant has passed; the message lists
+                every bad one (up to ten) by position, and nothing is written.
+            EntryExistsError: an entry of that name exists already (nothing is written).
+        """
+        built = bulk.build_many(self.runtime, entries)
+        with self.runtime.guard():
+            created = bulk.add_many(self.store, built)
+        for task in sorted({entry.task for entry in built}):
+            steer.warn_unknown_task(self.app, task, self._unknown_tasks_seen)
+        return created

@@ -1,0 +1,124 @@
+"""The part of the runtime API that reads: entries one at a time or page by page, their
+history, failures and upcoming ticks, the live beats and the Redis clock (through
+:mod:`celery_periodiq.ops.steer`, :mod:`celery_periodiq.ops.listing` and the Store,
+inside the Runtime's guard).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Protocol
+
+from celery_periodiq.api.base import Client
+from celery_periodiq.model.plan import from_ms
+from celery_periodiq.ops import listing, steer
+from celery_periodiq.store.checkpoint import Checkpoint
+from celery_periodiq.store.views import BeatInfo, Event, StoredEntry
+
+__all__ = ["Reading"]
+
+
+class Reading(Client, Protocol):
+    """Read entries, their history and failures, the beats and the clock."""
+
+    def declared_in(self, name: str) -> str | None:
+        """Where the entry is declared (``"code"``, ``"beat_schedule"``), or None for a
+        runtime entry: a declared entry's definition belongs to the deploy, which
+        restores it when a beat starts.
+
+        Raises:
+            EntryNotFoundError: no entry has that name.
+        """
+        with self.runtime.guard():
+            return steer.declared_in(self.store, name, steer.stored(self.store, name).entry)
+
+    def history(self, name: str, *, limit: int = 20, failures_only: bool = False) -> list[Event]:
+        """An entry's newest events, newest first (only failures with ``failures_only``)."""
+        steer.check_count("limit", limit)
+        with self.runtime.guard():
+            steer.stored(self.store, name)
+            return self.store.history(name, limit, failures=failures_only)
+
+    def upcoming(self, name: str, n: int = 10, *, after: datetime | None = None) -> list[datetime]:
+        """The next ``n`` fire instants of an entry (in its time zone).
+
+        Args:
+            name: the entry.
+            n: how many.
+            after: an aware datetime to count from; default the Redis clock.
+
+        Raises:
+            EntryNotFoundError: no entry has that name.
+            EntryError: the entry is quarantined.
+            ScheduleError: ``after`` is naive.
+        """
+        steer.check_count("n", n, low=0)
+        with self.runtime.guard():
+            entry = steer.readable(self.store, name)
+            start = from_ms(self.store.now_ms()) if after is None else after
+            return entry.parsed_schedule().upcoming(start, n)
+
+    def now(self) -> datetime:
+        """The Redis server clock (UTC), which every scheduling decision uses."""
+        with self.runtime.guard():
+            return from_ms(self.store.now_ms())
+
+    def has_checkpoint(self, name: str) -> bool:
+        """Whether a run of the entry saved a checkpoint that the next run will resume from.
+
+        Raises:
+            EntryNotFoundError: no entry has that name.
+        """
+        with self.runtime.guard():
+            steer.stored(self.store, name)
+            return Checkpoint(self.store, name).exists()
+
+    def failures(self, *, limit: int = 20) -> list[tuple[str, Event]]:
+        """The newest failed or timeboxed runs across all entries, newest first.
+
+        Returns:
+            ``(entry name, event)`` pairs; the event's ``fields["error"]`` holds
+            ``"Type: message"`` (empty for a timeboxed run).
+        """
+        steer.check_count("limit", limit)
+        with self.runtime.guard():
+            return listing.failures(self.store, limit)
+
+    def beats(self) -> list[BeatInfo]:
+        """The live beat instances."""
+        with self.runtime.guard():
+            return self.store.beats()
+
+    def count(self, *, owner: str | None = None) -> int:
+        """How many entries there are (with the ``owner`` tag, when given)."""
+        with self.runtime.guard():
+            if owner is None:
+                return self.store.count()
+            return len(self.store.owned_by(steer.check_owner(owner)))
+
+    def pages(self, *, batch: int = 500) -> Iterator[list[StoredEntry]]:
+        """Every entry, in pages of about ``batch``, in no particular order: a walk through
+        a large schedule that never holds all of it in memory."""
+        steer.check_count("batch", batch)
+        with self.runtime.guard():
+            for names in self.store.scan(batch):
+                yield self.store.load(names)
+
+    def entries(self, *, batch: int = 500) -> Iterator[StoredEntry]:
+        """Every entry, one at a time, read a page of ``batch`` at a time (:meth:`pages`)."""
+        for page in self.pages(batch=batch):
+            yield from page
+
+    # Last in the class: below this line ``list`` names the method, not the builtin.
+    def list(self, *, owner: str | None = None, limit: int | None = None) -> list[StoredEntry]:
+        """Every entry (or those of ``owner``), soonest next run first.
+
+        With ``limit``, only that many are read from Redis: those due soonest, then
+        (when fewer are due) others in no particular order; :meth:`count` says how many
+        there are in all, :meth:`entries` walks through all of them page by page.
+        """
+        if limit is not None:
+            steer.check_count("limit", limit)
+        with self.runtime.guard():
+            return listing.listed(self.store, owner, limit)
