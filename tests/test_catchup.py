@@ -110,7 +110,7 @@ def test_catchup_all_runs_every_missed_tick_as_simulate_says(
         )
         counters = api.get("every-2s").counters
     fires = [int(fire.tick.timestamp() * 1000) for fire in simulated.entries[0].fires]
-    assert len(ran) >= 6  # five or six ticks fell in the outage
+    assert len(ran) >= 5  # eleven seconds down, a tick every two: at least five in the outage
     assert ran == list(range(ran[0], ran[-1] + 1, 2000)), running.logs()
     assert fires == ran
     assert counters.get("dropped_too_soon") is None
