@@ -89,13 +89,20 @@ class ScriptKeys:
     _roles: tuple[tuple[Role, ...], tuple[Role, ...], tuple[Role, ...]] = field(
         init=False, repr=False, compare=False
     )
+    _built: dict[tuple[int, Partition], tuple[str, ...]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    """The head and tail keys of each partition, built once: they never change, and the
+    beat asks for them on every pass, for every partition it claims."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_roles", (_read(self.head), _read(self.each), _read(self.tail)))
 
     def keys(self, source: Partition | Keys, **given: str) -> list[str]:
         """The ``head`` keys of ``source``, methods given the arguments named in ``given``."""
-        return _resolved(source, self._roles[0], given)
+        if given or not isinstance(source, Partition):
+            return _resolved(source, self._roles[0], given)
+        return self._fixed(0, source)
 
     def item_keys(self, source: Partition, **given: str) -> list[str]:
         """The keys of one item (``each``)."""
@@ -110,7 +117,14 @@ class ScriptKeys:
 
     def tail_keys(self, source: Partition) -> list[str]:
         """The keys after the items (``tail``)."""
-        return _resolved(source, self._roles[2], {})
+        return self._fixed(2, source)
+
+    def _fixed(self, part: int, source: Partition) -> list[str]:
+        """The keys of ``part`` (0: head, 2: tail) of a partition, when they take no argument."""
+        built = self._built.get((part, source))
+        if built is None:
+            built = self._built[part, source] = tuple(_resolved(source, self._roles[part], {}))
+        return list(built)
 
 
 def _read(roles: tuple[str, ...]) -> tuple[Role, ...]:
