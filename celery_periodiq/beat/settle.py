@@ -187,7 +187,7 @@ class Settler:
                     else "too late to keep its place"
                 )
             if note is not None:
-                events[-1] = replace(events[-1], note=note)
+                events[-1] = events[-1]._replace(note=note)
             logger.info("periodiq: entry %r: %d ticks %s", claim.name, total, reason)
         if claim.rebuilt:
             events.append(EventRow("rebuilt", claim.nominal_ms, "-", note=_REBUILT))

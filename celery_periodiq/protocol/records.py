@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from json.encoder import encode_basestring_ascii as _quoted
+from typing import NamedTuple
 
 __all__ = ["HISTORY_FIELDS", "Admission", "EventRow", "RunEnd", "RunStart", "Settlement"]
 
@@ -21,8 +22,7 @@ lua/_common.lua writes it, empty fields at its end cut); with a tick, "at" is
 milliseconds after it, else the Redis clock when it was written."""
 
 
-@dataclass(frozen=True, slots=True)
-class EventRow:
+class EventRow(NamedTuple):
     """One event of an entry's history that the beat writes when it settles a claim.
 
     ack.lua takes it as ``[kind, tick, task_id, missed, note]`` (:meth:`to_lua`) and
@@ -49,12 +49,15 @@ class EventRow:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class Settlement:
+class Settlement(NamedTuple):
     """How the beat settles one claimed tick: what ack.lua writes for it (see its header).
 
     Only the beat that still owns the claim settles it; the next tick is written only
     if the entry did not change since the claim. Fields left None are not sent.
+
+    A named tuple, like :class:`EventRow`: the beat makes one per tick, and a frozen
+    dataclass sets each of its fields through ``object.__setattr__``, which cost the
+    beat about 1 % of its instructions per tick.
     """
 
     id: str
