@@ -57,7 +57,7 @@ class Settlement(NamedTuple):
 
     A named tuple, like :class:`EventRow`: the beat makes one per tick, and a frozen
     dataclass sets each of its fields through ``object.__setattr__``, which cost the
-    beat about 1 % of its instructions per tick.
+    beat about 2 % of its instructions per tick (``bench/tick_cost.py --instructions``).
     """
 
     id: str

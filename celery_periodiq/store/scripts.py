@@ -76,9 +76,8 @@ class ScriptKeys:
     and the name of the argument it is given (``"history:name"``: the history of the
     entry ``name``). ``tests/test_lua_contract.py`` holds each against its header.
 
-    The roles are read once, when the declaration is made: the beat builds keys on every
-    pass, and reading ``"due"`` out of a role each time (a new string, which misses
-    Python's attribute cache) cost it about 2 % of its instructions per tick.
+    The roles are read once, when the declaration is made, and a partition's fixed keys
+    built once: the beat asks for them on every pass, for every partition it claims.
     """
 
     script: str
