@@ -143,13 +143,13 @@ def backfill(
     start: datetime,
     end: datetime,
     *,
-    overlap: str = "buffer_all",
-    dry_run: bool = False,
-    timeout: float = 300.0,
-    progress: Callable[[BackfillTick], None] | None = None,
+    overlap: str,
+    dry_run: bool,
+    timeout: float,
+    progress: Callable[[BackfillTick], None] | None,
 ) -> BackfillReport:
     """Run the entry's ticks in ``[start, end)`` (see the module docstring), inside the
-    caller's guard; the arguments and errors are those of
+    caller's guard; the arguments (their defaults too) and errors are those of
     :meth:`Periodiq.backfill <celery_periodiq.api.Periodiq.backfill>`."""
     entry = readable(runtime.store, name)
     try:
