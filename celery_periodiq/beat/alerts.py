@@ -56,7 +56,7 @@ class Alerts:
         # from being sent: what they popped is only theirs now.
         replies = self.store.pop_alerts(parts, _BATCH)
         popped = [
-            (part, items or [])
+            (part, items)
             for part, items in zip(parts, replies, strict=True)
             if not isinstance(items, Exception)
         ]
