@@ -118,11 +118,12 @@ class ScriptKeys:
         """The keys after the items (``tail``)."""
         return self._fixed(2, source)
 
-    def _fixed(self, part: int, source: Partition) -> list[str]:
-        """The keys of ``part`` (0: head, 2: tail) of a partition, when they take no argument."""
-        built = self._built.get((part, source))
+    def _fixed(self, section: int, source: Partition) -> list[str]:
+        """The keys of a section (0: head, 2: tail) of a partition, when they take no argument."""
+        built = self._built.get((section, source))
         if built is None:
-            built = self._built[part, source] = tuple(_resolved(source, self._roles[part], {}))
+            roles = self._roles[section]
+            built = self._built[section, source] = tuple(_resolved(source, roles, {}))
         return list(built)
 
 
