@@ -21,6 +21,10 @@ __all__ = ["ChangeListener", "Heartbeat"]
 
 logger = logging.getLogger("celery_periodiq.heartbeat")
 
+_LAST_REFRESH = 10.0
+"""Seconds a stopping beat waits for a refresh under way: a Redis command's timeout (5 s,
+store/connect.py) twice over."""
+
 
 class Heartbeat(threading.Thread):
     """Refresh this beat's heartbeat three times per lease, and know since when it has
@@ -111,9 +115,14 @@ class Heartbeat(threading.Thread):
         """Take this beat out of the registry and every partition now (its heartbeat's
         last word, after :meth:`stop`); returns whether it was the last live beat.
 
+        A refresh the thread has under way ends first (for as long as a Redis command may
+        take): landing after the stop, it would bring the beat back for a whole lease.
+
         Raises:
             redis.RedisError: the schedule's Redis failed.
         """
+        if self.is_alive() and self is not threading.current_thread():
+            self.join(_LAST_REFRESH)
         pulse = self.store.scripts.heartbeat(self.beat_id, "stop", 0, {})
         self.store.gone(self.beat_id)
         return pulse.flag
