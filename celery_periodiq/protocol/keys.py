@@ -90,8 +90,45 @@ class Partition:
 
     @property
     def stats(self) -> str:
-        """hash: histogram buckets of the partition's ticks (lateness "l", start delay "s")."""
+        """hash: histogram buckets of the partition's ticks (lateness "l", start delay "s"),
+        and its entries' run and skip counters summed ("n:<reason>")."""
         return f"{self.tag}:stats"
+
+    @property
+    def names(self) -> str:
+        """zset, every score 0: the name of every entry (ZRANGEBYLEX pages it by name)."""
+        return f"{self.tag}:names"
+
+    @property
+    def paused(self) -> str:
+        """set: names of the entries whose status is paused (none quarantined)."""
+        return f"{self.tag}:paused"
+
+    @property
+    def disabled(self) -> str:
+        """set: names of the entries whose status is disabled (none quarantined or paused)."""
+        return f"{self.tag}:disabled"
+
+    @property
+    def ended(self) -> str:
+        """set: names of the clock-driven entries with no next tick (none quarantined,
+        paused or disabled)."""
+        return f"{self.tag}:ended"
+
+    @property
+    def overdue(self) -> str:
+        """zset: names of the overdue entries -> since when (ms)."""
+        return f"{self.tag}:overdue"
+
+    @property
+    def failing(self) -> str:
+        """zset: names of the failing entries -> since when (ms)."""
+        return f"{self.tag}:failing"
+
+    @property
+    def running(self) -> str:
+        """zset: names of the entries with a running marker -> until when it holds (ms)."""
+        return f"{self.tag}:running"
 
     def history(self, name: str) -> str:
         """list: the entry's newest events, newest first, each a JSON array (capped)."""
