@@ -10,6 +10,7 @@ every value.
 from __future__ import annotations
 
 import contextlib
+import json
 import random
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -25,10 +26,12 @@ from prometheus_client.registry import Collector
 
 from celery_periodiq import Periodiq, periodiq
 from celery_periodiq.beat.dispatch import Dispatcher
+from celery_periodiq.beat.index_watch import IndexWatch
 from celery_periodiq.errors import PeriodiqError
 from celery_periodiq.model.plan import to_ms
 from celery_periodiq.ops.metrics import OTHER, RUN_OUTCOMES, SKIP_REASONS, PeriodiqCollector
 from celery_periodiq.protocol.records import RunEnd, RunStart
+from celery_periodiq.store.entry_scripts import INDEX_VERSION
 from celery_periodiq.store.summary import summary
 from celery_periodiq.store.views import StoredEntry
 
@@ -338,3 +341,26 @@ def test_the_summary_and_a_scrape_work_on_a_cluster(tmp_path: Any) -> None:
         assert counted.statuses == {"paused": 1, "running": 2, "disabled": 1, "active": 36}
         assert counted.counters["started"] == 2
         assert_scrapes_agree(api, max_entries=3, why="a few writes on a Cluster")
+
+
+def test_when_the_last_beat_of_an_older_version_goes_the_indexes_are_rebuilt(
+    api: Periodiq,
+) -> None:
+    api.add("a", "proj.work", every=60)
+    summary(api.store)
+    scripts = api.store.scripts
+    scripts.heartbeat("new", "start", 60_000, {"host": "h", "indexes": INDEX_VERSION})
+    scripts.heartbeat("old", "start", 60_000, {"host": "h"})  # an older beat: no indexes
+    watch = IndexWatch(api.store)
+    assert watch.look() is False
+    # what an older beat's ack.lua writes: a state with counters, no index kept
+    part = api.store.keys.of("a")
+    state = json.loads(api.store.client.hget(part.state, "a"))
+    api.store.client.hset(part.state, "a", json.dumps({**state, "n": {"enqueued": 7}}))
+    assert summary(api.store).counters.get("enqueued", 0) == 0  # drifted meanwhile
+
+    scripts.heartbeat("old", "stop", 60_000, {"host": "h"})
+
+    assert watch.look() is True
+    assert summary(api.store).counters["enqueued"] == 7
+    assert watch.look() is False  # rebuilt once, not at every look

@@ -351,6 +351,7 @@ class Reads:
                     ticks_claimed=_int(info.get("ticks_claimed")),
                     partitions=_int(info.get("partitions")),
                     declared=declarers.get(beat_id, "") if isinstance(declarers, dict) else "",
+                    indexes=str(info.get("indexes", "")),
                 )
             )
         return beats

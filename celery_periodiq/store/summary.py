@@ -21,7 +21,7 @@ from celery_periodiq.protocol.keys import Partition
 from celery_periodiq.store.entry_scripts import INDEX_VERSION
 from celery_periodiq.store.store import Store
 
-__all__ = ["Summary", "ensure_indexed", "first_names", "summary"]
+__all__ = ["Summary", "ensure_indexed", "first_names", "forget_indexes", "summary"]
 
 logger = logging.getLogger("celery_periodiq.summary")
 
@@ -63,6 +63,14 @@ def ensure_indexed(store: Store) -> int:
             logger.info("periodiq: built the read indexes of %s (%d entries)", part.tag, indexed)
             built += 1
     return built
+
+
+def forget_indexes(store: Store) -> None:
+    """Mark every partition's indexes as not built: the next read builds them afresh."""
+    pipe = store.client.pipeline(transaction=False)
+    for part in store.keys.all():
+        pipe.hdel(part.stats, "idx")
+    pipe.execute(raise_on_error=False)
 
 
 def summary(store: Store) -> Summary:
