@@ -72,17 +72,22 @@ class Proc:
         self.log = log
         self.process: subprocess.Popen[bytes] | None = None
 
-    def start(self, stdout_pipe: bool = False) -> Proc:
+    def start(self, stdout_pipe: bool = False, stdout_file: Path | None = None) -> Proc:
+        """Start it; its output goes to the log, but stdout to a pipe with ``stdout_pipe``
+        or to ``stdout_file`` (truncated) when given."""
         handle = self.log.open("ab")
+        out = stdout_file.open("wb") if stdout_file is not None else None
         self.process = subprocess.Popen(
             self.argv,
             env=self.env,
             cwd=BENCH,
-            stdout=subprocess.PIPE if stdout_pipe else handle,
+            stdout=subprocess.PIPE if stdout_pipe else out or handle,
             stderr=handle,
             start_new_session=True,
         )
         handle.close()
+        if out is not None:
+            out.close()
         return self
 
     @property
@@ -112,6 +117,23 @@ class Proc:
         except OSError:
             return None
         return None
+
+    def wait_peak(self, timeout: float) -> tuple[int, int] | None:
+        """Wait until it exits: its exit code and peak RSS in KiB (``VmHWM``, read every
+        5 ms until it exits: a peak in its last 5 ms can be missed; ``wait4``'s
+        ``ru_maxrss`` cannot serve, it counts the forking parent's RSS too); None if
+        still running after ``timeout`` s."""
+        assert self.process is not None
+        deadline = time.monotonic() + timeout
+        peak = 0
+        while True:
+            peak = max(peak, self.status_kib("VmHWM") or 0)
+            code = self.process.poll()
+            if code is not None:
+                return code, peak
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(0.005)
 
     def signal_group(self, sig: int) -> None:
         if self.alive:

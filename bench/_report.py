@@ -4,56 +4,17 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 import traceback
-from datetime import UTC, datetime
-from importlib.metadata import version
 from pathlib import Path
-from typing import Any
 
+from _machine import machine as _machine
 from _scenarios import SCENARIOS, Config, Row
 
-from celery_periodiq.localredis import find_redis_server
-
 HEADER = ["scenario", "metric", "celery_periodiq", "RedBeat", "limit", "ratio", "target"]
-
-
-def _machine() -> dict[str, Any]:
-    cpu = "?"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    server = find_redis_server()
-    redis_version = subprocess.run(
-        [server, "--version"], capture_output=True, text=True, check=False
-    ).stdout.split()
-    root = Path(__file__).resolve().parent.parent
-    commit = subprocess.run(
-        ["git", "-C", str(root), "log", "-1", "--format=%h"], capture_output=True, text=True
-    ).stdout.strip()
-    return {
-        "when": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "commit": commit or "?",
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "python": platform.python_version(),
-        "redis_server": next((w[2:] for w in redis_version if w.startswith("v=")), "?"),
-        "celery": version("celery"),
-        "kombu": version("kombu"),
-        "redis_py": version("redis"),
-        "celery_periodiq": version("celery-periodiq"),
-        "celery_redbeat": version("celery-redbeat"),
-        "loadavg": os.getloadavg(),
-    }
 
 
 def table(rows: list[Row]) -> str:

@@ -17,7 +17,6 @@ Runs in the bench venv (bench/_venv.py) so that RedBeat is importable.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 import time
@@ -49,13 +48,13 @@ def periodiq_kind(key: str) -> str:
 
 
 def drive_periodiq(entries: int, rounds: int) -> dict[str, Any]:
+    from _ticks import run_round
     from celery import Celery
 
     from celery_periodiq import periodiq
     from celery_periodiq.beat.dispatch import Dispatcher
     from celery_periodiq.localredis import LocalRedis
     from celery_periodiq.model.plan import to_ms
-    from celery_periodiq.protocol.records import RunEnd, RunStart
 
     with LocalRedis() as schedule, LocalRedis() as broker:
         client = redis.Redis.from_url(schedule.url, decode_responses=True)
@@ -75,25 +74,7 @@ def drive_periodiq(entries: int, rounds: int) -> dict[str, Any]:
         began = time.monotonic()
         for round_ in range(1, rounds + 1):
             now = to_ms(START + timedelta(seconds=round_))
-            while dispatcher.dispatch(now_ms=now).full:
-                pass
-            for raw in queue.lrange("celery", 0, -1):
-                headers = json.loads(raw)["headers"]
-                name, tick = headers["periodiq_entry"], headers["periodiq_tick"]
-                start = RunStart(
-                    task_id=headers["id"], tick_ms=tick, min_gap_ms=headers["periodiq_min_gap"],
-                    overlap=headers["periodiq_overlap"], ttl_ms=headers["periodiq_ttl"],
-                    retries=0, host="worker-1", history_length=store.settings.history_length,
-                    expires_ms=headers.get("periodiq_expires"),
-                )  # fmt: skip
-                store.scripts.begin(name, start, now_ms=now + 5)
-                end = RunEnd(
-                    task_id=headers["id"], tick_ms=tick, outcome="succeeded", error="",
-                    duration_ms=12, host="worker-1",
-                    history_length=store.settings.history_length,
-                )  # fmt: skip
-                store.scripts.finish(name, end, now_ms=now + 17)
-            queue.delete("celery")
+            run_round(dispatcher, store, queue, now)
         spent = time.monotonic() - began
         after = used_memory(client)
         kinds = by_kind(client, periodiq_kind)
