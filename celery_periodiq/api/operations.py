@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TextIO
 
 from celery_periodiq.api.base import Client
 from celery_periodiq.model.simulation import DEFAULT_LIMIT, Simulation
 from celery_periodiq.ops import backfill as backfills
-from celery_periodiq.ops import doctor, migrate, simulation, transfer
+from celery_periodiq.ops import doctor, export_file, migrate, simulation, transfer
 from celery_periodiq.ops.doctor import Check
 from celery_periodiq.ops.import_redbeat import DEFAULT_PREFIX as REDBEAT_PREFIX
 
@@ -127,6 +127,43 @@ class Operations(Client, Protocol):
         ``state`` is False (see :mod:`celery_periodiq.ops.transfer`)."""
         with self.runtime.guard():
             return transfer.export_schedule(self.store, owner=owner, source=source, state=state)
+
+    def export_to(
+        self,
+        out: TextIO,
+        *,
+        layout: str = "json",
+        owner: str | None = None,
+        source: str | None = None,
+        state: bool = True,
+    ) -> int:
+        """Write what :meth:`export` returns to ``out`` as it is read, a page of entries
+        at a time, so that memory stays flat at any size; entries come in the order Redis
+        scans them, not by name. ``layout``: ``json`` (the document, laid out as
+        ``json.dumps(indent=2)`` would) or ``jsonl`` (JSON Lines: a header line, one
+        entry a line, a closing line ``{"count": N}``); :meth:`import_file` reads both.
+
+        Returns:
+            How many entries were written.
+
+        Raises:
+            EntryError: ``layout``, ``owner`` or ``source`` is invalid (nothing written).
+        """
+        with self.runtime.guard():
+            records = transfer.export_records(self.store, owner=owner, source=source, state=state)
+            return export_file.write_export(out, transfer.export_header(), records, layout)
+
+    def import_file(
+        self, file: TextIO, *, replace: bool = False, dry_run: bool = False
+    ) -> transfer.ImportReport:
+        """:meth:`import_schedule` of a file :meth:`export_to` wrote (either layout) or
+        ``celery periodiq export`` printed.
+
+        Raises:
+            EntryError: the file is not an export (not JSON, a JSON Lines file cut short:
+                the message says what and where), or as :meth:`import_schedule`.
+        """
+        return self.import_schedule(export_file.read_export(file), replace=replace, dry_run=dry_run)
 
     def import_schedule(
         self, document: Any, *, replace: bool = False, dry_run: bool = False
