@@ -13,7 +13,7 @@ from typing import Any, Protocol, TextIO
 from celery_periodiq.api.base import Client
 from celery_periodiq.model.simulation import DEFAULT_LIMIT, Simulation
 from celery_periodiq.ops import backfill as backfills
-from celery_periodiq.ops import doctor, export_file, migrate, simulation, transfer
+from celery_periodiq.ops import doctor, export_file, migrate, simulation, steer, transfer
 from celery_periodiq.ops.doctor import Check
 from celery_periodiq.ops.import_redbeat import DEFAULT_PREFIX as REDBEAT_PREFIX
 
@@ -114,10 +114,21 @@ class Operations(Client, Protocol):
             self.runtime, start=start, end=end, down=down, owner=owner, names=names, limit=limit
         )
 
-    def diagnose(self) -> list[Check]:
-        """Check what periodiq needs; never raises, every problem is a :class:`Check`
-        (see :func:`celery_periodiq.ops.doctor.diagnose` for what is checked)."""
-        return doctor.diagnose(self.runtime)
+    def diagnose(self, *, sample: int | None = doctor.DEFAULT_SAMPLE) -> list[Check]:
+        """Check what periodiq needs; every problem is a :class:`Check` (see
+        :func:`celery_periodiq.ops.doctor.diagnose` for what is checked).
+
+        Args:
+            sample: read every entry when the schedule holds at most this many, else
+                every one a beat quarantined and about this many others drawn at random
+                (the checks of the entries say so); None reads every entry.
+
+        Raises:
+            PeriodiqError: ``sample`` is not a whole number >= 1 (nothing else raises).
+        """
+        if sample is not None:
+            steer.check_count("sample", sample)
+        return doctor.diagnose(self.runtime, sample)
 
     def export(
         self, *, owner: str | None = None, source: str | None = None, state: bool = True
