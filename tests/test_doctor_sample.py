@@ -57,6 +57,9 @@ def test_doctor_samples_a_schedule_larger_than_its_sample_and_says_so(
     assert all(
         entry_checks(report)[name]["sampled"] is True for name in ("alerts", "tasks", "runs")
     )
+    assert entry_checks(report)["alerts"]["detail"] == (
+        f"no entry is overdue or failing (in the sample of {entries['checked']} of 300 entries)"
+    )
     assert "checked" not in entry_checks(report)["redis"]
     assert "random sample" in text
     whole = json.loads(full.stdout)

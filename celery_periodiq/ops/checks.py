@@ -19,10 +19,13 @@ class Scope:
     sampled: bool
     """Whether only some were read: every one a beat quarantined and a random sample."""
 
-    def said(self, detail: str) -> str:
-        """``detail``, followed by what was checked when it was a sample."""
+    def said(self, detail: str, *, short: bool = False) -> str:
+        """``detail``, followed by what was checked when it was a sample (``short``: in
+        a few words, for the checks after the first)."""
         if not self.sampled:
             return detail
+        if short:
+            return f"{detail} (in the sample of {self.checked:,} of {self.total:,} entries)"
         return (
             f"{detail}; checked {self.checked:,} of {self.total:,} entries: every one a "
             "beat quarantined and a random sample (doctor --full checks every one)"

@@ -107,8 +107,9 @@ class _Alerts:
             if names.count
         ]
         if not found:
-            return Check("alerts", "ok", scope.said("no entry is overdue or failing"), scope)
-        return Check("alerts", "fail", scope.said("; ".join(found)), scope)
+            detail = "no entry is overdue or failing"
+            return Check("alerts", "ok", scope.said(detail, short=True), scope)
+        return Check("alerts", "fail", scope.said("; ".join(found), short=True), scope)
 
 
 class _Tasks:
@@ -132,9 +133,9 @@ class _Tasks:
                 f"{self.unknown.text()}: a typo, or a task only the workers' code defines "
                 "(runs of a task no worker knows fail)"
             )
-            return Check("tasks", "warn", scope.said(detail), scope)
+            return Check("tasks", "warn", scope.said(detail, short=True), scope)
         detail = "every entry's task is registered in the app"
-        return Check("tasks", "ok", scope.said(detail), scope)
+        return Check("tasks", "ok", scope.said(detail, short=True), scope)
 
 
 class _Runs:
@@ -163,7 +164,7 @@ class _Runs:
     def check(self, scope: Scope) -> Check:
         if not self.waiting.count and not self.unguarded.count:
             detail = "every entry's sent runs were started by a worker"
-            return Check("runs", "ok", scope.said(detail), scope)
+            return Check("runs", "ok", scope.said(detail, short=True), scope)
         found = []
         if self.waiting.count:
             found.append(
@@ -177,7 +178,7 @@ class _Runs:
                 "not guarded, and periodiq cannot see them start (use @periodic or "
                 "base=PeriodicTask)"
             )
-        return Check("runs", "warn", scope.said("; ".join(found)), scope)
+        return Check("runs", "warn", scope.said("; ".join(found), short=True), scope)
 
 
 @dataclass(frozen=True, slots=True)
