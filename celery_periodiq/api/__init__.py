@@ -72,7 +72,9 @@ class Periodiq:
     simulate = Operations.simulate
     diagnose = Operations.diagnose
     export = Operations.export
+    export_to = Operations.export_to
     import_schedule = Operations.import_schedule
+    import_file = Operations.import_file
     import_redbeat = Operations.import_redbeat
     import_django_celery_beat = Operations.import_django_celery_beat
 

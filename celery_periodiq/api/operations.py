@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TextIO
 
 from celery_periodiq.api.base import Client
 from celery_periodiq.model.simulation import DEFAULT_LIMIT, Simulation
 from celery_periodiq.ops import backfill as backfills
-from celery_periodiq.ops import doctor, migrate, simulation, transfer
+from celery_periodiq.ops import doctor, export_file, migrate, simulation, steer, transfer
 from celery_periodiq.ops.doctor import Check
 from celery_periodiq.ops.import_redbeat import DEFAULT_PREFIX as REDBEAT_PREFIX
 
@@ -114,10 +114,21 @@ class Operations(Client, Protocol):
             self.runtime, start=start, end=end, down=down, owner=owner, names=names, limit=limit
         )
 
-    def diagnose(self) -> list[Check]:
-        """Check what periodiq needs; never raises, every problem is a :class:`Check`
-        (see :func:`celery_periodiq.ops.doctor.diagnose` for what is checked)."""
-        return doctor.diagnose(self.runtime)
+    def diagnose(self, *, sample: int | None = doctor.DEFAULT_SAMPLE) -> list[Check]:
+        """Check what periodiq needs; every problem is a :class:`Check` (see
+        :func:`celery_periodiq.ops.doctor.diagnose` for what is checked).
+
+        Args:
+            sample: read every entry when the schedule holds at most this many, else
+                every one a beat quarantined and about this many others drawn at random
+                (the checks of the entries say so); None reads every entry.
+
+        Raises:
+            PeriodiqError: ``sample`` is not a whole number >= 1 (nothing else raises).
+        """
+        if sample is not None:
+            steer.check_count("sample", sample)
+        return doctor.diagnose(self.runtime, sample)
 
     def export(
         self, *, owner: str | None = None, source: str | None = None, state: bool = True
@@ -127,6 +138,43 @@ class Operations(Client, Protocol):
         ``state`` is False (see :mod:`celery_periodiq.ops.transfer`)."""
         with self.runtime.guard():
             return transfer.export_schedule(self.store, owner=owner, source=source, state=state)
+
+    def export_to(
+        self,
+        out: TextIO,
+        *,
+        layout: str = "json",
+        owner: str | None = None,
+        source: str | None = None,
+        state: bool = True,
+    ) -> int:
+        """Write what :meth:`export` returns to ``out`` as it is read, a page of entries
+        at a time, so that memory stays flat at any size; entries come in the order Redis
+        scans them, not by name. ``layout``: ``json`` (the document, laid out as
+        ``json.dumps(indent=2)`` would) or ``jsonl`` (JSON Lines: a header line, one
+        entry a line, a closing line ``{"count": N}``); :meth:`import_file` reads both.
+
+        Returns:
+            How many entries were written.
+
+        Raises:
+            EntryError: ``layout``, ``owner`` or ``source`` is invalid (nothing written).
+        """
+        with self.runtime.guard():
+            records = transfer.export_records(self.store, owner=owner, source=source, state=state)
+            return export_file.write_export(out, transfer.export_header(), records, layout)
+
+    def import_file(
+        self, file: TextIO, *, replace: bool = False, dry_run: bool = False
+    ) -> transfer.ImportReport:
+        """:meth:`import_schedule` of a file :meth:`export_to` wrote (either layout) or
+        ``celery periodiq export`` printed.
+
+        Raises:
+            EntryError: the file is not an export (not JSON, a JSON Lines file cut short:
+                the message says what and where), or as :meth:`import_schedule`.
+        """
+        return self.import_schedule(export_file.read_export(file), replace=replace, dry_run=dry_run)
 
     def import_schedule(
         self, document: Any, *, replace: bool = False, dry_run: bool = False

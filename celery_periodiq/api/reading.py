@@ -13,6 +13,7 @@ from typing import Protocol
 from celery_periodiq.api.base import Client
 from celery_periodiq.model.plan import from_ms
 from celery_periodiq.ops import listing, steer
+from celery_periodiq.store import walk
 from celery_periodiq.store.checkpoint import Checkpoint
 from celery_periodiq.store.views import BeatInfo, Event, StoredEntry
 
@@ -95,19 +96,22 @@ class Reading(Client, Protocol):
         with self.runtime.guard():
             if owner is None:
                 return self.store.count()
-            return len(self.store.owned_by(steer.check_owner(owner)))
+            return walk.owned_count(self.store, steer.check_owner(owner))
 
-    def pages(self, *, batch: int = 500) -> Iterator[list[StoredEntry]]:
-        """Every entry, in pages of about ``batch``, in no particular order: a walk through
-        a large schedule that never holds all of it in memory."""
+    def pages(self, *, batch: int = 500, owner: str | None = None) -> Iterator[list[StoredEntry]]:
+        """Every entry (or those of ``owner``), in pages of about ``batch``, in no
+        particular order (the order Redis scans them): a walk through a large schedule
+        that never holds all of it in memory."""
         steer.check_count("batch", batch)
+        if owner is not None:
+            steer.check_owner(owner)
         with self.runtime.guard():
-            for names in self.store.scan(batch):
-                yield self.store.load(names)
+            yield from listing.pages(self.store, owner, batch)
 
-    def entries(self, *, batch: int = 500) -> Iterator[StoredEntry]:
-        """Every entry, one at a time, read a page of ``batch`` at a time (:meth:`pages`)."""
-        for page in self.pages(batch=batch):
+    def entries(self, *, batch: int = 500, owner: str | None = None) -> Iterator[StoredEntry]:
+        """Every entry (or those of ``owner``), one at a time, read a page of ``batch`` at
+        a time (:meth:`pages`)."""
+        for page in self.pages(batch=batch, owner=owner):
             yield from page
 
     # Last in the class: below this line ``list`` names the method, not the builtin.

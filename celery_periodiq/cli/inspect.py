@@ -53,7 +53,8 @@ STATES = ("active", "paused", "running", "quarantined", "disabled", "ended")
     "--all",
     "everything",
     is_flag=True,
-    help="Show every entry, read and printed a page at a time (sorted per page).",
+    help="Show every entry, each page printed as it is read: pages in the order Redis "
+    "scans them, each sorted by next run.",
 )
 @json_option
 @now_option
@@ -73,7 +74,9 @@ def list_command(
     A row per entry: name, state, next run, last run and its outcome; below
     it the schedule as written and in words, the owner, a pause note or a
     problem, and the counters worth a look. The N due soonest are shown
-    (--limit); --all walks through every entry, page by page.
+    (--limit); --all walks through every entry, page by page, and prints each
+    page as it is read, so its memory stays flat at any size; its pages come in
+    the order Redis scans them (sort the output if you need one order).
 
     --json: an array of entries {name, state, note, problem, task, schedule,
     form, description, tz, owner, source, enabled, next_run, last_run,
@@ -101,11 +104,7 @@ def _pages(
 ) -> Iterator[list[StoredEntry]]:
     """Every entry (of ``owner``, in ``states``), a page at a time, each page sorted."""
     far = datetime.max.replace(tzinfo=UTC)
-    if owner is not None:
-        source: Iterator[list[StoredEntry]] = iter([api.list(owner=owner)])
-    else:
-        source = api.pages(batch=500)
-    for page in source:
+    for page in api.pages(batch=500, owner=owner):
         kept = [stored for stored in page if not states or stored.status in states]
         if kept:
             yield sorted(kept, key=lambda item: (item.next_run or far, item.name))

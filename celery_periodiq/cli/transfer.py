@@ -1,17 +1,21 @@
 """The commands that move a schedule in and out: ``export`` to a versioned JSON
-document, ``import`` from one, from celery-redbeat or from django-celery-beat.
+document or JSON Lines, ``import`` from either, from celery-redbeat or from
+django-celery-beat.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import click
 from click.core import ParameterSource
 
 from celery_periodiq.cli.group import periodiq
-from celery_periodiq.cli.options import api_of, fail, handled, print_json
+from celery_periodiq.cli.options import api_of, fail, handled
+from celery_periodiq.errors import EntryError
+from celery_periodiq.ops.export_file import LAYOUTS, read_export
 from celery_periodiq.ops.import_redbeat import DEFAULT_PREFIX
 from celery_periodiq.ops.transfer import ImportReport
 
@@ -26,17 +30,37 @@ __all__ = ["export_command", "import_command"]
     help="Only entries from the API, from code, or from beat_schedule.",
 )
 @click.option("--no-state", is_flag=True, help="Definitions only: no pause state, no checkpoint.")
+@click.option(
+    "--format",
+    "layout",
+    type=click.Choice(LAYOUTS),
+    default="json",
+    show_default=True,
+    help="json: one document; jsonl: JSON Lines, one entry a line.",
+)
 @click.pass_context
 @handled
 def export_command(
-    ctx: click.Context, owner: str | None, source: str | None, no_state: bool
+    ctx: click.Context, owner: str | None, source: str | None, no_state: bool, layout: str
 ) -> None:
-    """Print the schedule as one versioned JSON document.
+    """Print the schedule as a versioned JSON document, or as JSON Lines.
 
     Definitions and, unless --no-state, each entry's pause state and note, last
-    run and checkpoint: celery periodiq export > schedule.json.
+    run and checkpoint: celery periodiq export > schedule.json. Entries are
+    printed as they are read, a page at a time, so memory stays flat at any
+    size; they come in the order Redis scans them, not by name.
+
+    --format jsonl: a header line {format, version, exported_at}, one entry a
+    line {definition, state}, and a closing line {"count": N}; import reads
+    both formats and refuses a JSON Lines file without its closing line.
     """
-    print_json(api_of(ctx).export(owner=owner, source=source, state=not no_state))
+    api_of(ctx).export_to(
+        sys.stdout,
+        layout=layout,
+        owner=owner,
+        source=source,
+        state=not no_state,
+    )
 
 
 @periodiq.command("import")
@@ -96,9 +120,9 @@ def import_command(
 ) -> None:
     """Import a schedule: an export, RedBeat or django-celery-beat.
 
-    FILE is a document of `periodiq export` (- for stdin); --from-redbeat reads
-    celery-redbeat's entries, static and dynamic, from its Redis;
-    --from-django-celery-beat reads a dumpdata file (no Django needed). Each entry
+    FILE is what `periodiq export` printed, in either format (- for stdin);
+    --from-redbeat reads celery-redbeat's entries, static and dynamic, from its
+    Redis; --from-django-celery-beat reads a dumpdata file (no Django needed). Each entry
     keeps its name (imported ones become runtime entries). Every record is checked
     first: with any bad one nothing is written and each is named (by position in FILE,
     by Redis key in RedBeat, by pk in a dump); with --from-* --skip-invalid imports the
@@ -134,9 +158,9 @@ def import_command(
         )
     else:
         try:
-            document = json.load(file)
-        except ValueError as error:
-            fail(f"{file.name} is not JSON: {error}")
+            document = read_export(file)
+        except EntryError as error:
+            fail(f"{file.name} {error}")
         report = api.import_schedule(document, replace=replace, dry_run=dry_run)
     _print_import(report)
 
@@ -149,8 +173,9 @@ def _only_with(ctx: click.Context, needed: str, present: bool, *parameters: str)
 
 
 def _print_import(report: ImportReport) -> None:
-    """What an import did (or, under --dry-run, would do): one line per kind of outcome,
-    then each record skipped and each note on its own line."""
+    """What an import did (or, under --dry-run, would do): one line per kind of outcome
+    (names sorted: an export lists entries in the order Redis scans them), then each
+    record skipped and each note on its own line."""
     verb = "would be" if report.dry_run else "were"
     for what, names in (
         ("created", report.created),
@@ -158,7 +183,7 @@ def _print_import(report: ImportReport) -> None:
         ("unchanged", report.unchanged),
     ):
         if names:
-            click.echo(f"{len(names)} {verb} {what}: {', '.join(names)}")
+            click.echo(f"{len(names)} {verb} {what}: {', '.join(sorted(names))}")
     if not (report.created or report.replaced or report.unchanged):
         click.echo("nothing to import: no entries found")
     if report.skipped:

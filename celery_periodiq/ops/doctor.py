@@ -1,85 +1,44 @@
 """What ``periodiq(app).diagnose()`` and ``celery periodiq doctor`` check: each finding
 about the schedule's health (Redis, scripts, beats, clock, broker, entries, alerts,
-tasks, runs) as a :class:`Check`; nothing here raises.
+tasks, runs) as a :class:`Check`; nothing here raises. The checks of the entries are
+in :mod:`~celery_periodiq.ops.doctor_entries`.
 """
 
 from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass
-from typing import Any
 
 import redis
 
 from celery_periodiq.config import redacted
-from celery_periodiq.errors import shown
-from celery_periodiq.model import policy
-from celery_periodiq.model.plan import from_ms
+from celery_periodiq.ops.checks import Check, Scope
+from celery_periodiq.ops.doctor_entries import (
+    DEFAULT_SAMPLE,
+    WAITING_FLOOR,
+    WAITING_INTERVALS,
+    check_entries,
+)
 from celery_periodiq.runtime import Runtime
-from celery_periodiq.store.views import BeatInfo, StoredEntry
-from celery_periodiq.worker.task import PeriodicTask
+from celery_periodiq.store.views import BeatInfo
 
 __all__ = [
     "CLOCK_FAIL",
     "CLOCK_WARN",
+    "DEFAULT_SAMPLE",
     "MIN_REDIS",
     "WAITING_FLOOR",
     "WAITING_INTERVALS",
     "Check",
+    "Scope",
     "diagnose",
 ]
 
 MIN_REDIS = (6, 2)
 """The oldest Redis the Lua scripts run on."""
-WAITING_INTERVALS = 3
-WAITING_FLOOR = 10.0
-"""A sent run that no worker started within this many intervals (and at least this many
-seconds) makes :meth:`Periodiq.diagnose` warn."""
 CLOCK_WARN = 1.0
 CLOCK_FAIL = 10.0
 """Seconds between this host's clock and Redis's that :meth:`Periodiq.diagnose` warns / fails at."""
-
-
-@dataclass(frozen=True, slots=True)
-class Check:
-    """One finding of :meth:`Periodiq.diagnose`."""
-
-    name: str
-    """``redis``, ``sentinel`` (behind Sentinel), ``scripts``, ``beats``, ``clock``,
-    ``broker``, ``entries``, ``tasks`` or ``runs``."""
-    status: str
-    """``ok``, ``warn``, ``fail``, or ``skip`` (not checked: Redis is unreachable)."""
-    detail: str
-    """One sentence: what was found, and for a problem what it means."""
-
-
-def _some(names: list[str], shown: int = 5) -> str:
-    """``a, b, c`` or ``a, b, c and 7 more``: a list that stays one readable line."""
-    more = len(names) - shown
-    return ", ".join(names[:shown]) + (f" and {more} more" if more > 0 else "")
-
-
-def _check_entries(stored: list[StoredEntry]) -> Check:
-    bad = [f"{item.name} ({item.invalid})" for item in stored if item.invalid]
-    if bad:
-        noun = "entry is" if len(bad) == 1 else "entries are"
-        return Check("entries", "fail", f"{len(bad)} {noun} quarantined: {_some(bad, 3)}")
-    noun = "entry" if len(stored) == 1 else "entries"
-    return Check("entries", "ok", f"{len(stored)} {noun}, none quarantined")
-
-
-def _check_alerts(stored: list[StoredEntry]) -> Check:
-    overdue = [item.name for item in stored if item.overdue_since]
-    failing = [item.name for item in stored if item.failing_since]
-    if not overdue and not failing:
-        return Check("alerts", "ok", "no entry is overdue or failing")
-    parts = [
-        f"{len(names)} {kind}: {_some(names, 3)}"
-        for kind, names in (("overdue", overdue), ("failing", failing))
-        if names
-    ]
-    return Check("alerts", "fail", "; ".join(parts))
 
 
 def _version(text: str) -> tuple[int, ...]:
@@ -90,13 +49,17 @@ def _version(text: str) -> tuple[int, ...]:
     return tuple(parts)
 
 
-def diagnose(runtime: Runtime) -> list[Check]:
+def diagnose(runtime: Runtime, sample: int | None = DEFAULT_SAMPLE) -> list[Check]:
     """Check what periodiq needs; never raises, every problem is a :class:`Check`.
 
     In order: Redis reachable and at least 6.2, the Lua scripts load, at
     least one live beat, this host's clock against Redis's, the broker
     reachable, no quarantined entries, none overdue or failing, every entry's
-    task known to the app, and no entry whose sent runs no worker started for several intervals.
+    task known to the app, and no entry whose sent runs no worker started for
+    several intervals. The entries are read in one pass, a page at a time: every
+    one when ``sample`` is None or the schedule holds at most ``sample``, else
+    every one a beat quarantined and about ``sample`` others drawn at random (the
+    checks of the entries then say so, and carry their :class:`Scope`).
     """
     first = _check_redis(runtime)
     if first.status == "fail":
@@ -115,21 +78,13 @@ def diagnose(runtime: Runtime) -> list[Check]:
     if runtime.settings.redis_url.startswith("sentinel://"):
         checks.insert(1, Check("sentinel", *runtime.store.sentinel_report()))
     try:
-        stored = runtime.store.load()
-        now_ms = runtime.store.now_ms()
+        return [*checks, *check_entries(runtime, sample)]
     except redis.RedisError as error:
         problem = f"cannot read the entries: {error}"
         return [
             *checks,
             *(Check(name, "fail", problem) for name in ("entries", "alerts", "tasks", "runs")),
         ]
-    return [
-        *checks,
-        _check_entries(stored),
-        _check_alerts(stored),
-        _check_tasks(runtime, stored),
-        _check_runs(runtime, stored, now_ms),
-    ]
 
 
 def _check_redis(runtime: Runtime) -> Check:
@@ -230,67 +185,3 @@ def _check_broker(runtime: Runtime) -> Check:
     except Exception as error:
         return Check("broker", "fail", f"cannot reach the broker: {error}")
     return Check("broker", "ok", f"broker reachable at {where}")
-
-
-def _tasks(runtime: Runtime) -> dict[str, Any] | None:
-    """The app's tasks by name, with its configured modules imported; None when the
-    app cannot list them here."""
-    try:
-        runtime.app.loader.import_default_modules()
-        return dict(runtime.app.tasks)
-    except Exception:  # an app that cannot import its modules here: nothing to compare
-        return None
-
-
-def _check_tasks(runtime: Runtime, stored: list[StoredEntry]) -> Check:
-    tasks = _tasks(runtime)
-    if tasks is None:
-        return Check("tasks", "skip", "not checked: the app's tasks could not be imported")
-    unknown = sorted(
-        f"{item.name} ({item.entry.task})"
-        for item in stored
-        if item.entry is not None and item.entry.task not in tasks
-    )
-    if unknown:
-        return Check(
-            "tasks",
-            "warn",
-            f"app {shown(runtime.app.main)} does not know the task of {_some(unknown)}: a typo, "
-            "or a task only the workers' code defines (runs of a task no worker knows fail)",
-        )
-    return Check("tasks", "ok", "every entry's task is registered in the app")
-
-
-def _check_runs(runtime: Runtime, stored: list[StoredEntry], now_ms: int) -> Check:
-    tasks = _tasks(runtime) or {}
-    waiting, unguarded = [], []
-    for item in stored:
-        since = item.state.get("waiting_since")
-        if item.entry is None or not since or not since.isdigit():
-            continue
-        interval = policy.interval_at(item.entry.parsed_schedule(), from_ms(int(since)))
-        limit = max(WAITING_INTERVALS * (interval or 0.0), WAITING_FLOOR)
-        if (now_ms - int(since)) / 1000 <= limit:
-            continue
-        task = tasks.get(item.entry.task)
-        queue = item.entry.options.get("queue") or runtime.app.conf.task_default_queue
-        if task is not None and not isinstance(task, PeriodicTask):
-            unguarded.append(f"{item.name} ({item.entry.task})")
-        else:
-            waiting.append(f"{item.name} (queue {queue})")
-    if not waiting and not unguarded:
-        return Check("runs", "ok", "every entry's sent runs were started by a worker")
-    found = []
-    if waiting:
-        found.append(
-            f"runs of {_some(waiting)} were sent but no worker started one for "
-            f"{WAITING_INTERVALS} intervals: is a worker consuming that queue? is the task "
-            "a PeriodicTask (only those record that they started)?"
-        )
-    if unguarded:
-        found.append(
-            f"the tasks of {_some(unguarded)} are not PeriodicTasks: their runs are not "
-            "guarded, and periodiq cannot see them start (use @periodic or "
-            "base=PeriodicTask)"
-        )
-    return Check("runs", "warn", "; ".join(found))

@@ -1,19 +1,21 @@
 """Reading many entries, as the runtime API lists them: every entry (or an owner's)
-soonest next run first, a bounded list that reads only what it shows, and the newest
-failed runs across entries. Each runs inside the caller's
-:meth:`Runtime.guard <celery_periodiq.runtime.Runtime.guard>`.
+soonest next run first, a bounded list that reads only what it shows, a walk through
+all of them a page at a time, and the newest failed runs across entries. Each runs
+inside the caller's :meth:`Runtime.guard <celery_periodiq.runtime.Runtime.guard>`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import datetime
 
 from celery_periodiq.model.plan import from_ms
 from celery_periodiq.ops.steer import check_owner
+from celery_periodiq.store import walk
 from celery_periodiq.store.store import Store
 from celery_periodiq.store.views import Event, StoredEntry
 
-__all__ = ["FAILURE_KINDS", "failures", "listed"]
+__all__ = ["FAILURE_KINDS", "failures", "listed", "pages"]
 
 FAILURE_KINDS = frozenset({"failed", "timeboxed"})
 
@@ -31,6 +33,14 @@ def listed(store: Store, owner: str | None, limit: int | None) -> list[StoredEnt
         stored = store.load(chosen)
     far = datetime.max.replace(tzinfo=from_ms(0).tzinfo)
     return sorted(stored, key=lambda item: (item.next_run or far, item.name))
+
+
+def pages(store: Store, owner: str | None, batch: int) -> Iterator[list[StoredEntry]]:
+    """Every entry (or those of ``owner``), about ``batch`` at a time, in the order Redis
+    scans them: one page of entries is held at a time, never the schedule."""
+    names = store.scan(batch) if owner is None else walk.owned_pages(store, owner, batch)
+    for page in names:
+        yield store.load(page)
 
 
 def _others(store: Store, chosen: list[str], limit: int, names: list[str] | None) -> list[str]:

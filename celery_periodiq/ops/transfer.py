@@ -16,7 +16,7 @@ schedule from now).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -25,7 +25,7 @@ from celery_periodiq.errors import EntryError, shown
 from celery_periodiq.model.build import check_encodable
 from celery_periodiq.model.entry import Entry
 from celery_periodiq.ops import steer
-from celery_periodiq.ops.listing import listed
+from celery_periodiq.ops.listing import pages
 from celery_periodiq.store.checkpoint import Checkpoint
 from celery_periodiq.store.store import Store
 
@@ -33,6 +33,8 @@ __all__ = [
     "FORMAT",
     "VERSION",
     "ImportReport",
+    "export_header",
+    "export_records",
     "export_schedule",
     "import_converted",
     "import_schedule",
@@ -57,37 +59,69 @@ class ImportReport:
     dry_run: bool = False
 
 
+def export_header() -> dict[str, Any]:
+    """What an export document says before its entries: format, version, when."""
+    return {"format": FORMAT, "version": VERSION, "exported_at": datetime.now(UTC).isoformat()}
+
+
+def export_records(
+    store: Store,
+    *,
+    owner: str | None = None,
+    source: str | None = None,
+    state: bool = True,
+    batch: int = 500,
+) -> Iterator[dict[str, Any]]:
+    """The records of an export document (of ``owner``, from ``source``), read a page of
+    ``batch`` entries at a time, in the order Redis scans them (each page by name); runs
+    inside the caller's guard (the whole iteration). Quarantined entries are left out.
+
+    Raises:
+        EntryError: ``owner`` or ``source`` is invalid (at once, before anything is read).
+    """
+    _check_source(source)
+    if owner is not None:
+        steer.check_owner(owner)
+    steer.check_count("batch", batch)
+    return _exported(store, owner, source, state, batch)
+
+
+def _exported(
+    store: Store, owner: str | None, source: str | None, state: bool, batch: int
+) -> Iterator[dict[str, Any]]:
+    for page in pages(store, owner, batch):
+        kept = [item for item in page if item.entry and source in (None, item.entry.source)]
+        chosen = sorted(kept, key=lambda item: item.name)
+        saved = Checkpoint.load_many(store, [item.name for item in chosen]) if state else {}
+        for item in chosen:
+            assert item.entry is not None
+            record: dict[str, Any] = {"definition": item.entry.to_dict()}
+            if state:
+                last = item.last_run
+                record["state"] = {
+                    "paused": item.paused,
+                    "note": item.note,
+                    "last_run": None if last is None else last.isoformat(),
+                    "checkpoint": saved.get(item.name),
+                }
+            yield record
+
+
+def _check_source(source: object) -> None:
+    """Raise :class:`EntryError` unless ``source`` is None or an entry source."""
+    if source is not None and source not in _SOURCES:
+        raise EntryError(f"source={shown(source)} is invalid (allowed: {', '.join(_SOURCES)})")
+
+
 def export_schedule(
     store: Store, *, owner: str | None = None, source: str | None = None, state: bool = True
 ) -> dict[str, Any]:
-    """The entries (of ``owner``, from ``source``) as one JSON-ready document; runs inside
-    the caller's guard."""
-    if source is not None and source not in _SOURCES:
-        raise EntryError(f"source={shown(source)} is invalid (allowed: {', '.join(_SOURCES)})")
-    records = []
-    chosen = [
-        item
-        for item in sorted(listed(store, owner, None), key=lambda item: item.name)
-        if item.entry is not None and source in (None, item.entry.source)
-    ]
-    saved = Checkpoint.load_many(store, [item.name for item in chosen]) if state else {}
-    for item in chosen:
-        assert item.entry is not None
-        record: dict[str, Any] = {"definition": item.entry.to_dict()}
-        if state:
-            last = item.last_run
-            record["state"] = {
-                "paused": item.paused,
-                "note": item.note,
-                "last_run": None if last is None else last.isoformat(),
-                "checkpoint": saved.get(item.name),
-            }
-        records.append(record)
+    """The entries (of ``owner``, from ``source``) as one JSON-ready document, by name;
+    runs inside the caller's guard."""
+    records = export_records(store, owner=owner, source=source, state=state)
     return {
-        "format": FORMAT,
-        "version": VERSION,
-        "exported_at": datetime.now(UTC).isoformat(),
-        "entries": records,
+        **export_header(),
+        "entries": sorted(records, key=lambda record: str(record["definition"]["name"])),
     }
 
 

@@ -246,12 +246,20 @@ def beat_json(beat: BeatInfo, now: datetime) -> dict[str, Any]:
 
 
 def doctor_json(checks: Sequence[Check]) -> dict[str, Any]:
-    """The doctor's findings."""
+    """The doctor's findings: {ok, sampled, checks: [{name, status, detail}]}, a check of
+    the entries also with {checked, total, sampled} (how many it read, of how many)."""
+    shown = []
+    for check in checks:
+        item: dict[str, Any] = {"name": check.name, "status": check.status, "detail": check.detail}
+        if check.scope is not None:
+            item.update(
+                checked=check.scope.checked, total=check.scope.total, sampled=check.scope.sampled
+            )
+        shown.append(item)
     return {
         "ok": not any(check.status == "fail" for check in checks),
-        "checks": [
-            {"name": check.name, "status": check.status, "detail": check.detail} for check in checks
-        ],
+        "sampled": any(check.scope is not None and check.scope.sampled for check in checks),
+        "checks": shown,
     }
 
 
