@@ -27,6 +27,7 @@ from celery_periodiq.present.terminal import relative
 from celery_periodiq.present.text import upcoming_text
 from celery_periodiq.store.views import StoredEntry
 from celery_periodiq.web.auth import COOKIE, Guard
+from celery_periodiq.web.outage import OUTAGES, RETRY_S, outage_handlers
 from celery_periodiq.web.plot import runs_svg
 
 __all__ = ["make_app"]
@@ -65,6 +66,8 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
         try:
             listed = api.list(owner=owner, limit=_PAGE)
             total = api.count(owner=owner)
+        except OUTAGES:
+            raise
         except PeriodiqError as error:
             return render(request, "problem.html", 400, problem=str(error))
         shown = [
@@ -138,6 +141,8 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
             return render(request, "problem.html", 403, problem=_REFUSED)
         try:
             await run_in_threadpool(_act, api, verb, name, _text(form.get("note")) or None)
+        except OUTAGES:
+            raise
         except PeriodiqError as error:
             return render(request, "problem.html", 400, problem=str(error))
         return RedirectResponse(
@@ -163,6 +168,8 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
             events = api.history(name, limit=limit, failures_only=failures)
         except EntryNotFoundError as error:
             return JSONResponse({"error": str(error)}, status_code=404)
+        except OUTAGES:
+            raise
         except (PeriodiqError, ValueError) as error:
             return JSONResponse({"error": str(error)}, status_code=400)
         return JSONResponse([shapes.event_json(event) for event in events])
@@ -170,6 +177,8 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
     def api_failures(request: Request) -> Response:
         try:
             found = api.failures(limit=int(request.query_params.get("limit", "20")))
+        except OUTAGES:
+            raise
         except (PeriodiqError, ValueError) as error:
             return JSONResponse({"error": str(error)}, status_code=400)
         return JSONResponse([shapes.event_json(event, entry) for entry, event in found])
@@ -179,7 +188,17 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
         return JSONResponse([shapes.beat_json(beat, now) for beat in api.beats()])
 
     def api_doctor(request: Request) -> Response:
-        return JSONResponse(shapes.doctor_json(api.diagnose()))
+        report = shapes.doctor_json(api.diagnose())
+        failed = [
+            c["detail"] for c in report["checks"] if c["name"] == "redis" and c["status"] == "fail"
+        ]
+        if failed:  # the schedule cannot be read: what any other route would answer
+            return JSONResponse(
+                {"error": failed[0], **report},
+                status_code=503,
+                headers={"Retry-After": str(RETRY_S)},
+            )
+        return JSONResponse(report)
 
     async def api_action(request: Request) -> Response:
         verb, name = request.path_params["action"], request.path_params["name"]
@@ -195,6 +214,8 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
             )
         except EntryNotFoundError as error:
             return JSONResponse({"error": str(error)}, status_code=404)
+        except OUTAGES:
+            raise
         except (PeriodiqError, ValueError) as error:
             return JSONResponse({"error": str(error)}, status_code=400)
         return JSONResponse({"ok": True, "action": verb, "entry": name, "task_id": done})
@@ -226,7 +247,8 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
             Route("/api/doctor", api_doctor),
             Route("/api/actions/{action}/{name:path}", api_action, methods=["POST"]),
             Route("/metrics", metrics),
-        ]
+        ],
+        exception_handlers=outage_handlers(api.settings.redis_url, render),
     )
 
 
