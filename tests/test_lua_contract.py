@@ -159,6 +159,7 @@ REPLIES: dict[str, Any] = {
     "record": 1,
     "begin": ["started", 1000, -1, ""],
     "finish": 1,
+    "index": 0,
 }
 """What each script answers the recording client (enough for its wrapper to decode)."""
 
@@ -202,6 +203,7 @@ def test_the_wrappers_send_the_keys_their_headers_document() -> None:
     scripts.record("a", "triggered", "id", None, "", 10)
     scripts.begin("a", start)
     scripts.finish("a", RunEnd("id", None, "succeeded", "", 1, "h", 10))
+    scripts.index(part)
 
     for name, sent in client.calls:  # one item each: one tick, one entry
         documented = header(name)

@@ -25,6 +25,7 @@ from celery import beat as celery_beat
 from celery_periodiq.beat.alerts import Alerts
 from celery_periodiq.beat.dispatch import Dispatcher
 from celery_periodiq.beat.heartbeat import ChangeListener, Heartbeat
+from celery_periodiq.beat.index_watch import IndexWatch
 from celery_periodiq.beat.outage import Outage
 from celery_periodiq.beat.reconcile import Declarations
 from celery_periodiq.config import Settings, redacted
@@ -32,6 +33,7 @@ from celery_periodiq.declare import registry
 from celery_periodiq.errors import BrokerUnavailableError, ConfigurationError, ReplicasBehindError
 from celery_periodiq.model.entry import Entry
 from celery_periodiq.store.beat_scripts import Pulse
+from celery_periodiq.store.entry_scripts import INDEX_VERSION
 from celery_periodiq.store.store import Store
 
 __all__ = ["Scheduler"]
@@ -42,6 +44,7 @@ _PASS = "a beat pass"
 _RECONCILING = "reconciling the declared entries"
 _MAX_BACKOFF = 5.0
 _ALERT_EVERY = 1.0  # seconds between two rounds of sending alert transitions
+_INDEX_WATCH_EVERY = 30.0  # seconds between two looks for beats of older indexes
 _LEGACY_PREFIX = "periodiq"
 """The prefix every app shared before each app got its own."""
 
@@ -66,6 +69,7 @@ class Scheduler(celery_beat.Scheduler):
         self._reconcile_after = 0.0
         self._pending_events: dict[str, set[str]] = {}
         self._alerts_at = 0.0
+        self._index_watch_at = 0.0
         """When to send the pending alert transitions next (monotonic)."""
         """@reboot/@shutdown events still to send, with the entries already sent."""
         self._events_failing = False
@@ -86,6 +90,7 @@ class Scheduler(celery_beat.Scheduler):
             raise SystemExit(1) from None
         self.store = Store(self.settings)
         self._declarations = Declarations(self.store, self._declared_entries)
+        self._index_watch = IndexWatch(self.store)
         self.beat_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._heartbeat = Heartbeat(
             self.store,
@@ -178,6 +183,9 @@ class Scheduler(celery_beat.Scheduler):
         if time.monotonic() >= self._alerts_at:
             self._alerts_at = time.monotonic() + _ALERT_EVERY
             self._alerts.send(dispatcher.mine())
+        if time.monotonic() >= self._index_watch_at:
+            self._index_watch_at = time.monotonic() + _INDEX_WATCH_EVERY
+            self._index_watch.look()
         if recovering:
             self._backoff = 0.5
         self._outage.worked(_PASS)
@@ -346,6 +354,7 @@ class Scheduler(celery_beat.Scheduler):
             "version": __version__,
             "ticks_claimed": dispatcher.ticks_claimed if dispatcher else 0,
             "partitions": dispatcher.watched if dispatcher else 0,
+            "indexes": INDEX_VERSION,
         }
         if dispatcher is not None and dispatcher.last_tick_ms is not None:
             info["last_tick"] = dispatcher.last_tick_ms

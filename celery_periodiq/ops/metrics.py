@@ -1,5 +1,9 @@
 """Prometheus metrics of a whole schedule, read from Redis at each scrape.
 
+A scrape reads the summaries and indexes the scripts keep per partition
+(:mod:`~celery_periodiq.store.summary`), and the state of the entries it labels: its
+cost grows with the partitions and ``max_entries``, not with the schedule.
+
 One scrape shows the whole cluster: beats, entries by state, each entry's runs and
 skips, overdue and failing entries, and two histograms the scripts keep per
 partition (lateness: due -> published, by ack.lua; start delay: due -> run began,
@@ -29,6 +33,7 @@ from prometheus_client.registry import Collector
 
 from celery_periodiq.errors import PeriodiqError
 from celery_periodiq.runtime import Runtime
+from celery_periodiq.store.summary import Summary, first_names, summary
 from celery_periodiq.store.views import StoredEntry
 
 __all__ = ["BUCKETS", "OTHER", "PeriodiqCollector"]
@@ -68,8 +73,11 @@ class PeriodiqCollector(Collector):
         try:
             with self.runtime.guard():
                 beats = len(self.runtime.store.beats())
-            entries = [item for page in self.runtime.store.glance() for item in page]
-            stats = self.runtime.store.stats()
+            counted = summary(self.runtime.store)
+            urgent = sorted(set(counted.overdue) | set(counted.failing) | set(counted.quarantined))
+            names = urgent[: self.max_entries]
+            names += first_names(self.runtime.store, self.max_entries - len(names), set(urgent))
+            chosen = self.runtime.store.glance_at(names)
         except (PeriodiqError, redis.RedisError) as error:
             logger.warning("periodiq: metrics: cannot read the schedule: %s", error)
             up.add_metric([], 0)
@@ -79,30 +87,18 @@ class PeriodiqCollector(Collector):
         yield up
         yield _gauge("periodiq_beats_live", "Beats whose heartbeat is alive.", beats)
         states = GaugeMetricFamily("periodiq_entries", "Entries by state.", labels=["state"])
-        for state, count in sorted(Counter(item.status for item in entries).items()):
+        for state, count in sorted(counted.statuses.items()):
             states.add_metric([state], count)
         yield states
-        yield _gauge(
-            "periodiq_entries_overdue",
-            "Entries overdue, of all.",
-            sum(1 for item in entries if item.overdue_since),
-        )
-        yield _gauge(
-            "periodiq_entries_failing",
-            "Entries failing, of all.",
-            sum(1 for item in entries if item.failing_since),
-        )
-        yield from self._per_entry(entries)
+        yield _gauge("periodiq_entries_overdue", "Entries overdue, of all.", len(counted.overdue))
+        yield _gauge("periodiq_entries_failing", "Entries failing, of all.", len(counted.failing))
+        yield from self._per_entry(chosen, counted)
         for prefix, name, documentation in _HISTOGRAMS:
-            yield _histogram(name, documentation, stats, prefix)
+            yield _histogram(name, documentation, counted.stats, prefix)
 
-    def _per_entry(self, entries: list[StoredEntry]) -> Iterable[Metric]:
-        def urgent(item: StoredEntry) -> tuple[bool, str]:
-            return (not (item.overdue_since or item.failing_since or item.invalid), item.name)
-
-        chosen = sorted(entries, key=urgent)[: self.max_entries]
-        named = {item.name for item in chosen}
-        rest = [item for item in entries if item.name not in named]
+    def _per_entry(self, chosen: list[StoredEntry], counted: Summary) -> Iterable[Metric]:
+        """Each chosen entry's own series, and the counters of all others summed."""
+        chosen = sorted(chosen, key=_urgent)
         runs = CounterMetricFamily("periodiq_runs", "Runs by outcome.", labels=["entry", "outcome"])
         skips = CounterMetricFamily(
             "periodiq_skips", "Ticks not run, by reason.", labels=["entry", "reason"]
@@ -118,13 +114,15 @@ class PeriodiqCollector(Collector):
             "When a run of the entry last succeeded (Unix time).",
             labels=["entry"],
         )
-        groups: list[tuple[str, list[StoredEntry]]] = [(item.name, [item]) for item in chosen]
-        if rest:
+        groups: list[tuple[str, Counter[str]]] = [
+            (item.name, Counter(item.counters)) for item in chosen
+        ]
+        if counted.total > len(chosen):
+            rest = Counter(counted.counters)
+            for _, counters in groups:
+                rest.subtract(counters)
             groups.append((OTHER, rest))
-        for label, items in groups:
-            counters: Counter[str] = Counter()
-            for item in items:
-                counters.update(item.counters)
+        for label, counters in groups:
             for outcome in RUN_OUTCOMES:
                 runs.add_metric([label, outcome], counters.get(outcome, 0))
             for reason in SKIP_REASONS:
@@ -135,6 +133,11 @@ class PeriodiqCollector(Collector):
             if item.last_success is not None:
                 success.add_metric([item.name], item.last_success.timestamp())
         yield from (runs, skips, overdue, failing, success)
+
+
+def _urgent(item: StoredEntry) -> tuple[bool, str]:
+    """Overdue, failing and quarantined entries first, then by name."""
+    return (not (item.overdue_since or item.failing_since or item.invalid), item.name)
 
 
 def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:

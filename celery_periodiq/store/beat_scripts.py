@@ -10,7 +10,7 @@ from typing import Any
 
 from celery_periodiq.protocol.keys import Partition
 from celery_periodiq.protocol.records import Settlement
-from celery_periodiq.store.scripts import ScriptCalls, ScriptKeys, _warn_now_and_then
+from celery_periodiq.store.scripts import INDEXES, ScriptCalls, ScriptKeys, _warn_now_and_then
 
 __all__ = ["ACK", "BEAT", "CLAIM", "DECLARE", "BeatScripts", "Claim", "ClaimBatch", "Pulse"]
 
@@ -19,13 +19,25 @@ DECLARATION_TTL_MS = 24 * 3600 * 1000
 version's beat that comes back within it is still older than the code deployed since."""
 
 CLAIM = ScriptKeys(
-    "claim", ("due", "inflight", "ticks", "entries", "state", "quarantine", "alive", "alerts")
+    "claim",
+    (
+        "due",
+        "inflight",
+        "ticks",
+        "entries",
+        "state",
+        "quarantine",
+        "alive",
+        "alerts",
+        "stats",
+        *INDEXES,
+    ),
 )
 ACK = ScriptKeys(
     "ack",
     ("due", "inflight", "ticks", "entries", "state", "quarantine"),
     each=("history:name", "failures:name"),
-    tail=("alerts", "stats"),
+    tail=("alerts", "stats", *INDEXES),
 )
 BEAT = ScriptKeys("beat", ("beats", "beat:beat_id", "declarers", "declaration:declared"))
 DECLARE = ScriptKeys("declare", ("declaration:digest", "generation"))

@@ -7,9 +7,9 @@ from collections.abc import Callable
 from typing import Any
 
 from celery_periodiq.protocol.keys import Partition
-from celery_periodiq.store.scripts import ScriptCalls, ScriptKeys
+from celery_periodiq.store.scripts import INDEXES, ScriptCalls, ScriptKeys
 
-__all__ = ["PAUSE", "PUT", "REMOVE", "EntryScripts", "PutItem"]
+__all__ = ["INDEX", "INDEX_VERSION", "PAUSE", "PUT", "REMOVE", "EntryScripts", "PutItem"]
 
 PutItem = tuple[
     str, str, str | None, str, int | None, int | None, bool, str | None, int | None, int | None, str
@@ -23,13 +23,19 @@ PUT = ScriptKeys(
     "put",
     ("entries", "due", "declared", "events", "quarantine", "state", "generations"),
     each=("owner:was", "owner:owner", "history:name", "failures:name"),
+    tail=("stats", *INDEXES),
 )
 REMOVE = ScriptKeys(
     "remove",
     ("entries", "due", "declared", "events", "quarantine", "state", "generations"),
     each=("owner:owner", "history:name", "failures:name", "checkpoint:name", "backfilled:name"),
+    tail=("stats", *INDEXES),
 )
-PAUSE = ScriptKeys("pause", ("entries", "due", "state", "quarantine"))
+PAUSE = ScriptKeys("pause", ("entries", "due", "state", "quarantine", "stats", *INDEXES))
+INDEX = ScriptKeys("index", ("entries", "state", "quarantine", "stats", *INDEXES))
+INDEX_VERSION = "1"
+"""The version of the read side's indexes: a partition whose stats hash says another
+one (or none: written by an older version) has them built afresh (``lua/index.lua``)."""
 
 
 class EntryScripts(ScriptCalls):
@@ -117,7 +123,7 @@ class EntryScripts(ScriptCalls):
                 "" if most is None else most,
                 text,
             )
-        return keys, args
+        return keys + PUT.tail_keys(part), args
 
     def remove(
         self, part: Partition, owners: dict[str, str | None], sources: str = "*"
@@ -133,7 +139,7 @@ class EntryScripts(ScriptCalls):
         for name, owner in owners.items():
             keys += REMOVE.item_keys(part, owner=owner or "", name=name)
             args += [name, owner or ""]
-        return list(self._run(REMOVE.script, keys, args))
+        return list(self._run(REMOVE.script, keys + REMOVE.tail_keys(part), args))
 
     def pause(self, name: str, note: str) -> str:
         """Pause an entry: ``"ok"``, ``"missing"`` or ``"damaged: <why>"``."""
@@ -146,3 +152,8 @@ class EntryScripts(ScriptCalls):
         nominal = "" if next_ms is None else str(next_ms)
         due = "" if due_ms is None else str(due_ms)
         return str(self._run(PAUSE.script, keys, [self.keys.changes, name, "resume", nominal, due]))
+
+    def index(self, part: Partition) -> int:
+        """Build the read side's indexes of one partition afresh, atomically; returns how
+        many entries it indexed."""
+        return int(self._run(INDEX.script, INDEX.keys(part), [INDEX_VERSION]))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from celery_periodiq.protocol.headers import task_id_for
 from celery_periodiq.protocol.records import Admission, RunEnd, RunStart
-from celery_periodiq.store.scripts import ScriptCalls, ScriptKeys
+from celery_periodiq.store.scripts import INDEXES, ScriptCalls, ScriptKeys
 
 __all__ = ["BACKFILL_MEMORY_MS", "BEGIN", "FINISH", "RECORD", "RunScripts"]
 
@@ -24,12 +24,24 @@ BEGIN = ScriptKeys(
         "alerts",
         "stats",
         "backfilled:name",
+        *INDEXES,
     ),
 )
 FINISH = ScriptKeys(
-    "finish", ("entries", "state", "quarantine", "due", "history:name", "failures:name", "alerts")
+    "finish",
+    (
+        "entries",
+        "state",
+        "quarantine",
+        "due",
+        "history:name",
+        "failures:name",
+        "alerts",
+        "stats",
+        *INDEXES,
+    ),
 )
-RECORD = ScriptKeys("record", ("entries", "state", "history:name"))
+RECORD = ScriptKeys("record", ("entries", "state", "history:name", "stats", *INDEXES))
 
 
 class RunScripts(ScriptCalls):

@@ -35,7 +35,7 @@ from celery_periodiq.errors import ReplicasBehindError
 from celery_periodiq.protocol.keys import Keys, Partition
 from celery_periodiq.store.cluster_client import is_cluster
 
-__all__ = ["SCRIPT_NAMES", "ScriptCalls", "ScriptKeys", "script_source"]
+__all__ = ["INDEXES", "SCRIPT_NAMES", "ScriptCalls", "ScriptKeys", "script_source"]
 
 logger = logging.getLogger("celery_periodiq.scripts")
 
@@ -51,7 +51,13 @@ SCRIPT_NAMES = (
     "finish",
     "record",
     "declare",
+    "index",
 )
+
+
+INDEXES = ("names", "paused", "disabled", "ended", "overdue", "failing", "running")
+"""The read side's index keys, in the order the scripts that keep them take them
+(after the partition's stats hash; see ``keep_indexes`` in ``lua/_common.lua``)."""
 
 
 @functools.cache

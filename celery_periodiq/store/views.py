@@ -207,6 +207,9 @@ class BeatInfo:
     """How many partitions the beat watches (its share of the ring)."""
     declared: str = ""
     """The digest of the declaration set it runs with ("" when it says none)."""
+    indexes: str = ""
+    """The version of the read side's indexes its scripts keep ("": an older beat, whose
+    scripts keep none)."""
 
 
 @dataclass(frozen=True, slots=True)

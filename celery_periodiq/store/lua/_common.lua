@@ -47,12 +47,112 @@ local function parse_state(raw)
   return nil, 'its state is not a JSON object'
 end
 
+-- The read side's indexes (keys.py: names, paused, disabled, ended, overdue, failing,
+-- running, and the counters summed as "n:<reason>" in stats): what each entry's state
+-- says, kept per partition so that a scrape or a page never reads every state. A script
+-- that keeps them calls keep_indexes() first; then load_state() notes the facts of each
+-- state it loads and save_state() writes what changed. Written with pcall: a damaged
+-- index key never stops a tick (doctor rebuilds the indexes, index.lua).
+local IDX = nil
+local BEFORE = {}
+local UNKNOWN = {unknown = true, n = {}}
+
+local function keep_indexes(stats, first)
+  IDX = {stats = stats, names = KEYS[first], paused = KEYS[first + 1],
+    disabled = KEYS[first + 2], ended = KEYS[first + 3], overdue = KEYS[first + 4],
+    failing = KEYS[first + 5], running = KEYS[first + 6]}
+end
+
+-- A whole count, or 0 (as the read side reads one: "1.5" or garbage count nothing).
+local function whole(value)
+  local n = tonumber(value)
+  if n and n == math.floor(n) and n > -1e15 and n < 1e15 then return n end
+  return 0
+end
+
+-- What the indexes hold of a state: false when absent.
+local function facts(state)
+  local n = {}
+  if type(state.n) == 'table' then
+    for reason, value in pairs(state.n) do
+      if type(reason) == 'string' then n[reason] = whole(value) end
+    end
+  end
+  local running = type(state.running) == 'table' and type(state.running[1]) == 'string'
+    and tonumber(state.running[2]) or false
+  return {paused = state.paused == '1', ended = state.next == '',
+    overdue = tonumber(state.overdue) or false, failing = tonumber(state.failing) or false,
+    running = running, n = n}
+end
+
+local FACTS = {'paused', 'ended', 'overdue', 'failing', 'running'}
+local SETS = {paused = true, ended = true}  -- the others are zsets: name -> instant (ms)
+local NONE = {n = {}}
+
+-- Write what changed between two facts (`before`: nil for no entry, UNKNOWN when its
+-- state could not be read: every membership is then written, and its counters are
+-- taken as none); `after` nil for an entry removed. Counters changed are added to
+-- `sums` when given (a caller that writes many adds them up once), else written.
+local function index_facts(name, before, after, sums)
+  before = before or NONE
+  local gone = after == nil
+  after = after or NONE
+  for _, fact in ipairs(FACTS) do
+    local was, is = before[fact] or false, after[fact] or false
+    if before.unknown or was ~= is then
+      if SETS[fact] then
+        redis.pcall(is and 'SADD' or 'SREM', IDX[fact], name)
+      elseif is then
+        redis.pcall('ZADD', IDX[fact], is, name)
+      else
+        redis.pcall('ZREM', IDX[fact], name)
+      end
+    end
+  end
+  local own = sums or {}
+  for reason, n in pairs(after.n) do
+    local d = n - (before.n[reason] or 0)
+    if d ~= 0 then own[reason] = (own[reason] or 0) + d end
+  end
+  for reason, n in pairs(before.n) do
+    if after.n[reason] == nil and n ~= 0 then own[reason] = (own[reason] or 0) - n end
+  end
+  if not sums then
+    for reason, d in pairs(own) do
+      if d ~= 0 then redis.pcall('HINCRBY', IDX.stats, 'n:' .. reason, d) end
+    end
+  end
+  if gone then
+    redis.pcall('ZREM', IDX.names, name)
+    redis.pcall('SREM', IDX.disabled, name)
+  end
+end
+
 local function load_state(key, name)
-  return parse_state(redis.call('HGET', key, name))
+  local raw = redis.call('HGET', key, name)
+  local state, why = parse_state(raw)
+  if IDX and BEFORE[name] == nil then
+    BEFORE[name] = (not raw and false) or (state and facts(state)) or UNKNOWN
+  end
+  return state, why
 end
 
 local function save_state(key, name, state)
   redis.call('HSET', key, name, cjson.encode(state))
+  if IDX then
+    local after = facts(state)
+    index_facts(name, BEFORE[name] or nil, after)
+    BEFORE[name] = after
+  end
+end
+
+-- Index a name the indexes do not hold (a definition deleted outside periodiq, its
+-- state left behind, now quarantined: listed again, as a full read lists it).
+local function index_named(name, states)
+  if type(redis.pcall('ZSCORE', IDX.names, name)) == 'string' then return end
+  redis.pcall('ZADD', IDX.names, 0, name)
+  local state = parse_state(redis.call('HGET', states, name))
+  if state then index_facts(name, nil, facts(state)) end
 end
 
 local function count(state, reason, n)

@@ -21,7 +21,10 @@
 -- KEYS[6] quarantine  hash  entry name -> why it is quarantined
 -- KEYS[7..] two per tick, in ARGV's order: its entry's history and failures lists;
 --           then the partition's alerts list (an entry newly overdue or quarantined is
---           pushed) and, last, its stats hash (the ticks' lateness, "l" fields)
+--           pushed), its stats hash (the ticks' lateness, "l" fields; the counters
+--           summed, "n:<reason>") and, last, the read side's indexes kept from each
+--           state saved (see _common.lua): names, paused, disabled, ended, overdue,
+--           failing and running
 -- ARGV[1] caller's beat id; ARGV[2] history length
 -- ARGV[3..] one JSON object per tick:
 --   id          tick id from claim.lua
@@ -44,7 +47,8 @@
 
 local due, inflight, ticks, entries, states = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local quarantine = KEYS[6]
-local alerts, stats = KEYS[#KEYS - 1], KEYS[#KEYS]
+local alerts, stats = KEYS[#KEYS - 8], KEYS[#KEYS - 7]
+keep_indexes(stats, #KEYS - 6)
 local me, keep = ARGV[1], tonumber(ARGV[2])
 
 local now = clock_ms('')
@@ -105,6 +109,7 @@ for k, a in ipairs(settlements) do
   local exists = definition ~= false
   if mine and not exists and redis.call('HEXISTS', states, a.name) == 1 then
     quarantine_here(a.name, 'its definition is missing (deleted outside periodiq?)')
+    index_named(a.name, states)
   end
   if mine and exists then
     local problem = wrong_type(history, 'list') or wrong_type(failures, 'list')
@@ -116,7 +121,9 @@ for k, a in ipairs(settlements) do
     else
       state = loaded[a.name]
       if state == nil then
-        state = parse_state(stored[k]) or {version = a.version, inc = given(a.inc) and a.inc or nil}
+        state = parse_state(stored[k])
+        BEFORE[a.name] = (not stored[k] and false) or (state and facts(state)) or UNKNOWN
+        state = state or {version = a.version, inc = given(a.inc) and a.inc or nil}
         loaded[a.name] = state
       end
       if given(a.inc) and state.inc ~= a.inc then
@@ -176,7 +183,7 @@ if #done > 0 then
   chunked('ZREM', inflight, done)
   chunked('HDEL', ticks, done)
 end
-local writes, scheduled, dropped = {}, {}, {}
+local writes, scheduled, dropped, sums = {}, {}, {}, {}
 for name, state in pairs(changed) do
   writes[#writes + 1] = name
   writes[#writes + 1] = cjson.encode(state)
@@ -190,6 +197,10 @@ for name, at in pairs(next_due) do
   end
 end
 chunked('HSET', states, writes)
+for name, state in pairs(changed) do index_facts(name, BEFORE[name] or nil, facts(state), sums) end
+for reason, n in pairs(sums) do
+  if n ~= 0 then redis.pcall('HINCRBY', stats, 'n:' .. reason, n) end
+end
 chunked('ZADD', due, scheduled)
 chunked('ZREM', due, dropped)
 for field, n in pairs(lateness) do redis.call('HINCRBY', stats, field, n) end

@@ -28,6 +28,14 @@
 -- KEYS[7] alerts      list  alert transitions (an entry newly quarantined is pushed)
 -- KEYS[8] stats       hash  the partition's histograms: a started tick's delay ("s")
 -- KEYS[9] backfilled  set   the entry's backfilled ticks (ms) that began
+-- KEYS[10] names       zset  every entry's name, each scored 0
+-- KEYS[11] paused      set   the paused entries
+-- KEYS[12] disabled    set   the disabled entries
+-- KEYS[13] ended       set   the entries with no next tick
+-- KEYS[14] overdue     zset  overdue entry -> since when (ms)
+-- KEYS[15] failing     zset  failing entry -> since when (ms)
+-- KEYS[16] running     zset  entry with a running marker -> until when (ms)
+--   (the read side's indexes, kept as each state is saved: see _common.lua)
 -- ARGV[1] task id
 -- ARGV[2] tick: nominal instant (ms), or "" for a manual run (no tolerance drop)
 -- ARGV[3] min_gap (ms): interval - tolerance, or 0
@@ -77,6 +85,7 @@ if problem then
   redis.call('ZREM', due, name)
   return {'damaged', now, -1, problem}
 end
+keep_indexes(KEYS[8], 10)
 local state = load_state(states, name) or {}
 local last = tonumber(state.last_run)
 

@@ -20,6 +20,16 @@
 -- KEYS[6] quarantine  hash  entry name -> why it is quarantined
 -- KEYS[7] alive       zset  beat id -> heartbeat expiry (ms)
 -- KEYS[8] alerts      list  alert transitions (an entry newly quarantined is pushed)
+-- KEYS[9] stats       hash  the partition's counters, summed ("n:<reason>")
+-- KEYS[10] names       zset  every entry's name, each scored 0
+-- KEYS[11] paused      set   the paused entries
+-- KEYS[12] disabled    set   the disabled entries
+-- KEYS[13] ended       set   the entries with no next tick
+-- KEYS[14] overdue     zset  overdue entry -> since when (ms)
+-- KEYS[15] failing     zset  failing entry -> since when (ms)
+-- KEYS[16] running     zset  entry with a running marker -> until when (ms)
+--   (the read side's indexes, used when a vanished definition's
+--   state is quarantined: see _common.lua)
 -- ARGV[1] caller's beat id
 -- ARGV[2] most ticks to return
 -- ARGV[3] lease (ms)
@@ -108,6 +118,8 @@ if taken < batch then
       vanished[#vanished + 1] = name
       quarantine_entry(quarantine, name, 'its definition is missing (deleted outside periodiq?)',
         KEYS[8], now)
+      keep_indexes(KEYS[9], 10)
+      index_named(name, states)
     else
       local state, unreadable = parse_state(stored[k])
       state = state or {}

@@ -26,6 +26,15 @@
 -- ARGV[11] entry name: nothing is written for an entry that no longer exists
 -- ARGV[12] the task id as the history records it: "" when the tick derives it
 -- KEYS[7] alerts     list  the partition's alert transitions, for a beat to send
+-- KEYS[8] stats      hash  the partition's counters, summed ("n:<reason>")
+-- KEYS[9] names       zset  every entry's name, each scored 0
+-- KEYS[10] paused      set   the paused entries
+-- KEYS[11] disabled    set   the disabled entries
+-- KEYS[12] ended       set   the entries with no next tick
+-- KEYS[13] overdue     zset  overdue entry -> since when (ms)
+-- KEYS[14] failing     zset  failing entry -> since when (ms)
+-- KEYS[15] running     zset  entry with a running marker -> until when (ms)
+--   (the read side's indexes, kept as each state is saved: see _common.lua)
 -- ARGV[13] the changes channel: told the entry's name when its alert state changed
 --
 -- A final run keeps the alert state: a success clears the failures in a row and, if the
@@ -49,6 +58,7 @@ if problem then
   redis.call('ZREM', due, name)
   return 0
 end
+keep_indexes(KEYS[8], 9)
 local state = load_state(states, name) or {}
 if err == '' then err = nil end
 local cleared = 0

@@ -5,6 +5,15 @@
 -- KEYS[3] state       hash  entry name -> state JSON (paused, note, next, version; read:
 --                           runs)
 -- KEYS[4] quarantine  hash  entry name -> why it is quarantined
+-- KEYS[5] stats       hash  the partition's counters, summed ("n:<reason>")
+-- KEYS[6] names       zset  every entry's name, each scored 0
+-- KEYS[7] paused      set   the paused entries
+-- KEYS[8] disabled    set   the disabled entries
+-- KEYS[9] ended       set   the entries with no next tick
+-- KEYS[10] overdue     zset  overdue entry -> since when (ms)
+-- KEYS[11] failing     zset  failing entry -> since when (ms)
+-- KEYS[12] running     zset  entry with a running marker -> until when (ms)
+--   (the read side's indexes, kept as each state is saved: see _common.lua)
 -- ARGV[1] changes channel; ARGV[2] entry name; ARGV[3] "pause" or "resume"
 -- ARGV[4] pause: note text ("" for none); resume: nominal instant of the next tick (ms) or ""
 -- ARGV[5] resume: due instant of the next tick (ms, jitter applied) or ""
@@ -20,6 +29,7 @@ local now = clock_ms('')
 
 local definition = redis.call('HGET', entries, name)
 if not definition then return 'missing' end
+keep_indexes(KEYS[5], 6)
 local state, unreadable = load_state(states, name)
 if unreadable then return 'damaged: ' .. unreadable end
 state.version = (tonumber(state.version) or 0) + 1

@@ -27,7 +27,10 @@
 -- KEYS[6] state       hash  entry name -> state JSON
 -- KEYS[7] generations zset  generation -> when its last beat's heartbeat runs out (ms)
 -- KEYS[8..] four per entry, in ARGV's order: the owner set it had (as the caller read
---           it; unused by "add"), the owner set it gets, its history list, its failures list
+--           it; unused by "add"), the owner set it gets, its history list, its failures list;
+--           then the partition's stats hash (the counters summed, "n:<reason>") and the
+--           read side's indexes kept from each entry written (see _common.lua): names,
+--           paused, disabled, ended, overdue, failing and running
 -- ARGV[1] changes channel; ARGV[2] mode
 -- ARGV[3] the writer's generation (reconcile; "" for none)
 -- ARGV[4..] twelve per entry ("" for none):
@@ -53,6 +56,7 @@
 local entries, due, declared, events = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local quarantine, states, generations = KEYS[5], KEYS[6], KEYS[7]
 local channel, mode, writer = ARGV[1], ARGV[2], tonumber(ARGV[3])
+keep_indexes(KEYS[#KEYS - 7], #KEYS - 6)
 local changed, last_changed = 0, nil
 
 local now = clock_ms('')
@@ -80,6 +84,7 @@ end
 -- (a call per entry per key costs most of a bulk load), or sooner when a name comes
 -- again in one call, so that it reads what was written for it.
 local definitions, saved, scheduled, cleared, unquarantined, unevented = {}, {}, {}, {}, {}, {}
+local named, sums = {}, {}
 local pending = {}
 
 local function send(command, key, args)
@@ -98,6 +103,10 @@ local function flush()
   end
   if #unquarantined > 0 then send('HDEL', quarantine, unquarantined) end
   if #unevented > 0 then send('HDEL', events, unevented) end
+  for first = 1, #named, 4000 do  -- an index: written with pcall, as _common.lua's
+    redis.pcall('ZADD', IDX.names, unpack(named, first, math.min(first + 3999, #named)))
+  end
+  named = {}
   definitions, saved, scheduled, cleared, unquarantined, unevented = {}, {}, {}, {}, {}, {}
   pending = {}
 end
@@ -114,6 +123,14 @@ end
 local function save(name, state)
   saved[#saved + 1] = name
   saved[#saved + 1] = cjson.encode(state)
+  local after = facts(state)
+  index_facts(name, BEFORE[name] or nil, after, sums)
+  BEFORE[name] = after
+end
+
+local function disabled(definition)
+  return definition ~= nil and string.find(definition, '"enabled":false', 1, true) ~= nil
+    and decoded(definition).enabled == false
 end
 
 for i = 4, #ARGV, 12 do
@@ -160,6 +177,12 @@ for i = 4, #ARGV, 12 do
     if not old and mode == 'add' then
       cleared[#cleared + 1] = history
       cleared[#cleared + 1] = failures
+      -- a state left behind by a definition deleted outside periodiq: what it counted
+      -- (while its name is indexed) leaves the indexes with it
+      local left = BEFORE[e.name] == nil and redis.call('HGET', states, e.name)
+      if left and type(redis.pcall('ZSCORE', IDX.names, e.name)) == 'string' then
+        BEFORE[e.name] = facts(parse_state(left) or {})
+      end
       state = {}
     else
       if wrong_type(history, 'list') then redis.call('DEL', history) end
@@ -168,6 +191,13 @@ for i = 4, #ARGV, 12 do
     end
     definitions[#definitions + 1] = e.name
     definitions[#definitions + 1] = e.definition
+    named[#named + 1] = 0
+    named[#named + 1] = e.name
+    if disabled(e.definition) then
+      redis.pcall('SADD', IDX.disabled, e.name)
+    elseif old then
+      redis.pcall('SREM', IDX.disabled, e.name)
+    end
     unquarantined[#unquarantined + 1] = e.name
     if type(e.event) == 'string' then
       redis.call('HSET', events, e.name, e.event)
@@ -208,6 +238,9 @@ for i = 4, #ARGV, 12 do
   out[#out + 1] = status
 end
 flush()
+for reason, n in pairs(sums) do
+  if n ~= 0 then redis.pcall('HINCRBY', IDX.stats, 'n:' .. reason, n) end
+end
 -- one message per call: the entry's name, or how many changed in a bulk call
 if changed == 1 then
   redis.call('PUBLISH', channel, last_changed)

@@ -7,6 +7,15 @@
 -- KEYS[1] entries  hash  entry name -> definition JSON
 -- KEYS[2] state    hash  entry name -> state JSON
 -- KEYS[3] history  list  the entry's history
+-- KEYS[4] stats    hash  the partition's counters, summed ("n:<reason>")
+-- KEYS[5] names       zset  every entry's name, each scored 0
+-- KEYS[6] paused      set   the paused entries
+-- KEYS[7] disabled    set   the disabled entries
+-- KEYS[8] ended       set   the entries with no next tick
+-- KEYS[9] overdue     zset  overdue entry -> since when (ms)
+-- KEYS[10] failing     zset  failing entry -> since when (ms)
+-- KEYS[11] running     zset  entry with a running marker -> until when (ms)
+--   (the read side's indexes, kept as each state is saved: see _common.lua)
 -- ARGV[1] entry name; ARGV[2] history length; ARGV[3] event kind ("triggered", "enqueued")
 -- ARGV[4] tick (ms) or ""; ARGV[5] task id as the history records it; ARGV[6] note
 --
@@ -17,6 +26,7 @@ local name, keep = ARGV[1], tonumber(ARGV[2])
 
 if redis.call('HEXISTS', entries, name) == 0 or wrong_type(history, 'list') then return 0 end
 local now = clock_ms('')
+keep_indexes(KEYS[4], 5)
 local state = load_state(states, name) or {}
 count(state, 'enqueued', 1)
 state.waiting_since = state.waiting_since or now

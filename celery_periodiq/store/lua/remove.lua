@@ -13,7 +13,10 @@
 -- KEYS[6] state       hash  entry name -> state JSON
 -- KEYS[7] generations zset  generation -> when its last beat's heartbeat runs out (ms)
 -- KEYS[8..] five per entry, in ARGV's order: its owner set (as the caller read it),
---           its history, failures, checkpoint and backfilled keys
+--           its history, failures, checkpoint and backfilled keys; then the partition's
+--           stats hash (the counters summed, "n:<reason>": a removed entry's are taken
+--           off) and the read side's indexes (see _common.lua): names, paused, disabled,
+--           ended, overdue, failing and running
 -- ARGV[1] changes channel
 -- ARGV[2] sources allowed to be removed, comma separated ("code,config"), or "*"; all
 --         but "*" (an admin's delete) keep an entry while a beat of the generation
@@ -27,6 +30,7 @@
 local entries, due, declared, events = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local quarantine, states, generations = KEYS[5], KEYS[6], KEYS[7]
 local channel, sources = ARGV[1], ARGV[2]
+keep_indexes(KEYS[#KEYS - 7], #KEYS - 6)
 local out = {}
 local now = clock_ms('')
 
@@ -60,6 +64,12 @@ for i = 3, #ARGV, 2 do
   elseif definition and allowed and sources ~= '*' and writer_lives(name) then
     out[#out + 1] = 'kept:' .. name
   elseif (definition and allowed) or (not definition and sources == '*' and left_behind(name, own)) then
+    -- what its state counted leaves the indexes with it (while its name is indexed: a
+    -- state left behind by a definition deleted outside periodiq may count nothing)
+    local raw = redis.call('HGET', states, name)
+    local state = raw and type(redis.pcall('ZSCORE', IDX.names, name)) == 'string'
+      and parse_state(raw)
+    index_facts(name, state and facts(state) or UNKNOWN, nil)
     redis.call('HDEL', entries, name)
     redis.call('HDEL', states, name)
     redis.call('ZREM', due, name)
