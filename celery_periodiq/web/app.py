@@ -25,16 +25,16 @@ from celery_periodiq.errors import EntryNotFoundError, PeriodiqError
 from celery_periodiq.present import shapes
 from celery_periodiq.present.terminal import relative
 from celery_periodiq.present.text import upcoming_text
+from celery_periodiq.store.filters import ALERTS, STATES
 from celery_periodiq.store.views import StoredEntry
 from celery_periodiq.web.auth import COOKIE, Guard
+from celery_periodiq.web.listing import FILTERS, links, page_json, read_page, totals
 from celery_periodiq.web.outage import OUTAGES, RETRY_S, outage_handlers
 from celery_periodiq.web.plot import runs_svg
 
 __all__ = ["make_app"]
 
 _TEMPLATES = Path(__file__).with_name("templates")
-_PAGE = 200
-"""Entries shown on the entries page (the due soonest); the count says how many in all."""
 ACTIONS = ("pause", "resume", "run", "delete")
 
 
@@ -60,33 +60,24 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
         return HTMLResponse(pages.get_template(template).render(**values), status_code=status)
 
     def entries_page(request: Request) -> Response:
-        owner = request.query_params.get("owner") or None
-        state = request.query_params.get("state") or ""
-        search = request.query_params.get("q", "").strip()
+        params = request.query_params
         try:
-            listed = api.list(owner=owner, limit=_PAGE)
-            total = api.count(owner=owner)
+            found = read_page(api, params, sort="next")
         except OUTAGES:
             raise
         except PeriodiqError as error:
             return render(request, "problem.html", 400, problem=str(error))
-        shown = [
-            item
-            for item in listed
-            if (not state or state in (item.status, *item.alerts))
-            and (not search or search.lower() in item.name.lower())
-        ]
         now = api.now()
-        rows = [_row(item, now) for item in shown]
         return render(
             request,
             "entries.html",
-            rows=rows,
-            total=total,
-            listed=len(listed),
-            owner=owner or "",
-            state=state,
-            q=search,
+            rows=[_row(item, now) for item in found.entries],
+            page=found,
+            links=links(params, found),
+            chosen={key: params.get(key, "") for key in FILTERS},
+            states=STATES,
+            alerts=ALERTS,
+            totals=totals(api),
         )
 
     def entry_page(request: Request) -> Response:
@@ -150,8 +141,13 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
         )
 
     def api_entries(request: Request) -> Response:
-        owner = request.query_params.get("owner") or None
-        return JSONResponse([shapes.entry_json(item) for item in api.list(owner=owner)])
+        try:
+            found = read_page(api, request.query_params)
+        except OUTAGES:
+            raise
+        except PeriodiqError as error:
+            return JSONResponse({"error": str(error)}, status_code=400)
+        return JSONResponse(page_json(found))
 
     def api_entry(request: Request) -> Response:
         try:
