@@ -16,6 +16,7 @@ import random
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -189,7 +190,7 @@ def test_a_search_that_stops_early_says_how_far_it_went_and_goes_on(big: Periodi
     searched: list[tuple[int, int] | None] = []
     cursor = None
     while True:
-        found = page(store, q="needle", budget=700, cursor=cursor)
+        found = page(store, q="needle", budget=700, deadline=None, cursor=cursor)
         seen += names(found)
         searched.append(found.searched)
         if found.next is None:
@@ -199,9 +200,30 @@ def test_a_search_that_stops_early_says_how_far_it_went_and_goes_on(big: Periodi
     assert seen == ["zz-needle-report"]
     assert searched[:4] == [(700, 3002), (1400, 3002), (2100, 3002), (2800, 3002)]
     assert searched[-1] is None  # the last one went to the end
-    back = page(store, q="needle", budget=700, cursor=found.previous)
+    back = page(store, q="needle", budget=700, deadline=None, cursor=found.previous)
     assert back.entries == []
     assert back.searched == (701, 3002)  # from the end: the needle, then 700 more
+
+
+def test_a_search_out_of_time_answers_what_it_has_and_goes_on_from_there(
+    big: Periodiq,
+) -> None:
+    requests, seen, searched = 0, [], []
+    cursor = None
+    while True:  # no time at all: each request looks at one batch, then answers
+        found = page(big.store, q="needle", deadline=0, cursor=cursor, sort="name")
+        requests += 1
+        seen += names(found)
+        searched.append(found.searched)
+        if found.next is None:
+            break
+        cursor = found.next
+
+    assert seen == ["zz-needle-report"]
+    assert requests > 1
+    steps = [done for done, _ in filter(None, searched)]
+    assert all(a < b for a, b in pairwise(steps))  # each request goes further
+    assert searched[-1] is None
 
 
 def test_bad_paging_input_is_refused_with_a_clear_error(api: Periodiq) -> None:

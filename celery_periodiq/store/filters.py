@@ -159,7 +159,11 @@ def keeps(
 ) -> list[bool]:
     """Whether each of ``lanes`` matches ``query`` (with ``not_due``: and has no next
     run): the name tests here, the rest in one pipeline of membership tests."""
-    keep = [query.named(name) for _, name, _ in lanes]
+    if query.prefix is None and query.search:  # the common search, without a call a name
+        needle = query.search
+        keep = [needle in name.casefold() for _, name, _ in lanes]
+    else:
+        keep = [query.named(name) for _, name, _ in lanes]
     if not (query.state or query.alert or query.owner or not_due):
         return keep
     groups: dict[int, list[int]] = {}

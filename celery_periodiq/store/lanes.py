@@ -3,32 +3,38 @@ name order from each partition's ``names`` index (``ZRANGEBYLEX``), or entries b
 run from each ``due`` set (by rank, ties by name as Redis orders them), forward from a
 position or backward before it.
 
-Each partition is a lane read ``size`` names at a time (the first reads of all lanes in
-one pipeline, across the masters of a Cluster alike), and read again only when the merge
-has taken all it read; :func:`heapq.merge` takes from the lanes in order, so a page of
-``n`` costs about ``n`` names read, not the schedule. A position is a
-:data:`~celery_periodiq.store.cursor.Key`; every key a lane yields is strictly past the
-position and past the one before (a set that changes between two reads never makes a
-lane yield a key twice).
+Each partition is a lane, read ``size`` names at a time, and again (twice as many, up
+to :data:`_MOST`) only when the merge has taken all it read; the reads of one round go
+in one pipeline, across the masters of a Cluster alike. The merge goes a round at a
+time: every lane that still has names to read holds a stretch of its order, and what
+all of them hold up to the shortest stretch's end is the next batch, in order; so a
+page of ``n`` costs about ``n`` names read and a few round trips, not the schedule.
+
+A position is a :data:`~celery_periodiq.store.cursor.Key`; every key a lane yields is
+strictly past the position and past the one before (a set that changes between two
+reads never makes a lane yield a key twice).
 """
 
 from __future__ import annotations
 
-import heapq
+import bisect
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from celery_periodiq.protocol.keys import Partition
 from celery_periodiq.store.cursor import Key
 
-__all__ = ["Lane", "by_due", "by_name", "lex_bounds", "merged"]
+__all__ = ["Lane", "by_due", "by_name", "lex_bounds"]
 
 Lane = tuple[float, str, int]
 """A key and the index of its partition: ``(score, name, partition)``."""
 
 _MOST = 5000
-"""The most a lane reads at once (it doubles from ``size`` up to this)."""
+"""The most a lane reads at once (it doubles from ``size`` up to this) ..."""
+_MOST_ROUND = 100_000
+"""... and the most all lanes read in a round (with many partitions, each reads less)."""
 
 
 def lex_bounds(prefix: str | None) -> tuple[bytes, bytes]:
@@ -39,9 +45,54 @@ def lex_bounds(prefix: str | None) -> tuple[bytes, bytes]:
     return b"[" + prefix.encode(), b"(" + prefix.encode() + b"\xff"
 
 
-def merged(lanes: list[Iterator[Lane]], forward: bool) -> Iterator[Lane]:
-    """The lanes' keys in one order (ascending forward, descending backward)."""
-    return heapq.merge(*lanes, reverse=not forward)
+@dataclass
+class _LaneReader:
+    """One lane: what it asks next (``ask(pipe, size)``), how it reads the reply into
+    keys, ascending, and how many members the reply held (``take(reply)``), and what
+    it holds."""
+
+    ask: Callable[[Any, int], Any]
+    take: Callable[[Any], tuple[list[Lane], int]]
+    size: int
+    held: list[Lane] = field(default_factory=list)
+    done: bool = False
+
+
+def _rounds(client: Any, lanes: list[_LaneReader], forward: bool) -> Iterator[list[Lane]]:
+    """The lanes' keys in order (ascending forward, descending backward), a batch a
+    round."""
+    most = max(16, min(_MOST, _MOST_ROUND // max(len(lanes), 1)))
+    while True:
+        # Every lane short of names reads more, all in one round trip: the lanes go on
+        # together, and a round is not spent on one lane at a time.
+        short = [lane for lane in lanes if not lane.done and len(lane.held) < lane.size // 2]
+        if short:
+            pipe = client.pipeline(transaction=False)
+            for lane in short:
+                lane.ask(pipe, lane.size)
+            for lane, reply in zip(short, pipe.execute(), strict=True):
+                more, read = lane.take(reply)
+                lane.done = read < lane.size
+                lane.held = lane.held + more if forward else more + lane.held
+                lane.size = min(lane.size * 2, most)
+        holding = [lane for lane in lanes if lane.held]
+        if not holding:
+            return
+        # What every lane still reading holds is ordered up to the end of the shortest
+        # stretch held: the keys of all lanes up to there are the next batch.
+        ends = [(lane.held[-1] if forward else lane.held[0]) for lane in holding if not lane.done]
+        batch: list[Lane] = []
+        for lane in holding:
+            if not ends:
+                cut = len(lane.held) if forward else 0
+            elif forward:
+                cut = bisect.bisect_right(lane.held, min(ends))
+            else:
+                cut = bisect.bisect_left(lane.held, max(ends))
+            batch += lane.held[:cut] if forward else lane.held[cut:]
+            lane.held = lane.held[cut:] if forward else lane.held[:cut]
+        batch.sort(reverse=not forward)
+        yield batch
 
 
 def by_name(
@@ -52,9 +103,9 @@ def by_name(
     size: int,
     prefix: str | None = None,
     score: float = 0.0,
-) -> Iterator[Lane]:
+) -> Iterator[list[Lane]]:
     """Every name (starting with ``prefix``) after ``at`` (forward) or before it, each
-    as ``(score, name, partition)``."""
+    as ``(score, name, partition)``, in batches."""
     low, high = lex_bounds(prefix)
     if at is not None:
         past = b"(" + at.encode()
@@ -62,94 +113,82 @@ def by_name(
             low = past
         if not forward and (high == b"+" or past[1:] < high[1:]):
             high = past
-    pipe = client.pipeline(transaction=False)
-    for part in parts:
-        _lex(pipe, part.names, low, high, forward, size)
-    firsts = pipe.execute()
-    lanes = [
-        _lex_lane(client, part, first, low, high, forward, size, score)
-        for part, first in zip(parts, firsts, strict=True)
-    ]
-    return merged(lanes, forward)
-
-
-def _lex(pipe: Any, key: str, low: bytes, high: bytes, forward: bool, size: int) -> Any:
-    if forward:
-        return pipe.zrangebylex(key, low, high, start=0, num=size)
-    return pipe.zrevrangebylex(key, high, low, start=0, num=size)
+    return _rounds(
+        client, [_lex_lane(part, low, high, forward, size, score) for part in parts], forward
+    )
 
 
 def _lex_lane(
-    client: Any,
-    part: Partition,
-    names: list[str],
-    low: bytes,
-    high: bytes,
-    forward: bool,
-    size: int,
-    score: float,
-) -> Iterator[Lane]:
-    while True:
-        for name in names:
-            yield score, name, part.index
-        if len(names) < size:
-            return
-        past = b"(" + names[-1].encode()
-        low, high = (past, high) if forward else (low, past)
-        size = min(size * 2, _MOST)
-        names = _lex(client, part.names, low, high, forward, size)
+    part: Partition, low: bytes, high: bytes, forward: bool, size: int, score: float
+) -> _LaneReader:
+    bounds = [low, high]
+
+    def ask(pipe: Any, count: int) -> Any:
+        if forward:
+            return pipe.zrangebylex(part.names, bounds[0], bounds[1], start=0, num=count)
+        return pipe.zrevrangebylex(part.names, bounds[1], bounds[0], start=0, num=count)
+
+    def take(names: list[str]) -> tuple[list[Lane], int]:
+        if names:
+            bounds[0 if forward else 1] = b"(" + names[-1].encode()
+        keys = [(score, name, part.index) for name in names]
+        return (keys if forward else keys[::-1]), len(names)
+
+    return _LaneReader(ask, take, size)
 
 
 def by_due(
     client: Any, parts: list[Partition], at: Key | None, forward: bool, size: int
-) -> Iterator[Lane]:
+) -> Iterator[list[Lane]]:
     """Every entry of the due sets, by next run then name, after ``at`` (forward) or
-    before it."""
+    before it, in batches."""
     starts = _starts(client, parts, at, forward)
-    pipe = client.pipeline(transaction=False)
-    for part, start in zip(parts, starts, strict=True):
-        if start >= 0:  # backward from before a set's first member: nothing to read
-            _ranks(pipe, part.due, start, forward, size)
-    replies = iter(pipe.execute() if len(pipe) else [])
-    firsts = [next(replies) if start >= 0 else [] for start in starts]
     lanes = [
-        _due_lane(client, part, start, first, at, forward, size)
-        for part, start, first in zip(parts, starts, firsts, strict=True)
+        _due_lane(part, start, at, forward, size) for part, start in zip(parts, starts, strict=True)
     ]
-    return merged(lanes, forward)
+    return _rounds(client, lanes, forward)
 
 
-def _ranks(pipe: Any, key: str, start: int, forward: bool, size: int) -> Any:
-    """Up to ``size`` members with scores from rank ``start`` on (forward), or down to it."""
-    if forward:
-        return pipe.zrange(key, start, start + size - 1, withscores=True)
-    return pipe.zrange(key, max(0, start - size + 1), start, withscores=True)
+def _due_lane(part: Partition, start: int, at: Key | None, forward: bool, size: int) -> _LaneReader:
+    state: dict[str, Any] = {"rank": start, "last": at}
+
+    def ask(pipe: Any, count: int) -> Any:
+        rank = state["rank"]
+        if forward:
+            first, last = rank, rank + count - 1
+        elif rank < 0:  # backward from before the first member: nothing (ranks 1 to 0)
+            first, last = 1, 0
+        else:
+            first, last = max(0, rank - count + 1), rank
+        # Sent as a plain command: redis-py's parsing of scores costs more than Redis's
+        # answer (a flat list here, read by _pairs).
+        return pipe.execute_command("ZRANGE", part.due, first, last, "WITHSCORES")
+
+    def take(reply: list[Any]) -> tuple[list[Lane], int]:
+        rows = _pairs(reply)
+        state["rank"] += len(rows) if forward else -len(rows)
+        index = part.index
+        keys = [(float(score), name, index) for name, score in rows]  # ascending
+        last = state["last"]
+        if last is not None:  # only what lies past the last key given (ranks may shift)
+            if forward:
+                keys = keys[bisect.bisect_right(keys, (*last, math.inf)) :]
+            else:
+                keys = keys[: bisect.bisect_left(keys, (*last, -1))]
+        if keys:
+            state["last"] = keys[-1][:2] if forward else keys[0][:2]
+        return keys, len(rows)
+
+    return _LaneReader(ask, take, size, done=not forward and start < 0)
 
 
-def _due_lane(
-    client: Any,
-    part: Partition,
-    start: int,
-    rows: list[tuple[str, float]],
-    at: Key | None,
-    forward: bool,
-    size: int,
-) -> Iterator[Lane]:
-    last = at
-    while True:
-        ordered = rows if forward else rows[::-1]
-        for name, score in ordered:
-            key = (float(score), name)
-            if last is None or (key > last if forward else key < last):
-                last = key
-                yield key[0], name, part.index
-        if len(rows) < size:
-            return
-        start = start + len(rows) if forward else start - len(rows)
-        if start < 0:
-            return
-        size = min(size * 2, _MOST)
-        rows = _ranks(client, part.due, start, forward, size)
+def _pairs(reply: list[Any]) -> list[tuple[str, Any]]:
+    """``(member, score)`` pairs of a ``ZRANGE ... WITHSCORES`` reply: flat (RESP2) or
+    in pairs (RESP3)."""
+    if reply and isinstance(reply[0], list | tuple):
+        return [(str(member), score) for member, score in reply]
+    members = iter(reply)
+    return list(zip(members, members, strict=True))
 
 
 def _starts(client: Any, parts: list[Partition], at: Key | None, forward: bool) -> list[int]:
@@ -159,16 +198,12 @@ def _starts(client: Any, parts: list[Partition], at: Key | None, forward: bool) 
     if at is None and forward:
         return [0] * len(parts)
     pipe = client.pipeline(transaction=False)
-    if at is None:
-        for part in parts:
-            pipe.zcard(part.due)
-        return [int(card) - 1 for card in pipe.execute()]
-    score, name = at
-    if math.isinf(score):  # after every due entry, or before the end of them
+    if at is None or math.isinf(at[0]):  # from the end, or after every due entry
         for part in parts:
             pipe.zcard(part.due)
         cards = [int(card) for card in pipe.execute()]
         return cards if forward else [card - 1 for card in cards]
+    score, name = at
     text = repr(score)
     for part in parts:
         pipe.zcount(part.due, "-inf", "(" + text)

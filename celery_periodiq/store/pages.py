@@ -10,9 +10,9 @@ A page is read one of two ways, whichever reads less:
 * **by walking the order**: the names index (or the due sets, by next run) merged
   across partitions (:mod:`~celery_periodiq.store.lanes`), a batch at a time, each
   batch tested against the filters by the indexes in one pipeline
-  (:func:`~celery_periodiq.store.filters.keeps`), until the page is full or ``budget``
-  names were looked at; then the page says how far it searched, and its next cursor
-  goes on from there.
+  (:func:`~celery_periodiq.store.filters.keeps`), until the page is full, or
+  ``budget`` names were looked at, or ``deadline`` passed; then the page says how far it
+  searched, and its next cursor goes on from there.
 
 By next run, the entries with no next run (paused, disabled, ended, quarantined, or
 firing on a cluster event) come after all the others, by name. The entries of a page
@@ -22,9 +22,9 @@ are read with :meth:`Store.load <celery_periodiq.store.reads.Reads.load>`.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from itertools import islice
 from typing import Any
 
 from celery_periodiq.errors import PageError, shown
@@ -40,7 +40,9 @@ __all__ = ["BUDGET", "ENUMERATE", "LIMIT", "EntryPage", "page"]
 LIMIT = 1000
 """The most entries a page holds."""
 BUDGET = 100_000
-"""The most names a page looks at before it answers with what it found so far."""
+"""The most names a page looks at before it answers with what it found so far ..."""
+DEADLINE = 0.25
+"""... and the longest it looks (seconds), whichever comes first."""
 ENUMERATE = 20_000
 """An index of at most this many names is read whole rather than walking the order."""
 _CHUNK = 5000
@@ -65,9 +67,10 @@ class EntryPage:
 
 
 Check = Callable[[list[Lane]], list[bool]] | None
-Phase = tuple[str, Callable[[], tuple[Iterator[Lane], Check]]]
+Phase = tuple[str, Callable[[], tuple[Iterator[list[Lane]], Check]]]
 """A stretch of the order: its kind (``name``, ``due`` or ``tail``), and what reads it
-when it is reached: its lanes merged, and their test (None: every name matches)."""
+when it is reached: its lanes merged, in batches, and their test (None: every name
+matches)."""
 
 
 def page(
@@ -81,6 +84,7 @@ def page(
     owner: str | None = None,
     sort: str | None = None,
     budget: int = BUDGET,
+    deadline: float | None = DEADLINE,
 ) -> EntryPage:
     """The page of ``store``'s entries that ``cursor`` points to (the first without).
 
@@ -94,6 +98,8 @@ def page(
         owner: an owner tag.
         sort: ``name`` or ``next`` (next run); default the cursor's order, or ``name``.
         budget: how many names to look at, at most, before answering.
+        deadline: how long to look, at most (seconds; None: no limit), before
+            answering; at least one batch is looked at.
 
     Raises:
         PageError: a value is invalid, or the cursor is of another order than ``sort``.
@@ -107,15 +113,24 @@ def page(
     if sort is not None and at.order != sort:
         raise PageError(f"the cursor pages by {at.order}, not by {sort}: drop it, or the sort")
     ensure_indexed(store)
-    return _Reader(store, query, at, limit, max(budget, 1)).read()
+    return _Reader(store, query, at, limit, max(budget, 1), deadline).read()
 
 
 class _Reader:
     """One page being read."""
 
-    def __init__(self, store: Store, query: Query, at: Cursor, limit: int, budget: int) -> None:
+    def __init__(
+        self,
+        store: Store,
+        query: Query,
+        at: Cursor,
+        limit: int,
+        budget: int,
+        deadline: float | None,
+    ) -> None:
         self.store, self.query, self.at = store, query, at
         self.limit, self.budget = limit, budget
+        self.until = None if deadline is None else time.monotonic() + deadline
         self.client: Any = store.client
         self.parts = store.keys.all()
         self.now = store.now_ms()
@@ -129,7 +144,8 @@ class _Reader:
         smallest = min(range(len(own)), key=lambda i: sizes[i], default=None)
         if smallest is not None and sizes[smallest] <= ENUMERATE:
             found = self._enumerate(own[smallest], self.query)
-            walked = _Walked([key for key in found if self._past(key)][: self.limit + 1])
+            past = [key for key in found if self._past(key)]
+            walked = _Walked(past[: self.limit], full=len(past) > self.limit)
             return self._page(walked, len(found))
         small_tail = tail if tail is not None and sizes[-1] <= ENUMERATE else None
         walked = self._collect(self._phases(small_tail))
@@ -223,27 +239,27 @@ class _Reader:
             return [*tails, due]
         return [due]
 
-    def _names(self, at: Key | None, forward: bool, score: float = 0.0) -> Iterator[Lane]:
+    def _names(self, at: Key | None, forward: bool, score: float = 0.0) -> Iterator[list[Lane]]:
         name = None if at is None else at[1]
         size = self._size()
         return by_name(self.client, self.parts, name, forward, size, self.query.prefix, score)
 
-    def _dues(self, at: Key | None, forward: bool) -> Iterator[Lane]:
+    def _dues(self, at: Key | None, forward: bool) -> Iterator[list[Lane]]:
         return by_due(self.client, self.parts, at, forward, self._size())
 
-    def _tail(self, small: Source | None, at: Key | None) -> tuple[Iterator[Lane], Check]:
+    def _tail(self, small: Source | None, at: Key | None) -> tuple[Iterator[list[Lane]], Check]:
         """The entries with no next run, past ``at`` (in the tail) or all: read whole
         from ``small``'s indexes when they hold them all, else walked."""
         if small is not None:
             everything = self._enumerate(small, Query(), not_due=True)
             if len(everything) == self.names_total - self.due_total:
                 kept = keeps(self.client, self.store.keys, self.query, everything, self.now)
-                past = (
+                past = [
                     key
                     for key, keep in zip(everything, kept, strict=True)
                     if keep and (at is None or self._past(key))
-                )
-                return past, None
+                ]
+                return iter([past] if past else []), None
         return self._names(at, self.at.forward, math.inf), self._check(not_due=True)
 
     def _check(self, not_due: bool = False) -> Check:
@@ -253,44 +269,60 @@ class _Reader:
         return lambda lanes: keeps(client, keys, query, lanes, now, not_due)
 
     def _size(self) -> int:
-        """The first read of each lane."""
+        """The first read of each lane: its share of the page, or more to filter."""
         share = -(-(self.limit + 1) // len(self.parts)) + 2
-        return share if not self.query.filtered else max(share, 64)
+        return share if not self.query.filtered else max(share, 2048 // len(self.parts))
 
     def _collect(self, phases: list[Phase]) -> _Walked:
-        """Walk ``phases`` until the page and one more are found, or the budget is spent."""
+        """Walk ``phases`` until the page and one more are found (under a test: until
+        the page is full), or ``budget`` names were looked at, or the deadline passed."""
         walked = _Walked([])
-        want = self.limit + 1
         for kind, make in phases:
-            stream, check = make()
-            size = 256
-            while len(walked.matches) < want:
+            batches, check = make()
+            for batch in batches:
+                if walked.examined >= self.budget or (walked.examined and self._late()):
+                    walked.stopped = kind  # there is more than it could look at
+                    return walked
                 room = self.budget - walked.examined
-                if room <= 0:
-                    walked.stopped = kind if next(stream, None) is not None else None
-                    break
-                take = want - len(walked.matches) if check is None else size
-                chunk = list(islice(stream, min(take, room)))
-                if not chunk:
-                    break
-                walked.first = walked.first or chunk[0]
-                results = check(chunk) if check is not None else [True] * len(chunk)
-                for key, keep in zip(chunk, results, strict=True):
-                    walked.examined += 1
-                    walked.last = key
-                    if keep:
-                        walked.matches.append(key)
-                        if len(walked.matches) == want:
-                            break
-                size = min(size * 2, _CHUNK)
-            if walked.stopped or len(walked.matches) >= want:
-                break
+                looked = self._take(walked, batch[:room], check)
+                if walked.full:
+                    return walked
+                if looked < len(batch):
+                    walked.stopped = kind
+                    return walked
         return walked
+
+    def _take(self, walked: _Walked, batch: list[Lane], check: Check) -> int:
+        """Look at ``batch`` in order, a growing chunk at a time, until the page is full
+        or the deadline passed; how many of its keys it looked at."""
+        walked.first = walked.first or batch[0]
+        size, start = 256, 0
+        while start < len(batch):
+            if start and self._late():
+                return start
+            chunk = batch[start : start + size]
+            results = check(chunk) if check is not None else [True] * len(chunk)
+            for offset, (key, keep) in enumerate(zip(chunk, results, strict=True)):
+                walked.examined += 1
+                walked.last = key
+                if keep:
+                    walked.matches.append(key)
+                    # Past a test the page ends full, without looking for one more.
+                    if len(walked.matches) > self.limit or (
+                        check is not None and len(walked.matches) == self.limit
+                    ):
+                        walked.full = True
+                        return start + offset + 1
+            start, size = start + size, min(size * 2, _CHUNK)
+        return len(batch)
+
+    def _late(self) -> bool:
+        return self.until is not None and time.monotonic() > self.until
 
     def _page(self, walked: _Walked, matched: int | None) -> EntryPage:
         forward, order, limit = self.at.forward, self.at.order, self.limit
         found = walked.matches[:limit]
-        more = len(walked.matches) > limit
+        more = walked.full
         if not forward:
             found.reverse()
 
@@ -340,10 +372,13 @@ class _Reader:
 @dataclass
 class _Walked:
     """What a walk found: the matches (and one more), the first and the last key it
-    looked at, how many, and the kind of stretch where the budget stopped it."""
+    looked at, how many, the kind of stretch where the budget or the deadline stopped
+    it, and whether
+    the page is full (there may be more)."""
 
     matches: list[Lane]
     first: Lane | None = None
     last: Lane | None = None
     examined: int = 0
     stopped: str | None = None
+    full: bool = False
