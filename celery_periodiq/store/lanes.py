@@ -33,7 +33,7 @@ Lane = tuple[float, str, int]
 
 _MOST = 5000
 """The most a lane reads at once (it doubles from ``size`` up to this) ..."""
-_MOST_ROUND = 100_000
+_MOST_ROUND = 40_000
 """... and the most all lanes read in a round (with many partitions, each reads less)."""
 
 

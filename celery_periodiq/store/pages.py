@@ -41,7 +41,7 @@ LIMIT = 1000
 """The most entries a page holds."""
 BUDGET = 100_000
 """The most names a page looks at before it answers with what it found so far ..."""
-DEADLINE = 0.25
+DEADLINE = 0.2
 """... and the longest it looks (seconds), whichever comes first."""
 ENUMERATE = 20_000
 """An index of at most this many names is read whole rather than walking the order."""
@@ -279,8 +279,14 @@ class _Reader:
         walked = _Walked([])
         for kind, make in phases:
             batches, check = make()
-            for batch in batches:
-                if walked.examined >= self.budget or (walked.examined and self._late()):
+            while True:
+                if walked.examined and self._late():  # answer before reading more
+                    walked.stopped = kind
+                    return walked
+                batch = next(batches, None)
+                if batch is None:
+                    break
+                if walked.examined >= self.budget:
                     walked.stopped = kind  # there is more than it could look at
                     return walked
                 room = self.budget - walked.examined
