@@ -77,6 +77,7 @@ local definitions = chunked('HMGET', entries, names)
 local stored = chunked('HMGET', states, names)
 local held_names = chunked('HMGET', quarantine, names)
 local loaded, held, seen = {}, {}, {}
+local was_next, was_overdue, unknown, sums = {}, {}, {}, {}
 for k, name in ipairs(names) do
   if held[name] == nil then held[name] = held_names[k] ~= false end
 end
@@ -122,7 +123,13 @@ for k, a in ipairs(settlements) do
       state = loaded[a.name]
       if state == nil then
         state = parse_state(stored[k])
-        BEFORE[a.name] = (not stored[k] and false) or (state and facts(state)) or UNKNOWN
+        -- what the indexes hold of it: ack.lua changes only its counters, whether it
+        -- has a next tick and whether it is overdue (kept as values: no table a tick)
+        if state then
+          was_next[a.name], was_overdue[a.name] = state.next, tonumber(state.overdue) or false
+        elseif stored[k] then
+          unknown[a.name] = true
+        end
         state = state or {version = a.version, inc = given(a.inc) and a.inc or nil}
         loaded[a.name] = state
       end
@@ -155,7 +162,10 @@ for k, a in ipairs(settlements) do
       if given(a.prev) then state.prev = a.prev end
       if unchanged then state.owed = (tonumber(a.owed) or 0) > 0 and a.owed or nil end
       if a.counts then
-        for reason, n in pairs(a.counts) do count(state, reason, n) end
+        for reason, n in pairs(a.counts) do
+          count(state, reason, n)
+          if not unknown[a.name] then sums[reason] = (sums[reason] or 0) + whole(n) end
+        end
         if a.counts.enqueued and not state.waiting_since then state.waiting_since = now end
       end
       if a.last then
@@ -183,7 +193,7 @@ if #done > 0 then
   chunked('ZREM', inflight, done)
   chunked('HDEL', ticks, done)
 end
-local writes, scheduled, dropped, sums = {}, {}, {}, {}
+local writes, scheduled, dropped = {}, {}, {}
 for name, state in pairs(changed) do
   writes[#writes + 1] = name
   writes[#writes + 1] = cjson.encode(state)
@@ -197,7 +207,20 @@ for name, at in pairs(next_due) do
   end
 end
 chunked('HSET', states, writes)
-for name, state in pairs(changed) do index_facts(name, BEFORE[name] or nil, facts(state), sums) end
+for name, state in pairs(changed) do
+  if unknown[name] then
+    index_facts(name, UNKNOWN, facts(state), sums)
+  else
+    local ended, overdue = state.next == '', tonumber(state.overdue) or false
+    if ended ~= (was_next[name] == '') then
+      redis.pcall(ended and 'SADD' or 'SREM', IDX.ended, name)
+    end
+    if overdue ~= (was_overdue[name] or false) then
+      if overdue then redis.pcall('ZADD', IDX.overdue, overdue, name)
+      else redis.pcall('ZREM', IDX.overdue, name) end
+    end
+  end
+end
 for reason, n in pairs(sums) do
   if n ~= 0 then redis.pcall('HINCRBY', stats, 'n:' .. reason, n) end
 end
