@@ -14,6 +14,7 @@ from celery_periodiq.errors import (
     EntryExistsError,
     EntryNotFoundError,
     MessageError,
+    PageError,
     PeriodiqError,
     ScheduleError,
     SimulationError,
@@ -22,6 +23,7 @@ from celery_periodiq.errors import (
 )
 from celery_periodiq.model.simulation import Dropped, EntrySimulation, Fire, Simulation
 from celery_periodiq.schedules import Schedule, parse_schedule
+from celery_periodiq.store.pages import EntryPage
 from celery_periodiq.store.views import BeatInfo, Event, StoredEntry
 from celery_periodiq.worker.task import PeriodicTask, RunContext
 
@@ -37,10 +39,12 @@ __all__ = [
     "EntryError",
     "EntryExistsError",
     "EntryNotFoundError",
+    "EntryPage",
     "EntrySimulation",
     "Event",
     "Fire",
     "MessageError",
+    "PageError",
     "PeriodicTask",
     "Periodiq",
     "PeriodiqError",

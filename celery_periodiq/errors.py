@@ -45,6 +45,11 @@ class SimulationError(PeriodiqError, ValueError):
     """A simulation's span, down window or limit is invalid."""
 
 
+class PageError(PeriodiqError, ValueError):
+    """A page's cursor, limit, order, search or filter is invalid; the message names it
+    and what is allowed."""
+
+
 class StoreUnavailableError(PeriodiqError):
     """Redis could not be reached."""
 

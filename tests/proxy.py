@@ -3,7 +3,9 @@
 Put it between a process and its Redis to inject the faults of a flaky network:
 ``cut()`` closes every open connection at once (mid-command, wherever the
 client is), ``refuse()``/``accept()`` turn new connections away and back; a
-``delay`` holds what clients send that long before it goes on (a slow network).
+``delay`` holds what clients send that long before it goes on (a slow network);
+``hold_next(pattern, seconds)`` holds only the next chunk that carries ``pattern``
+(one slow request among quick ones), and sets ``holding`` when it does.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+from collections.abc import Callable
 from types import TracebackType
 
 
@@ -23,6 +26,9 @@ class Proxy:
         self.port = 0
         self.cuts = 0
         self._refusing = False
+        self._slow: tuple[bytes, float] | None = None
+        self.holding = threading.Event()
+        """Set once the chunk carrying the ``hold_next`` pattern is being held."""
         self._writers: set[asyncio.StreamWriter] = set()
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
@@ -70,6 +76,21 @@ class Proxy:
         """Forward new connections again."""
         self._refusing = False
 
+    def hold_next(self, pattern: bytes, seconds: float) -> None:
+        """Hold the next chunk a client sends that contains ``pattern`` for ``seconds``
+        (on top of ``delay``); every other chunk passes as before."""
+        self.holding.clear()
+        self._slow = (pattern, seconds)
+
+    def _hold(self, chunk: bytes) -> float:
+        """How long to hold what a client sent."""
+        slow = self._slow
+        if slow is not None and slow[0] in chunk:
+            self._slow = None
+            self.holding.set()
+            return self.delay + slow[1]
+        return self.delay
+
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
         server = self._loop.run_until_complete(asyncio.start_server(self._handle, "127.0.0.1", 0))
@@ -100,18 +121,21 @@ class Proxy:
             client_w.transport.abort()
             return
         self._writers.update((client_w, server_w))
-        await asyncio.gather(_pipe(client_r, server_w, self.delay), _pipe(server_r, client_w))
+        await asyncio.gather(_pipe(client_r, server_w, self._hold), _pipe(server_r, client_w))
         self._writers.discard(client_w)
         self._writers.discard(server_w)
 
 
 async def _pipe(
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, delay: float = 0.0
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    hold: Callable[[bytes], float] | None = None,
 ) -> None:
     try:
         while chunk := await reader.read(65536):
-            if delay:
-                await asyncio.sleep(delay)
+            pause = hold(chunk) if hold is not None else 0.0
+            if pause:
+                await asyncio.sleep(pause)
             writer.write(chunk)
             await writer.drain()
     except (ConnectionError, OSError):

@@ -121,8 +121,10 @@ def test_the_api_gives_the_cli_json_shapes(api: Periodiq, web: TestClient) -> No
     beats = web.get("/api/beats").json()
     doctor = web.get("/api/doctor").json()
 
-    assert [item["name"] for item in entries] == ["report"]
-    assert list(entries[0])[:3] == ["name", "state", "note"]
+    assert list(entries) == ["entries", "next", "previous", "total", "matched", "searched"]
+    assert [item["name"] for item in entries["entries"]] == ["report"]
+    assert list(entries["entries"][0])[:3] == ["name", "state", "note"]
+    assert (entries["next"], entries["total"], entries["searched"]) == (None, 1, None)
     assert shown["effective"]["interval"] == 60.0
     assert len(shown["upcoming"]) == 10
     assert beats[0]["id"] == "beat-1"

@@ -88,5 +88,6 @@ class Periodiq:
     beats = Reading.beats
     count = Reading.count
     pages = Reading.pages
+    page = Reading.page
     entries = Reading.entries
     list = Reading.list  # last: below it ``list`` names the method

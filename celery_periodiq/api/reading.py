@@ -13,8 +13,10 @@ from typing import Protocol
 from celery_periodiq.api.base import Client
 from celery_periodiq.model.plan import from_ms
 from celery_periodiq.ops import listing, steer
+from celery_periodiq.store import pages as paging
 from celery_periodiq.store import walk
 from celery_periodiq.store.checkpoint import Checkpoint
+from celery_periodiq.store.pages import EntryPage
 from celery_periodiq.store.views import BeatInfo, Event, StoredEntry
 
 __all__ = ["Reading"]
@@ -107,6 +109,57 @@ class Reading(Client, Protocol):
             steer.check_owner(owner)
         with self.runtime.guard():
             yield from listing.pages(self.store, owner, batch)
+
+    def page(
+        self,
+        *,
+        limit: int = 100,
+        cursor: str | None = None,
+        q: str | None = None,
+        state: str | None = None,
+        alert: str | None = None,
+        owner: str | None = None,
+        sort: str | None = None,
+    ) -> EntryPage:
+        """One page of the entries, by name or by next run, searched and filtered over
+        the whole schedule; each page costs about ``limit`` entries read, whatever the
+        schedule's size. Go on with the page's ``next`` (or back with ``previous``) as
+        ``cursor``.
+
+        Args:
+            limit: how many entries at most, 1 to 1000.
+            cursor: the ``next`` or ``previous`` of a page; without it, the first page.
+            q: names that contain this text (any case); ``text*``: names that start
+                with ``text``. A search looks at up to 100,000 names, or for 0.2 s,
+                per page: when it stops before the page is full, ``searched`` says
+                how far it went, and ``next`` goes on from there.
+            state: ``active``, ``running``, ``paused``, ``disabled``, ``ended`` or
+                ``quarantined``.
+            alert: ``overdue`` or ``failing``.
+            owner: only the entries with this owner tag.
+            sort: ``name``, or ``next`` (soonest next run first, then the entries with
+                no next run by name); default the cursor's order, or ``name``.
+
+        Returns:
+            The page: its entries, the ``next`` and ``previous`` cursors (None at an
+            end), the schedule's ``total``, and how many entries ``matched`` when that
+            is known.
+
+        Raises:
+            PageError: a value is invalid (a cursor that is not one of a page's, a
+                limit out of range, an unknown state, alert or sort).
+        """
+        with self.runtime.guard():
+            return paging.page(
+                self.store,
+                limit=limit,
+                cursor=cursor,
+                q=q,
+                state=state,
+                alert=alert,
+                owner=owner,
+                sort=sort,
+            )
 
     def entries(self, *, batch: int = 500, owner: str | None = None) -> Iterator[StoredEntry]:
         """Every entry (or those of ``owner``), one at a time, read a page of ``batch`` at

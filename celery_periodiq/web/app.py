@@ -1,4 +1,9 @@
-"""The dashboard's routes: pages, ``/api/``, ``/metrics``, login and the write actions."""
+"""The dashboard's routes: pages, ``/api/``, ``/metrics``, login and the write actions.
+
+Every Redis call is blocking, so no handler makes one on the event loop: the handlers
+that read are plain functions (Starlette runs them in its thread pool), and those that
+must await a form hand their write to the pool; a slow request never delays another.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ from urllib.parse import quote
 import jinja2
 from markupsafe import Markup
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
@@ -19,15 +25,16 @@ from celery_periodiq.errors import EntryNotFoundError, PeriodiqError
 from celery_periodiq.present import shapes
 from celery_periodiq.present.terminal import relative
 from celery_periodiq.present.text import upcoming_text
+from celery_periodiq.store.filters import ALERTS, STATES
 from celery_periodiq.store.views import StoredEntry
 from celery_periodiq.web.auth import COOKIE, Guard
+from celery_periodiq.web.listing import FILTERS, links, page_json, read_page, totals
+from celery_periodiq.web.outage import OUTAGES, RETRY_S, outage_handlers
 from celery_periodiq.web.plot import runs_svg
 
 __all__ = ["make_app"]
 
 _TEMPLATES = Path(__file__).with_name("templates")
-_PAGE = 200
-"""Entries shown on the entries page (the due soonest); the count says how many in all."""
 ACTIONS = ("pause", "resume", "run", "delete")
 
 
@@ -52,35 +59,28 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
         )
         return HTMLResponse(pages.get_template(template).render(**values), status_code=status)
 
-    async def entries_page(request: Request) -> Response:
-        owner = request.query_params.get("owner") or None
-        state = request.query_params.get("state") or ""
-        search = request.query_params.get("q", "").strip()
+    def entries_page(request: Request) -> Response:
+        params = request.query_params
         try:
-            listed = api.list(owner=owner, limit=_PAGE)
-            total = api.count(owner=owner)
+            found = read_page(api, params, sort="next")
+        except OUTAGES:
+            raise
         except PeriodiqError as error:
             return render(request, "problem.html", 400, problem=str(error))
-        shown = [
-            item
-            for item in listed
-            if (not state or state in (item.status, *item.alerts))
-            and (not search or search.lower() in item.name.lower())
-        ]
         now = api.now()
-        rows = [_row(item, now) for item in shown]
         return render(
             request,
             "entries.html",
-            rows=rows,
-            total=total,
-            listed=len(listed),
-            owner=owner or "",
-            state=state,
-            q=search,
+            rows=[_row(item, now) for item in found.entries],
+            page=found,
+            links=links(params, found),
+            chosen={key: params.get(key, "") for key in FILTERS},
+            states=STATES,
+            alerts=ALERTS,
+            totals=totals(api),
         )
 
-    async def entry_page(request: Request) -> Response:
+    def entry_page(request: Request) -> Response:
         name = request.path_params["name"]
         try:
             stored, details = _details(api, name)
@@ -94,7 +94,7 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
             plot=Markup(runs_svg(details.events)),
         )
 
-    async def beats_page(request: Request) -> Response:
+    def beats_page(request: Request) -> Response:
         now = api.now()
         beats = [shapes.beat_json(beat, now) for beat in api.beats()]
         return render(request, "beats.html", beats=beats)
@@ -131,25 +131,32 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
         if not guard.may_post(request, _text(form.get("csrf"))):
             return render(request, "problem.html", 403, problem=_REFUSED)
         try:
-            _act(api, verb, name, _text(form.get("note")) or None)
+            await run_in_threadpool(_act, api, verb, name, _text(form.get("note")) or None)
+        except OUTAGES:
+            raise
         except PeriodiqError as error:
             return render(request, "problem.html", 400, problem=str(error))
         return RedirectResponse(
             "/" if verb == "delete" else f"/entries/{quote(name, safe='')}", status_code=303
         )
 
-    async def api_entries(request: Request) -> Response:
-        owner = request.query_params.get("owner") or None
-        return JSONResponse([shapes.entry_json(item) for item in api.list(owner=owner)])
+    def api_entries(request: Request) -> Response:
+        try:
+            found = read_page(api, request.query_params)
+        except OUTAGES:
+            raise
+        except PeriodiqError as error:
+            return JSONResponse({"error": str(error)}, status_code=400)
+        return JSONResponse(page_json(found))
 
-    async def api_entry(request: Request) -> Response:
+    def api_entry(request: Request) -> Response:
         try:
             stored, details = _details(api, request.path_params["name"])
         except EntryNotFoundError as error:
             return JSONResponse({"error": str(error)}, status_code=404)
         return JSONResponse(shapes.show_json(stored, details))
 
-    async def api_history(request: Request) -> Response:
+    def api_history(request: Request) -> Response:
         name = request.path_params["name"]
         failures = request.query_params.get("failures") in ("1", "true")
         try:
@@ -157,23 +164,37 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
             events = api.history(name, limit=limit, failures_only=failures)
         except EntryNotFoundError as error:
             return JSONResponse({"error": str(error)}, status_code=404)
+        except OUTAGES:
+            raise
         except (PeriodiqError, ValueError) as error:
             return JSONResponse({"error": str(error)}, status_code=400)
         return JSONResponse([shapes.event_json(event) for event in events])
 
-    async def api_failures(request: Request) -> Response:
+    def api_failures(request: Request) -> Response:
         try:
             found = api.failures(limit=int(request.query_params.get("limit", "20")))
+        except OUTAGES:
+            raise
         except (PeriodiqError, ValueError) as error:
             return JSONResponse({"error": str(error)}, status_code=400)
         return JSONResponse([shapes.event_json(event, entry) for entry, event in found])
 
-    async def api_beats(request: Request) -> Response:
+    def api_beats(request: Request) -> Response:
         now = api.now()
         return JSONResponse([shapes.beat_json(beat, now) for beat in api.beats()])
 
-    async def api_doctor(request: Request) -> Response:
-        return JSONResponse(shapes.doctor_json(api.diagnose()))
+    def api_doctor(request: Request) -> Response:
+        report = shapes.doctor_json(api.diagnose())
+        failed = [
+            c["detail"] for c in report["checks"] if c["name"] == "redis" and c["status"] == "fail"
+        ]
+        if failed:  # the schedule cannot be read: what any other route would answer
+            return JSONResponse(
+                {"error": failed[0], **report},
+                status_code=503,
+                headers={"Retry-After": str(RETRY_S)},
+            )
+        return JSONResponse(report)
 
     async def api_action(request: Request) -> Response:
         verb, name = request.path_params["action"], request.path_params["name"]
@@ -184,14 +205,18 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
         try:
             body = await request.json() if await request.body() else {}
             note = body.get("note") if isinstance(body, dict) else None
-            done = _act(api, verb, name, note if isinstance(note, str) else None)
+            done = await run_in_threadpool(
+                _act, api, verb, name, note if isinstance(note, str) else None
+            )
         except EntryNotFoundError as error:
             return JSONResponse({"error": str(error)}, status_code=404)
+        except OUTAGES:
+            raise
         except (PeriodiqError, ValueError) as error:
             return JSONResponse({"error": str(error)}, status_code=400)
         return JSONResponse({"ok": True, "action": verb, "entry": name, "task_id": done})
 
-    async def metrics(request: Request) -> Response:
+    def metrics(request: Request) -> Response:
         try:
             from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
@@ -218,7 +243,8 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
             Route("/api/doctor", api_doctor),
             Route("/api/actions/{action}/{name:path}", api_action, methods=["POST"]),
             Route("/metrics", metrics),
-        ]
+        ],
+        exception_handlers=outage_handlers(api.settings.redis_url, render),
     )
 
 
