@@ -32,7 +32,8 @@ from celery_periodiq.model.plan import to_ms
 from celery_periodiq.ops.metrics import OTHER, RUN_OUTCOMES, SKIP_REASONS, PeriodiqCollector
 from celery_periodiq.protocol.records import RunEnd, RunStart
 from celery_periodiq.store.entry_scripts import INDEX_VERSION
-from celery_periodiq.store.summary import summary
+from celery_periodiq.store.scripts import script_source
+from celery_periodiq.store.summary import ensure_indexed, summary
 from celery_periodiq.store.views import StoredEntry
 
 NAMES = [f"job-{n:02d}" for n in range(14)]
@@ -364,3 +365,11 @@ def test_when_the_last_beat_of_an_older_version_goes_the_indexes_are_rebuilt(
     assert watch.look() is True
     assert summary(api.store).counters["enqueued"] == 7
     assert watch.look() is False  # rebuilt once, not at every look
+
+
+def test_a_new_schedule_needs_no_rebuild_at_its_first_read(api: Periodiq) -> None:
+    api.add_many({"name": f"n{n}", "task": "proj.work", "every": 60} for n in range(50))
+
+    assert ensure_indexed(api.store) == 0  # put.lua marked each partition it began
+    assert summary(api.store).statuses == {"active": 50}
+    assert f"local INDEX_VERSION = '{INDEX_VERSION}'" in script_source("put")

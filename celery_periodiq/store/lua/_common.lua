@@ -57,6 +57,8 @@ local IDX = nil
 local BEFORE = {}
 local UNKNOWN = {unknown = true, n = {}}
 
+local INDEX_VERSION = '1'  -- entry_scripts.INDEX_VERSION: written to stats' "idx"
+
 local function keep_indexes(stats, first)
   IDX = {stats = stats, names = KEYS[first], paused = KEYS[first + 1],
     disabled = KEYS[first + 2], ended = KEYS[first + 3], overdue = KEYS[first + 4],

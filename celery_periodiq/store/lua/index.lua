@@ -18,7 +18,7 @@
 -- KEYS[9] overdue     zset  overdue entry -> since when (ms)
 -- KEYS[10] failing    zset  failing entry -> since when (ms)
 -- KEYS[11] running    zset  entry with a running marker -> until when (ms)
--- ARGV[1] the version of the indexes, written to stats' "idx" field
+-- ARGV[1] the version of the indexes, written to stats' "idx" field (INDEX_VERSION)
 --
 -- Returns the number of entries indexed.
 

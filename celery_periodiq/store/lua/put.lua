@@ -57,6 +57,17 @@ local entries, due, declared, events = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local quarantine, states, generations = KEYS[5], KEYS[6], KEYS[7]
 local channel, mode, writer = ARGV[1], ARGV[2], tonumber(ARGV[3])
 keep_indexes(KEYS[#KEYS - 7], #KEYS - 6)
+-- A partition with no entry yet and no indexes built: its indexes are complete once
+-- cleared (no rebuild needed at the first read of a new schedule).
+if redis.pcall('HEXISTS', IDX.stats, 'idx') == 0 and redis.call('HLEN', entries) == 0
+    and redis.call('HLEN', quarantine) == 0 then
+  redis.pcall('DEL', IDX.names, IDX.paused, IDX.disabled, IDX.ended, IDX.overdue,
+    IDX.failing, IDX.running)
+  for _, field in ipairs(redis.call('HKEYS', IDX.stats)) do
+    if string.sub(field, 1, 2) == 'n:' then redis.call('HDEL', IDX.stats, field) end
+  end
+  redis.call('HSET', IDX.stats, 'idx', INDEX_VERSION)
+end
 local changed, last_changed = 0, nil
 
 local now = clock_ms('')
