@@ -87,7 +87,7 @@ def test_diagnose_checks_everything_in_order(api: Periodiq) -> None:
 
     assert [(check.name, check.status) for check in checks] == [
         ("redis", "ok"), ("scripts", "ok"), ("beats", "ok"), ("clock", "ok"), ("broker", "ok"),
-        ("entries", "ok"), ("alerts", "ok"), ("tasks", "ok"), ("runs", "ok"),
+        ("entries", "ok"), ("alerts", "ok"), ("tasks", "ok"), ("runs", "ok"), ("indexes", "ok"),
     ]  # fmt: skip
     assert checks[1] == Check("scripts", "ok", "11 Lua scripts load")
     assert checks[2].detail == "1 live beat (beat-host:4242)"
@@ -104,7 +104,7 @@ def test_diagnose_never_raises_when_redis_is_down(broker_url: str) -> None:
     assert [(check.name, check.status) for check in checks] == [
         ("redis", "fail"), ("scripts", "skip"), ("beats", "skip"), ("clock", "skip"),
         ("broker", "ok"), ("entries", "skip"), ("alerts", "skip"), ("tasks", "skip"),
-        ("runs", "skip"),
+        ("runs", "skip"), ("indexes", "skip"),
     ]  # fmt: skip
 
 

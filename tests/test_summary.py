@@ -35,6 +35,7 @@ from celery_periodiq.store.entry_scripts import INDEX_VERSION
 from celery_periodiq.store.scripts import script_source
 from celery_periodiq.store.summary import ensure_indexed, summary
 from celery_periodiq.store.views import StoredEntry
+from tests.test_cli import cli
 
 NAMES = [f"job-{n:02d}" for n in range(14)]
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -373,3 +374,39 @@ def test_a_new_schedule_needs_no_rebuild_at_its_first_read(api: Periodiq) -> Non
     assert ensure_indexed(api.store) == 0  # put.lua marked each partition it began
     assert summary(api.store).statuses == {"active": 50}
     assert f"local INDEX_VERSION = '{INDEX_VERSION}'" in script_source("put")
+
+
+def test_doctor_says_when_an_index_is_damaged_and_reindex_repairs_it(api: Periodiq) -> None:
+    for n in range(10):
+        api.add(f"d{n}", "proj.work", every=60)
+    assert api.diagnose()[-1].status == "ok"
+    part = api.store.keys.of("d3")
+    api.store.client.delete(part.names)
+    api.store.client.set(part.paused, "garbage")
+
+    check = api.diagnose()[-1]
+
+    assert (check.name, check.status) == ("indexes", "warn")
+    assert f"{part.paused} holds a string, not a set" in check.detail
+    assert "misses" in check.detail
+    assert "doctor --reindex" in check.detail
+    assert api.reindex() == 10
+    assert api.diagnose()[-1].status == "ok"
+    assert summary(api.store).statuses == {"active": 10}
+
+
+def test_doctor_reindex_on_the_command_line_rebuilds_then_checks(api: Periodiq) -> None:
+    api.add("a", "proj.work", every=60)
+    api.store.client.delete(api.store.keys.of("a").names)  # damaged: "a" not named
+    api.store.scripts.heartbeat("beat-1", "start", 60_000, {"host": "h"})
+
+    before = cli(api.app, "doctor", "--json")
+    result = cli(api.app, "doctor", "--reindex", "--json")
+    bad = cli(api.app, "doctor", "--reindex=yes")
+
+    indexes = [c for c in json.loads(before.stdout)["checks"] if c["name"] == "indexes"]
+    assert indexes[0]["status"] == "warn"
+    after = [c for c in json.loads(result.stdout)["checks"] if c["name"] == "indexes"]
+    assert after[0]["status"] == "ok", result.output
+    assert bad.exit_code == 2
+    assert "--reindex" in bad.output

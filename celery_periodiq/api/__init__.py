@@ -71,6 +71,7 @@ class Periodiq:
     backfill = Operations.backfill
     simulate = Operations.simulate
     diagnose = Operations.diagnose
+    reindex = Operations.reindex
     export = Operations.export
     export_to = Operations.export_to
     import_schedule = Operations.import_schedule

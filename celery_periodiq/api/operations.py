@@ -16,6 +16,7 @@ from celery_periodiq.ops import backfill as backfills
 from celery_periodiq.ops import doctor, export_file, migrate, simulation, steer, transfer
 from celery_periodiq.ops.doctor import Check
 from celery_periodiq.ops.import_redbeat import DEFAULT_PREFIX as REDBEAT_PREFIX
+from celery_periodiq.store import summary
 
 __all__ = ["Operations"]
 
@@ -129,6 +130,15 @@ class Operations(Client, Protocol):
         if sample is not None:
             steer.check_count("sample", sample)
         return doctor.diagnose(self.runtime, sample)
+
+    def reindex(self) -> int:
+        """Build the read side's indexes afresh from every entry (what a scrape, the
+        dashboard and :meth:`page` read; the scripts keep them, so this is a repair:
+        ``doctor`` says when one is needed). Atomic per partition; it blocks the
+        partition's Redis while it reads the partition's entries. Returns how many
+        entries were indexed."""
+        with self.runtime.guard():
+            return summary.reindex(self.store)
 
     def export(
         self, *, owner: str | None = None, source: str | None = None, state: bool = True

@@ -151,16 +151,24 @@ def beats_command(ctx: click.Context, as_json: bool) -> None:
     "others drawn at random.",
 )
 @click.option("--full", is_flag=True, help="Read every entry, however many (no sample).")
+@click.option(
+    "--reindex",
+    is_flag=True,
+    help="First build the read indexes afresh (what a scrape and the dashboard read).",
+)
 @json_option
 @click.pass_context
 @handled
-def doctor_command(ctx: click.Context, sample: int, full: bool, as_json: bool) -> None:
+def doctor_command(
+    ctx: click.Context, sample: int, full: bool, reindex: bool, as_json: bool
+) -> None:
     """Check Redis, scripts, beats, clock, broker and entries.
 
     Redis reachable and 6.2+, the Lua scripts load, at least one live beat,
     this host's clock against Redis's (warn from 1 s, fail from 10 s), the
     broker reachable; then the entries: none quarantined, overdue or failing,
-    every task known to the app, sent runs started by a worker. On a schedule
+    every task known to the app, sent runs started by a worker; the read
+    indexes built and naming every entry (--reindex rebuilds them first). On a schedule
     larger than --sample the entries checked are every quarantined one and a
     random sample, and each of those checks says so ("checked 10,000 of
     1,000,000 entries"); --full reads them all. Exits 1 when a check fails.
@@ -170,7 +178,12 @@ def doctor_command(ctx: click.Context, sample: int, full: bool, as_json: bool) -
     """
     if full and ctx.get_parameter_source("sample") == ParameterSource.COMMANDLINE:
         fail("give --sample N or --full, not both")
-    checks = api_of(ctx).diagnose(sample=None if full else sample)
+    api = api_of(ctx)
+    if reindex:
+        indexed = api.reindex()
+        if not as_json:
+            click.echo(f"rebuilt the read indexes of {indexed} entries", err=True)
+    checks = api.diagnose(sample=None if full else sample)
     report = shapes.doctor_json(checks)
     if as_json:
         print_json(report)

@@ -38,7 +38,7 @@ class Check:
 
     name: str
     """``redis``, ``sentinel`` (behind Sentinel), ``scripts``, ``beats``, ``clock``,
-    ``broker``, ``entries``, ``alerts``, ``tasks`` or ``runs``."""
+    ``broker``, ``entries``, ``alerts``, ``tasks`` or ``runs`` or ``indexes``."""
     status: str
     """``ok``, ``warn``, ``fail``, or ``skip`` (not checked: Redis is unreachable)."""
     detail: str

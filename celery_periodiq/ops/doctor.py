@@ -20,6 +20,7 @@ from celery_periodiq.ops.doctor_entries import (
     check_entries,
 )
 from celery_periodiq.runtime import Runtime
+from celery_periodiq.store.summary import index_report
 from celery_periodiq.store.views import BeatInfo
 
 __all__ = [
@@ -56,9 +57,11 @@ def diagnose(runtime: Runtime, sample: int | None = DEFAULT_SAMPLE) -> list[Chec
     least one live beat, this host's clock against Redis's, the broker
     reachable, no quarantined entries, none overdue or failing, every entry's
     task known to the app, and no entry whose sent runs no worker started for
-    several intervals. The entries are read in one pass, a page at a time: every
-    one when ``sample`` is None or the schedule holds at most ``sample``, else
-    every one a beat quarantined and about ``sample`` others drawn at random (the
+    several intervals, and the read side's indexes (what a scrape and a page read)
+    built, of the right types, naming every entry. The entries are read in one
+    pass, a page at a time: every one when ``sample`` is None or the schedule
+    holds at most ``sample``, else every one a beat quarantined and about
+    ``sample`` others drawn at random (the
     checks of the entries then say so, and carry their :class:`Scope`).
     """
     first = _check_redis(runtime)
@@ -67,7 +70,8 @@ def diagnose(runtime: Runtime, sample: int | None = DEFAULT_SAMPLE) -> list[Chec
             Check(name, "skip", "not checked: Redis is unreachable")
             for name in ("scripts", "beats", "clock", "entries", "alerts", "tasks", "runs")
         ]
-        return [first, *unchecked[:3], _check_broker(runtime), *unchecked[3:]]
+        unread = Check("indexes", "skip", "not checked: Redis is unreachable")
+        return [first, *unchecked[:3], _check_broker(runtime), *unchecked[3:], unread]
     checks = [
         first,
         _check_scripts(runtime),
@@ -78,13 +82,19 @@ def diagnose(runtime: Runtime, sample: int | None = DEFAULT_SAMPLE) -> list[Chec
     if runtime.settings.redis_url.startswith("sentinel://"):
         checks.insert(1, Check("sentinel", *runtime.store.sentinel_report()))
     try:
-        return [*checks, *check_entries(runtime, sample)]
+        entries = check_entries(runtime, sample)
     except redis.RedisError as error:
         problem = f"cannot read the entries: {error}"
-        return [
-            *checks,
-            *(Check(name, "fail", problem) for name in ("entries", "alerts", "tasks", "runs")),
-        ]
+        entries = [Check(name, "fail", problem) for name in ("entries", "alerts", "tasks", "runs")]
+    return [*checks, *entries, _check_indexes(runtime)]
+
+
+def _check_indexes(runtime: Runtime) -> Check:
+    """The read side's indexes: built, of the right types, naming every entry."""
+    try:
+        return Check("indexes", *index_report(runtime.store))
+    except redis.RedisError as error:
+        return Check("indexes", "fail", f"cannot read the indexes: {error}")
 
 
 def _check_redis(runtime: Runtime) -> Check:

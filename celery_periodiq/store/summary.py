@@ -21,7 +21,15 @@ from celery_periodiq.protocol.keys import Partition
 from celery_periodiq.store.entry_scripts import INDEX_VERSION
 from celery_periodiq.store.store import Store
 
-__all__ = ["Summary", "ensure_indexed", "first_names", "forget_indexes", "summary"]
+__all__ = [
+    "Summary",
+    "ensure_indexed",
+    "first_names",
+    "forget_indexes",
+    "index_report",
+    "reindex",
+    "summary",
+]
 
 logger = logging.getLogger("celery_periodiq.summary")
 
@@ -226,3 +234,60 @@ def _int(value: object) -> int:
         return int(str(value))
     except (TypeError, ValueError):
         return 0
+
+
+def reindex(store: Store) -> int:
+    """Build every partition's indexes afresh (``lua/index.lua``, atomic per partition);
+    returns how many entries were indexed."""
+    return sum(store.scripts.index(part) for part in store.keys.all())
+
+
+def index_report(store: Store) -> tuple[str, str]:
+    """``(status, detail)`` of the indexes: ``warn`` when one holds another type or the
+    names index misses entries (written by an older version, or outside periodiq)."""
+    parts = store.keys.all()
+    pipe = store.client.pipeline(transaction=False)
+    for part in parts:
+        pipe.hget(part.stats, "idx")
+        pipe.zcard(part.names)
+        pipe.hlen(part.entries)
+        for role, _ in _KINDS:
+            pipe.type(getattr(part, role))
+    replies = pipe.execute(raise_on_error=False)
+    width = 3 + len(_KINDS)
+    problems: list[str] = []
+    unbuilt = missing = named = 0
+    for index, part in enumerate(parts):
+        mark, names, entries, *types = replies[index * width : (index + 1) * width]
+        if isinstance(mark, Exception) or isinstance(names, Exception):
+            problems.append(f"{part.stats} or {part.names} cannot be read")
+            continue
+        if mark != INDEX_VERSION:
+            unbuilt += 1
+            continue
+        named += int(names)
+        missing += max(int(entries if isinstance(entries, int) else 0) - int(names), 0)
+        for (role, kind), found in zip(_KINDS, types, strict=True):
+            if found not in ("none", kind):
+                problems.append(f"{getattr(part, role)} holds a {found}, not a {kind}")
+    if missing:
+        problems.append(f"the names index misses {missing} entries")
+    if problems:
+        shown = "; ".join(problems[:3]) + (
+            f" and {len(problems) - 3} more" if len(problems) > 3 else ""
+        )
+        return "warn", f"{shown}: counts and pages may be wrong (doctor --reindex rebuilds them)"
+    built = len(parts) - unbuilt
+    later = f"; {unbuilt} built at the first read" if unbuilt else ""
+    return "ok", f"read indexes of {built} partitions hold {named} names{later}"
+
+
+_KINDS = (
+    ("names", "zset"),
+    ("paused", "set"),
+    ("disabled", "set"),
+    ("ended", "set"),
+    ("overdue", "zset"),
+    ("failing", "zset"),
+    ("running", "zset"),
+)
