@@ -480,7 +480,7 @@ def one_topology(
             # exit 1 without a live beat: a check failed, as it should
             ("celery periodiq doctor", ["periodiq", "doctor"], (0, 1)),
         ]
-        for label, argv, ok in commands:
+        for label, argv, ok in commands if not args.no_cli else []:
             figure = run_cli(label, argv, env, tmp, args.cap_gib, args.repeat, args.timeout, ok)
             figures.append(figure)
             log(" | ".join(figure.cells()))
@@ -498,6 +498,9 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=600, help="seconds one try may take")
     parser.add_argument("--cap-gib", type=float, default=8, help="children's RLIMIT_AS (0: none)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
+    parser.add_argument(
+        "--no-cli", action="store_true", help="skip list --all, export and doctor (the web only)"
+    )
     args = parser.parse_args()
     if args.entries < 2_000:
         parser.error(f"--entries: at least 2,000 (so that {PAUSED} is one of them)")
