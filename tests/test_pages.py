@@ -27,6 +27,7 @@ from celery_periodiq import EntryPage, PageError, PeriodicTask, Periodiq, period
 from celery_periodiq.localredis import LocalRedisCluster
 from celery_periodiq.model.plan import to_ms
 from celery_periodiq.protocol.headers import HEADER_ENTRY, HEADER_TICK
+from celery_periodiq.store import pages
 from celery_periodiq.store.cursor import Cursor, encode
 from celery_periodiq.store.pages import page
 
@@ -184,6 +185,20 @@ def test_search_and_filters_find_entries_far_past_the_first_page(big: Periodiq) 
     assert api.page().total == 3002
 
 
+def test_a_selective_search_is_answered_whole_by_redis_at_once(big: Periodiq) -> None:
+    found = page(big.store, q="NEEDLE", budget=10, deadline=0)  # no walk could reach it
+
+    assert names(found) == ["zz-needle-report"]
+    assert (found.matched, found.searched, found.next) == (1, None, None)
+
+
+@pytest.fixture
+def walked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Searches walk the order, as one with more than ENUMERATE matches does."""
+    monkeypatch.setattr(pages, "ENUMERATE", 0)
+
+
+@pytest.mark.usefixtures("walked")
 def test_a_search_that_stops_early_says_how_far_it_went_and_goes_on(big: Periodiq) -> None:
     store = big.store
     seen: list[str] = []
@@ -205,6 +220,7 @@ def test_a_search_that_stops_early_says_how_far_it_went_and_goes_on(big: Periodi
     assert back.searched == (701, 3002)  # from the end: the needle, then 700 more
 
 
+@pytest.mark.usefixtures("walked")
 def test_a_search_out_of_time_answers_what_it_has_and_goes_on_from_there(
     big: Periodiq,
 ) -> None:

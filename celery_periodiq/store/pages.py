@@ -73,6 +73,23 @@ when it is reached: its lanes merged, in batches, and their test (None: every na
 matches)."""
 
 
+def _glob(text: str) -> str | None:
+    """A Redis glob that matches names containing ``text`` in any case (``text`` is
+    case-folded); None for text that is not ASCII (its case a glob cannot follow)."""
+    if not text.isascii():
+        return None
+    parts = []
+    for char in text:
+        upper = char.upper()
+        if char in "*?[]\\^-":
+            parts.append("\\" + char)
+        elif upper != char:
+            parts.append(f"[{char}{upper}]")
+        else:
+            parts.append(char)
+    return "*" + "".join(parts) + "*"
+
+
 def page(
     store: Store,
     *,
@@ -147,6 +164,12 @@ class _Reader:
             past = [key for key in found if self._past(key)]
             walked = _Walked(past[: self.limit], full=len(past) > self.limit)
             return self._page(walked, len(found))
+        matched = self._glob_matches() if self.query.search else None
+        if matched is not None:
+            found = self._kept(matched, self.query)
+            past = [key for key in found if self._past(key)]
+            walked = _Walked(past[: self.limit], full=len(past) > self.limit)
+            return self._page(walked, len(found))
         small_tail = tail if tail is not None and sizes[-1] <= ENUMERATE else None
         walked = self._collect(self._phases(small_tail))
         return self._page(walked, None if self.query.filtered else self.names_total)
@@ -184,6 +207,37 @@ class _Reader:
             for _ in source:
                 members.update(next(replies))
             candidates += [(0.0, name, part.index) for name in members]
+        return self._kept(candidates, query, not_due)
+
+    def _glob_matches(self) -> list[Lane] | None:
+        """The names that contain the search text, found by Redis (``ZSCAN ... MATCH``
+        over each partition's names index, a pass in C at about a million names in a
+        few tenths of a second); None when there are more than :data:`ENUMERATE` of
+        them (the page is then walked in order) or the text has letters a glob cannot
+        match in any case."""
+        pattern = _glob(self.query.search)
+        if pattern is None:
+            return None
+        cursors = {part.index: 0 for part in self.parts}
+        found: list[Lane] = []
+        while cursors:
+            pipe = self.client.pipeline(transaction=False)
+            for index, cursor in cursors.items():
+                pipe.zscan(self.store.keys.part(index).names, cursor, match=pattern, count=50_000)
+            for (index, _), (cursor, rows) in zip(
+                list(cursors.items()), pipe.execute(), strict=True
+            ):
+                found += [(0.0, name, index) for name, _ in rows]
+                if int(cursor) == 0:
+                    del cursors[index]
+                else:
+                    cursors[index] = int(cursor)
+            if len(found) > ENUMERATE:
+                return None
+        return found
+
+    def _kept(self, candidates: list[Lane], query: Query, not_due: bool = False) -> list[Lane]:
+        """The ``candidates`` that match ``query``, in the page's order."""
         if self.by_next or not_due:
             candidates = self._scored(candidates, listed_only=not_due)
         if not_due:
