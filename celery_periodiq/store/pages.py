@@ -46,6 +46,8 @@ DEADLINE = 0.2
 ENUMERATE = 20_000
 """An index of at most this many names is read whole rather than walking the order."""
 _CHUNK = 5000
+_SEARCH_CHUNK = 50_000
+"""Names read per partition per round by a search over the whole names index."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,23 +73,6 @@ Phase = tuple[str, Callable[[], tuple[Iterator[list[Lane]], Check]]]
 """A stretch of the order: its kind (``name``, ``due`` or ``tail``), and what reads it
 when it is reached: its lanes merged, in batches, and their test (None: every name
 matches)."""
-
-
-def _glob(text: str) -> str | None:
-    """A Redis glob that matches names containing ``text`` in any case (``text`` is
-    case-folded); None for text that is not ASCII (its case a glob cannot follow)."""
-    if not text.isascii():
-        return None
-    parts = []
-    for char in text:
-        upper = char.upper()
-        if char in "*?[]\\^-":
-            parts.append("\\" + char)
-        elif upper != char:
-            parts.append(f"[{char}{upper}]")
-        else:
-            parts.append(char)
-    return "*" + "".join(parts) + "*"
 
 
 def page(
@@ -164,7 +149,7 @@ class _Reader:
             past = [key for key in found if self._past(key)]
             walked = _Walked(past[: self.limit], full=len(past) > self.limit)
             return self._page(walked, len(found))
-        matched = self._glob_matches() if self.query.search else None
+        matched = self._searched_whole() if self.query.search else None
         if matched is not None:
             found = self._kept(matched, self.query)
             past = [key for key in found if self._past(key)]
@@ -209,29 +194,26 @@ class _Reader:
             candidates += [(0.0, name, part.index) for name in members]
         return self._kept(candidates, query, not_due)
 
-    def _glob_matches(self) -> list[Lane] | None:
-        """The names that contain the search text, found by Redis (``ZSCAN ... MATCH``
-        over each partition's names index, a pass in C at about a million names in a
-        few tenths of a second); None when there are more than :data:`ENUMERATE` of
-        them (the page is then walked in order) or the text has letters a glob cannot
-        match in any case."""
-        pattern = _glob(self.query.search)
-        if pattern is None:
-            return None
-        cursors = {part.index: 0 for part in self.parts}
+    def _searched_whole(self) -> list[Lane] | None:
+        """The names that contain the search text (any case), read from every
+        partition's names index in chunks of 50,000 (the whole index at a million names
+        in about 0.2 s: faster than Redis's ``ZSCAN ... MATCH``, which copies every
+        member before it matches); None once there are more than :data:`ENUMERATE` of
+        them (the page is then walked in order, with a budget)."""
+        needle = self.query.search
+        after = {part.index: "-" for part in self.parts}
         found: list[Lane] = []
-        while cursors:
+        while after:
             pipe = self.client.pipeline(transaction=False)
-            for index, cursor in cursors.items():
-                pipe.zscan(self.store.keys.part(index).names, cursor, match=pattern, count=50_000)
-            for (index, _), (cursor, rows) in zip(
-                list(cursors.items()), pipe.execute(), strict=True
-            ):
-                found += [(0.0, name, index) for name, _ in rows]
-                if int(cursor) == 0:
-                    del cursors[index]
+            for index, start in after.items():
+                names = self.store.keys.part(index).names
+                pipe.zrangebylex(names, start, "+", start=0, num=_SEARCH_CHUNK)
+            for index, rows in zip(list(after), pipe.execute(), strict=True):
+                found += [(0.0, name, index) for name in rows if needle in name.casefold()]
+                if len(rows) < _SEARCH_CHUNK:
+                    del after[index]
                 else:
-                    cursors[index] = int(cursor)
+                    after[index] = "(" + rows[-1]
             if len(found) > ENUMERATE:
                 return None
         return found
