@@ -130,9 +130,10 @@ class Reading(Client, Protocol):
             limit: how many entries at most, 1 to 1000.
             cursor: the ``next`` or ``previous`` of a page; without it, the first page.
             q: names that contain this text (any case); ``text*``: names that start
-                with ``text``. A search looks at up to 100,000 names, or for 0.2 s,
-                per page: when it stops before the page is full, ``searched`` says
-                how far it went, and ``next`` goes on from there.
+                with ``text``. A search answers whole when at most 20,000 names
+                match; a broader one looks at up to 100,000 names, or for 0.2 s, per
+                page: when it stops before the page is full, ``searched`` says how
+                far it went, and ``next`` goes on from there.
             state: ``active``, ``running``, ``paused``, ``disabled``, ``ended`` or
                 ``quarantined``.
             alert: ``overdue`` or ``failing``.
