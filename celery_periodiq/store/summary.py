@@ -20,6 +20,7 @@ from typing import Any
 from celery_periodiq.protocol.keys import Partition
 from celery_periodiq.store.entry_scripts import INDEX_VERSION
 from celery_periodiq.store.store import Store
+from celery_periodiq.store.views import _int
 
 __all__ = [
     "Summary",
@@ -64,13 +65,15 @@ def ensure_indexed(store: Store) -> int:
     for part in parts:
         pipe.hget(part.stats, "idx")
     marks = pipe.execute(raise_on_error=False)
-    built = 0
-    for part, mark in zip(parts, marks, strict=True):
-        if mark != INDEX_VERSION:
-            indexed = store.scripts.index(part)
-            logger.info("periodiq: built the read indexes of %s (%d entries)", part.tag, indexed)
-            built += 1
-    return built
+    unbuilt = [part for part, mark in zip(parts, marks, strict=True) if mark != INDEX_VERSION]
+    for part in unbuilt:
+        _build(store, part)
+    return len(unbuilt)
+
+
+def _build(store: Store, part: Partition) -> None:
+    indexed = store.scripts.index(part)
+    logger.info("periodiq: built the read indexes of %s (%d entries)", part.tag, indexed)
 
 
 def forget_indexes(store: Store) -> None:
@@ -82,25 +85,17 @@ def forget_indexes(store: Store) -> None:
 
 
 def summary(store: Store) -> Summary:
-    """Count the schedule from its indexes (two round trips)."""
-    ensure_indexed(store)
-    now = store.now_ms()
+    """Count the schedule from its indexes (two round trips; a partition whose indexes
+    were never built has them built first, then the count is read again)."""
     parts = store.keys.all()
-    pipe = store.client.pipeline(transaction=False)
-    for part in parts:
-        pipe.zcard(part.names)
-        pipe.hkeys(part.quarantine)
-        pipe.smembers(part.paused)
-        pipe.scard(part.disabled)
-        pipe.scard(part.ended)
-        pipe.zrange(part.overdue, 0, -1)
-        pipe.zrange(part.failing, 0, -1)
-        pipe.zrangebyscore(part.running, f"({now}", "+inf")
-        pipe.hkeys(part.events)
-        pipe.hgetall(part.stats)
-    replies = pipe.execute(raise_on_error=False)
-    width = 10
-    rows = [_clean(replies[i * width : (i + 1) * width]) for i in range(len(parts))]
+    rows = _rows(store, parts)
+    unbuilt = [
+        part for part, row in zip(parts, rows, strict=True) if row[9].get("idx") != INDEX_VERSION
+    ]
+    if unbuilt:  # the marks come with the stats hash: no round trip of their own
+        for part in unbuilt:
+            _build(store, part)
+        rows = _rows(store, parts)
     second = store.client.pipeline(transaction=False)
     for part, row in zip(parts, rows, strict=True):
         _ask_overlaps(second, part, row)
@@ -132,6 +127,26 @@ def summary(store: Store) -> Summary:
         quarantined=sorted(quarantined),
         stats=dict(stats),
     )
+
+
+def _rows(store: Store, parts: list[Partition]) -> list[list[Any]]:
+    """Each partition's indexes, as :func:`_statuses` reads them (one round trip)."""
+    now = store.now_ms()
+    pipe = store.client.pipeline(transaction=False)
+    for part in parts:
+        pipe.zcard(part.names)
+        pipe.hkeys(part.quarantine)
+        pipe.smembers(part.paused)
+        pipe.scard(part.disabled)
+        pipe.scard(part.ended)
+        pipe.zrange(part.overdue, 0, -1)
+        pipe.zrange(part.failing, 0, -1)
+        pipe.zrangebyscore(part.running, f"({now}", "+inf")
+        pipe.hkeys(part.events)
+        pipe.hgetall(part.stats)
+    replies = pipe.execute(raise_on_error=False)
+    width = 10
+    return [_clean(replies[i * width : (i + 1) * width]) for i in range(len(parts))]
 
 
 def _clean(row: list[Any]) -> list[Any]:
@@ -193,20 +208,15 @@ def _statuses(row: list[Any], overlaps: Iterable[Any]) -> Counter[str]:
     # ended, not of an event: E' = E - V; minus those of a higher status or disabled
     event_set = {name for name, flag in zip(events, events_ended, strict=True) if flag}
     ended_only = ended - len(event_set)
-    high_e = [
-        name
-        for name, e, d in zip(higher, in_ended, in_disabled, strict=True)
-        if e and name not in event_set
-    ]
-    high_ed = [
-        name
-        for name, e, d in zip(higher, in_ended, in_disabled, strict=True)
-        if e and d and name not in event_set
-    ]
+    high_e = high_ed = 0  # higher ones ended (and disabled), not of an event
+    for name, e, d in zip(higher, in_ended, in_disabled, strict=True):
+        if e and name not in event_set:
+            high_e += 1
+            high_ed += 1 if d else 0
     ed = both - sum(
         1 for name, e, d in zip(events, events_ended, events_both, strict=True) if e and d
     )
-    counts["ended"] = ended_only - len(high_e) - ed + len(high_ed)
+    counts["ended"] = ended_only - high_e - ed + high_ed
     counts["active"] = total - sum(counts.values())
     return counts
 
@@ -227,13 +237,6 @@ def first_names(store: Store, count: int, skip: set[str]) -> list[str]:
             if len(chosen) == count:
                 break
     return chosen
-
-
-def _int(value: object) -> int:
-    try:
-        return int(str(value))
-    except (TypeError, ValueError):
-        return 0
 
 
 def reindex(store: Store) -> int:

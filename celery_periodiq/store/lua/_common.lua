@@ -255,3 +255,16 @@ local function chunked(command, key, items)
   end
   return replies
 end
+
+-- Empty the indexes and the counters summed (the histograms stay), before they are
+-- built afresh (index.lua) or begun on a partition with no entry yet (put.lua).
+local function clear_indexes()
+  redis.call('DEL', IDX.names, IDX.paused, IDX.disabled, IDX.ended, IDX.overdue,
+    IDX.failing, IDX.running)
+  if wrong_type(IDX.stats, 'hash') then redis.call('DEL', IDX.stats) end
+  local summed = {}
+  for _, field in ipairs(redis.call('HKEYS', IDX.stats)) do
+    if string.sub(field, 1, 2) == 'n:' then summed[#summed + 1] = field end
+  end
+  if #summed > 0 then chunked('HDEL', IDX.stats, summed) end
+end

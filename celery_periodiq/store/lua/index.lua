@@ -24,13 +24,7 @@
 
 local entries, states, quarantine, stats = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 keep_indexes(stats, 5)
-for first = 5, 11 do redis.call('DEL', KEYS[first]) end
-if wrong_type(stats, 'hash') then redis.call('DEL', stats) end
-local summed = {}
-for _, field in ipairs(redis.call('HKEYS', stats)) do
-  if string.sub(field, 1, 2) == 'n:' then summed[#summed + 1] = field end
-end
-if #summed > 0 then chunked('HDEL', stats, summed) end
+clear_indexes()
 
 local names, seen = {}, {}
 for _, key in ipairs({entries, quarantine}) do

@@ -61,11 +61,7 @@ keep_indexes(KEYS[#KEYS - 7], #KEYS - 6)
 -- cleared (no rebuild needed at the first read of a new schedule).
 if redis.pcall('HEXISTS', IDX.stats, 'idx') == 0 and redis.call('HLEN', entries) == 0
     and redis.call('HLEN', quarantine) == 0 then
-  redis.pcall('DEL', IDX.names, IDX.paused, IDX.disabled, IDX.ended, IDX.overdue,
-    IDX.failing, IDX.running)
-  for _, field in ipairs(redis.call('HKEYS', IDX.stats)) do
-    if string.sub(field, 1, 2) == 'n:' then redis.call('HDEL', IDX.stats, field) end
-  end
+  clear_indexes()
   redis.call('HSET', IDX.stats, 'idx', INDEX_VERSION)
 end
 local changed, last_changed = 0, nil
