@@ -7,6 +7,8 @@ what only it declared is removed (with a WARNING) and the other's definitions ap
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -94,6 +96,71 @@ def test_an_old_beat_restarting_mid_deploy_keeps_the_new_entries_and_definitions
     assert after_error.runs > during.runs
     assert x_after_error == ["new"]
     assert REMOVED.format("acc.y") in old_log
+
+
+def test_a_beat_back_from_a_redis_outage_waits_a_lease_before_it_replaces_or_removes(
+    tmp_path: Path, redis_server: LocalRedis, redis_url: str, broker_url: str
+) -> None:
+    """The worst order after an outage longer than the lease: every heartbeat ran out,
+    the old beat reaches Redis first and the new one later (frozen meanwhile). The old
+    one writes what Redis lost and nothing else until the new one was seen again."""
+    lease = 4
+    with cluster(tmp_path, redis_url, broker_url, app="deploy_new", lease=lease) as running:
+        api = api_for(redis_url, broker_url, "deploy")
+        old = running.beat("old", app="deploy_old")
+        ready(old)
+        new = running.beat("new", app="deploy_new")
+        ready(new)
+        worker = running.worker()
+        wait_for(lambda: "ready" in worker.output(), 60, "the worker to be ready")
+        more_runs(running, "acc.y", 1)
+        before = api.get("acc.y")
+
+        assert new.process is not None
+        redis_server.stop()
+        os.killpg(new.process.pid, signal.SIGSTOP)  # the new beat reaches Redis last
+        time.sleep(lease + 1)  # the outage: longer than the lease, every heartbeat runs out
+        readied = old.output().count(" ready; ")
+        redis_server.start()
+        wait_for(lambda: "cannot be told yet" in old.output(), 30, f"old to wait\n{old.output()}")
+        os.killpg(new.process.pid, signal.SIGCONT)
+        ready(old, readied + 2)  # the cautious pass, then the full one a lease later
+        x_runs_from = len(running.runs_of("acc.x"))
+        more_runs(running, "acc.y", 2)
+        x_runs = more_runs(running, "acc.x", 2)[x_runs_from:]
+        after = api.get("acc.y")
+        old_log = old.output()
+
+    assert after.state["created"] == before.state["created"]
+    assert after.runs > before.runs
+    assert {tuple(run["args"]) for run in x_runs} == {("new",)}  # type: ignore[arg-type]
+    assert "no longer declared" not in old_log
+    assert "missing declared entries written again" in old_log
+
+
+def test_a_beat_frozen_past_its_lease_declares_again_what_was_removed_meanwhile(
+    tmp_path: Path, redis_url: str, broker_url: str
+) -> None:
+    """Frozen longer than its lease, the new beat is taken for gone and the old one
+    removes what only it declared; resumed, it finds its heartbeat lapsed and declares
+    its entries again (nothing else would: no pass of its own failed)."""
+    with cluster(tmp_path, redis_url, broker_url, app="deploy_new") as running:
+        api = api_for(redis_url, broker_url, "deploy")
+        old = running.beat("old", app="deploy_old")
+        ready(old)
+        new = running.beat("new", app="deploy_new")
+        ready(new)
+        assert new.process is not None
+
+        os.killpg(new.process.pid, signal.SIGSTOP)
+        wait_for(lambda: "acc.y" not in names(api), 30, f"acc.y to go\n{running.logs()}")
+        os.killpg(new.process.pid, signal.SIGCONT)
+        wait_for(lambda: "acc.y" in names(api), 30, f"acc.y to come back\n{running.logs()}")
+        wait_for(lambda: args_of(api, "acc.x") == ["new"], 30, "the new acc.x back")
+        new_log = new.output()
+
+    assert REMOVED.format("acc.y") in old.output()
+    assert new_log.count("reconciled 2 declared entries") == 2  # at start, and on resuming
 
 
 def test_entries_the_new_code_dropped_are_removed_once_the_last_old_beat_is_gone(

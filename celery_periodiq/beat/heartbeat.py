@@ -61,6 +61,10 @@ class Heartbeat(threading.Thread):
         """:func:`elapsed` when the heartbeat began to hold without a gap."""
         self._until = -math.inf
         """:func:`elapsed` when it runs out, unless it is refreshed before."""
+        self.lapses = 0
+        """How often it ran out before it was refreshed again (the beat frozen, or cut
+        off from Redis): meanwhile other beats took this one for gone, and may have
+        removed what it declares."""
         self.declared = declared
         """The digest of this beat's declaration set."""
         self.generation: int | None = None
@@ -89,6 +93,7 @@ class Heartbeat(threading.Thread):
         with self._lock:
             if received > self._until:
                 self._since = received  # written by then, at the latest
+                self.lapses += self._until > -math.inf
             self._until = max(self._until, sent + self.lease)
 
     def covers(self, since: float, now: float) -> bool:

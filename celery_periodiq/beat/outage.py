@@ -13,6 +13,7 @@ worked again, each having had an answer from Redis.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 
@@ -35,6 +36,19 @@ class Outage:
         self._told: set[str] = set()
         """The kinds of failure logged since the outage began."""
         self._since = 0.0
+        self._redis_failed = False
+        """Whether Redis failed in the outage under way."""
+        self._redis_back = -math.inf
+        """When the last outage in which Redis failed ended (monotonic)."""
+
+    def redis_answered_for(self) -> float:
+        """Seconds Redis has answered every part since it last failed one (inf: never
+        failed; 0 while it fails). Until a heartbeat's lease has passed, the beats seen
+        live are not all that live: theirs may have run out while no beat reached Redis."""
+        with self._lock:
+            if self._redis_failed:
+                return 0.0
+            return time.monotonic() - self._redis_back
 
     def failing(self, part: str) -> bool:
         """Whether ``part`` failed and has not worked since."""
@@ -49,6 +63,7 @@ class Outage:
             if not self._failing:
                 self._since = time.monotonic()
             self._failing.add(part)
+            self._redis_failed |= isinstance(error, redis.RedisError)
             if kind in self._told:
                 logger.debug("periodiq: %s failed again: %s", part, error)
             else:
@@ -64,6 +79,8 @@ class Outage:
             self._failing.discard(part)
             if not self._failing:
                 self._told.clear()
+                if self._redis_failed:
+                    self._redis_failed, self._redis_back = False, time.monotonic()
                 logger.info(
                     "periodiq: usable again after %.1f s; missed ticks follow their catch-up "
                     "policy",

@@ -12,7 +12,11 @@ side by side, so the rule is:
   of that one lives (put.lua), nor removes an entry while a beat of the generation
   that wrote it lives (remove.lua): both decided atomically in the entry's partition,
   whatever this beat's view of the others. Once the newer beats are gone (a rollback),
-  the older definitions are written again.
+  the older definitions are written again;
+- a view of the live beats taken less than a lease after Redis failed is not trusted:
+  their heartbeats may have run out while no beat could reach Redis. Until a lease has
+  passed, a beat only writes its declared entries that are missing (Redis may have lost
+  them), and replaces and removes nothing.
 """
 
 from __future__ import annotations
@@ -59,13 +63,16 @@ class Declarations:
         """Whether the live declaration sets changed since the last reconciliation."""
         return self._live != self._reconciled
 
-    def reconcile(self, publish: Callable[[int], None]) -> float | None:
+    def reconcile(self, publish: Callable[[int], None], unsure: float = 0.0) -> float | None:
         """Declare this beat's set, write its entries, and remove the declared entries
         no live beat declares. ``publish(generation)`` tells every partition that a beat
         of that generation lives; it is called before anything is written with it.
+        ``unsure``: seconds before the live beats can be told (Redis failed less than a
+        lease ago); meanwhile only missing entries are written.
 
         Returns the seconds after which to reconcile again when a partition still held
-        a generation whose beats are gone (one that stopped a moment ago), else None.
+        a generation whose beats are gone (one that stopped a moment ago), or the view
+        of the live beats was not trusted yet; else None.
 
         Raises:
             redis.RedisError: Redis failed; nothing is lost by reconciling again.
@@ -73,6 +80,8 @@ class Declarations:
         seen = self._live
         self.generation = self.store.declare(self.digest, self.names, self.generation)
         publish(self.generation)
+        if unsure > 0:
+            return self._write_missing(unsure)
         statuses: dict[str, int] = {}
         newer: list[str] = []
         for start in range(0, len(self.entries), _CHUNK):
@@ -117,6 +126,23 @@ class Declarations:
             lease,
         )
         return lease
+
+    def _write_missing(self, unsure: float) -> float:
+        """Write the declared entries Redis lost ("add" leaves every other one as it is);
+        returns when to reconcile in full."""
+        created = 0
+        for start in range(0, len(self.entries), _CHUNK):
+            chunk = self.entries[start : start + _CHUNK]
+            written = self.store.put("add", chunk, generation=self.generation)
+            created += written.count("created")
+        self._reconciled = None
+        logger.info(
+            "periodiq: Redis failed a moment ago, so the live beats cannot be told yet: %d "
+            "missing declared entries written again; the rest is reconciled in %.1f s",
+            created,
+            unsure,
+        )
+        return unsure
 
     def _remove_undeclared(self) -> tuple[int | None, list[str], list[str]]:
         """Remove the declared entries that no live beat declares (read afresh now);

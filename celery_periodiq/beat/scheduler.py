@@ -67,6 +67,8 @@ class Scheduler(celery_beat.Scheduler):
         self._needs_reconcile = True
         """Write the declared entries (on start, and after Redis failed: it may have lost them)."""
         self._reconcile_after = 0.0
+        self._lapses = 0
+        """The heartbeat's lapses reconciled for."""
         self._pending_events: dict[str, set[str]] = {}
         self._alerts_at = 0.0
         self._index_watch_at = 0.0
@@ -171,6 +173,9 @@ class Scheduler(celery_beat.Scheduler):
         if not self._started:
             self._start()
         if self._declarations.due():  # a beat of other code came or went: rolling deploys
+            self._needs_reconcile = True
+        if self._heartbeat.lapses != self._lapses:  # taken for gone: declare all again
+            self._lapses = self._heartbeat.lapses
             self._needs_reconcile = True
         if self._needs_reconcile and time.monotonic() >= self._reconcile_after:
             self._try_reconcile()
@@ -315,7 +320,9 @@ class Scheduler(celery_beat.Scheduler):
     def _reconcile(self) -> None:
         """Write the declared entries, remove those no live beat declares (see
         :mod:`celery_periodiq.beat.reconcile`)."""
-        again = self._declarations.reconcile(self._publish_generation)
+        lease = self.settings.claim_lease
+        unsure = lease - self._outage.redis_answered_for()
+        again = self._declarations.reconcile(self._publish_generation, unsure)
         if again is not None:
             self._reconcile_after = time.monotonic() + again
 

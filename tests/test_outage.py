@@ -1,0 +1,59 @@
+"""What a beat knows after it lost Redis or was frozen: how long Redis has answered
+again (before a lease has passed, the beats it sees live are not all that live), and
+whether its own heartbeat lapsed (other beats took it for gone meanwhile)."""
+
+from __future__ import annotations
+
+import math
+
+import redis
+from celery import Celery
+
+from celery_periodiq import periodiq
+from celery_periodiq.beat.heartbeat import Heartbeat
+from celery_periodiq.beat.outage import Outage
+from celery_periodiq.store.store import Store
+from tests.processes import wait_for
+
+
+def test_redis_has_answered_for_ever_until_it_fails_then_from_when_the_last_part_works() -> None:
+    outage = Outage()
+    assert outage.redis_answered_for() == math.inf
+
+    outage.failed("a beat pass", redis.ConnectionError("refused"))
+    outage.failed("the heartbeat", redis.ConnectionError("refused"))
+    outage.worked("a beat pass")
+    still_failing = outage.redis_answered_for()
+    outage.worked("the heartbeat")
+    answered = outage.redis_answered_for()
+
+    assert still_failing == 0.0
+    assert 0.0 <= answered < 1.0
+
+
+def test_an_outage_of_something_else_leaves_redis_trusted() -> None:
+    outage = Outage()
+    outage.failed("a beat pass", RuntimeError("the broker"))
+    during = outage.redis_answered_for()
+    outage.worked("a beat pass")
+
+    assert during == math.inf
+    assert outage.redis_answered_for() == math.inf
+
+
+def test_a_heartbeat_refreshed_after_it_ran_out_counts_a_lapse(redis_url: str) -> None:
+    app = Celery("lapses", broker="memory://", set_as_current=False)
+    app.conf.periodiq_redis_url = redis_url
+    store: Store = periodiq(app).store
+    heartbeat = Heartbeat(store, "frozen-beat", lease=0.5, info=lambda: {"host": "h"})
+
+    heartbeat.beat_once("start")
+    heartbeat.beat_once()  # within the lease: no lapse
+    held = heartbeat.lapses
+    wait_for(lambda: "frozen-beat" not in {beat.id for beat in store.beats()}, 10,
+             "the heartbeat to run out")  # fmt: skip # as if the beat were frozen
+    heartbeat.beat_once()
+    store.client.close()
+
+    assert held == 0
+    assert heartbeat.lapses == 1
