@@ -16,19 +16,24 @@ from celery_periodiq.store.store import Store
 from tests.processes import wait_for
 
 
-def test_redis_has_answered_for_ever_until_it_fails_then_from_when_the_last_part_works() -> None:
+def test_redis_has_answered_for_ever_until_it_fails_then_from_when_it_answers_again() -> None:
     outage = Outage()
     assert outage.redis_answered_for() == math.inf
 
     outage.failed("a beat pass", redis.ConnectionError("refused"))
     outage.failed("the heartbeat", redis.ConnectionError("refused"))
-    outage.worked("a beat pass")
-    still_failing = outage.redis_answered_for()
-    outage.worked("the heartbeat")
+    failing = outage.redis_answered_for()
+    outage.answered()  # the pass's first command after it failed
     answered = outage.redis_answered_for()
+    outage.failed("the heartbeat", redis.TimeoutError("timed out"))
+    failed_again = outage.redis_answered_for()
+    outage.worked("the heartbeat")
+    outage.worked("a beat pass")
 
-    assert still_failing == 0.0
-    assert 0.0 <= answered < 1.0
+    assert failing == 0.0
+    assert 0.0 < answered < 1.0
+    assert failed_again == 0.0
+    assert 0.0 < outage.redis_answered_for() < 1.0
 
 
 def test_an_outage_of_something_else_leaves_redis_trusted() -> None:

@@ -36,17 +36,22 @@ class Outage:
         self._told: set[str] = set()
         """The kinds of failure logged since the outage began."""
         self._since = 0.0
-        self._redis_failed = False
-        """Whether Redis failed in the outage under way."""
-        self._redis_back = -math.inf
-        """When the last outage in which Redis failed ended (monotonic)."""
+        self._redis_back: float | None = -math.inf
+        """When Redis answered again after it last failed a part (monotonic); None while
+        it fails."""
+
+    def answered(self) -> None:
+        """Redis answered a part (after failing, it is back from now)."""
+        with self._lock:
+            if self._redis_back is None:
+                self._redis_back = time.monotonic()
 
     def redis_answered_for(self) -> float:
-        """Seconds Redis has answered every part since it last failed one (inf: never
+        """Seconds since Redis answered again after it last failed a part (inf: it never
         failed; 0 while it fails). Until a heartbeat's lease has passed, the beats seen
         live are not all that live: theirs may have run out while no beat reached Redis."""
         with self._lock:
-            if self._redis_failed:
+            if self._redis_back is None:
                 return 0.0
             return time.monotonic() - self._redis_back
 
@@ -63,7 +68,8 @@ class Outage:
             if not self._failing:
                 self._since = time.monotonic()
             self._failing.add(part)
-            self._redis_failed |= isinstance(error, redis.RedisError)
+            if isinstance(error, redis.RedisError):
+                self._redis_back = None
             if kind in self._told:
                 logger.debug("periodiq: %s failed again: %s", part, error)
             else:
@@ -73,14 +79,13 @@ class Outage:
     def worked(self, part: str) -> None:
         """``part`` worked, Redis answering it: if it was the last part failing, the outage
         is over (logged at INFO)."""
+        self.answered()
         with self._lock:
             if part not in self._failing:
                 return
             self._failing.discard(part)
             if not self._failing:
                 self._told.clear()
-                if self._redis_failed:
-                    self._redis_failed, self._redis_back = False, time.monotonic()
                 logger.info(
                     "periodiq: usable again after %.1f s; missed ticks follow their catch-up "
                     "policy",

@@ -169,6 +169,7 @@ class Scheduler(celery_beat.Scheduler):
             # A pass with nothing due asks Redis nothing: it must answer before the beat
             # says it is usable again. Then the declared entries are written at once.
             self.store.now_ms()
+            self._outage.answered()
             self._reconcile_after = 0.0
         if not self._started:
             self._start()
