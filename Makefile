@@ -26,7 +26,7 @@ test: lint docs tools
 # The documentation site (mkdocs.yml) into site/; strict: a warning (a broken link or
 # anchor, a page outside the nav, a docstring the API reference cannot read) fails it.
 docs: venv
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir site
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site  # not --quiet: it hides the warnings strict counts
 
 # faketime lets a test run a beat on a host clock that is minutes off; prometheus scrapes
 # the metrics in a test; chromium shows the dashboard to Playwright.
