@@ -25,8 +25,9 @@ test: lint docs tools
 
 # The documentation site (mkdocs.yml) into site/; strict: a warning (a broken link or
 # anchor, a page outside the nav, a docstring the API reference cannot read) fails it.
+# Not --quiet: it hides the warnings that --strict counts.
 docs: venv
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site  # not --quiet: it hides the warnings strict counts
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 # faketime lets a test run a beat on a host clock that is minutes off; prometheus scrapes
 # the metrics in a test; chromium shows the dashboard to Playwright.
