@@ -156,3 +156,10 @@ def test_every_python_block_of_the_page_runs(page: Path, redis_url: str, tmp_pat
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "blocks run:" in done.stdout
+
+
+def test_every_relative_link_of_the_readme_names_a_file() -> None:
+    links = re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", (ROOT / "README.md").read_text())
+    assert len(links) >= 10
+    for link in links:
+        assert (ROOT / link).is_file(), link
