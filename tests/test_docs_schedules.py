@@ -1,4 +1,4 @@
-"""The README's table of schedule forms is true: engine and reference both agree with it."""
+"""The table of schedule forms in docs/schedules.md is true: engine and reference both agree."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ import pytest
 from celery_periodiq import parse_schedule
 from tests.reference import reference_next_after
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+PAGE = Path(__file__).resolve().parent.parent / "docs" / "schedules.md"
 START = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def table_rows() -> list[tuple[str, dict[str, str], list[str]]]:
-    text = README.read_text()
+    text = PAGE.read_text()
     table = text.split("<!-- schedule-examples -->")[1].split("<!-- /schedule-examples -->")[0]
     rows = []
     for line in table.strip().splitlines()[2:]:
@@ -38,7 +38,7 @@ def test_table_covers_every_form() -> None:
 
 
 @pytest.mark.parametrize(("spec", "options", "fires"), table_rows())
-def test_readme_fires_are_what_the_engine_computes(
+def test_table_fires_are_what_the_engine_computes(
     spec: str, options: dict[str, str], fires: list[str]
 ) -> None:
     schedule = parse_schedule(spec, **options)  # type: ignore[arg-type]
@@ -46,7 +46,7 @@ def test_readme_fires_are_what_the_engine_computes(
 
 
 @pytest.mark.parametrize(("spec", "options", "fires"), table_rows())
-def test_readme_fires_are_what_the_reference_computes(
+def test_table_fires_are_what_the_reference_computes(
     spec: str, options: dict[str, str], fires: list[str]
 ) -> None:
     found = []
