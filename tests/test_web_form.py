@@ -22,6 +22,7 @@ from starlette.testclient import TestClient
 
 from celery_periodiq import Periodiq, periodiq
 from celery_periodiq.errors import EntryNotFoundError
+from celery_periodiq.model.build import build_entry
 from celery_periodiq.present.entry_form import FIELDS, EntryForm, preview, save
 from celery_periodiq.web import make_app
 from tests.test_web import TOKEN, signed_in
@@ -172,6 +173,7 @@ def test_the_edit_form_is_prefilled_and_saves_a_new_schedule(
     [
         ("schedule", "61 * * * *", "minute"),
         ("schedule", "", "schedule: empty"),
+        ("schedule", "2020-01-01T00:00:00+00:00", "already past"),
         ("args", '[1, "a"', "args: not JSON"),
         ("kwargs", "[1]", "kwargs=[1] is invalid"),
         ("options", '{"priority": "high"}', "options[&#39;priority&#39;]"),
@@ -376,3 +378,18 @@ def test_the_fields_fragment_renders_in_a_plain_jinja_environment() -> None:
     assert "bad &lt;b&gt;" in html
     assert "<b>" not in html
     assert 'data-url="/p"' in html
+
+
+def test_an_ended_one_off_keeps_its_instant_when_other_fields_change(
+    api: Periodiq, web: TestClient
+) -> None:
+    api.store.put("add", [build_entry("once", "proj.report", at="2020-01-01T00:00:00+00:00")])
+    csrf = signed_in(web)
+    data = {**EntryForm.of(api.get("once")).values, "owner": "ops", "csrf": csrf}
+
+    answer = web.post("/entries/once/edit", data=data)
+
+    assert answer.status_code == 303, error_beside(answer.text, "schedule")
+    entry = api.get("once").entry
+    assert entry is not None
+    assert (entry.schedule, entry.owner) == ("2020-01-01T00:00:00+00:00", "ops")
