@@ -22,6 +22,7 @@ import queue
 import re
 import threading
 import time
+import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -44,6 +45,9 @@ _QUEUE_SIZE = 1000
 _DEFINITION_TTL = 60.0
 """Seconds a definition read for Sentry's monitor config is reused."""
 _SLUG_LENGTH = 50
+_RESTING = 30.0
+"""Seconds a ping monitor that failed to answer is not asked again: a monitor that hangs
+costs one timeout, then the other entries' check-ins go on."""
 _STATUSES = {
     "started": "in_progress",
     "succeeded": "ok",
@@ -158,6 +162,8 @@ class _Sender:
         self.settings = store.settings
         self.queue: queue.Queue[Checkin | threading.Event] = queue.Queue(_QUEUE_SIZE)
         self.configs: dict[str, tuple[float, dict[str, Any] | None]] = {}
+        self.resting: dict[str, float] = {}
+        """Host of a ping monitor that failed -> until when (monotonic) it is left alone."""
         self.thread = threading.Thread(target=self._loop, name="periodiq-checkins", daemon=True)
         self.thread.start()
 
@@ -204,9 +210,21 @@ class _Sender:
             self._to_sentry(checkin)
         template = self.settings.checkin_urls.get(checkin.entry) or self.settings.checkin_url
         if template:
-            url = ping_url(template, checkin.entry, checkin.status, checkin.check_id)
+            self._ping(ping_url(template, checkin.entry, checkin.status, checkin.check_id))
+
+    def _ping(self, url: str) -> None:
+        host = urlsplit(url).netloc
+        if time.monotonic() < self.resting.get(host, -math.inf):
+            logger.debug("periodiq: ping %s not sent: %s failed lately", url, host)
+            return
+        try:
             with urllib.request.urlopen(url, timeout=self.settings.checkin_timeout) as reply:
                 reply.read(1024)
+        except urllib.error.HTTPError:
+            raise  # it answered: the next ping goes to it as usual
+        except OSError:
+            self.resting[host] = time.monotonic() + _RESTING
+            raise
 
     def _to_sentry(self, checkin: Checkin) -> None:
         import sentry_sdk

@@ -249,8 +249,8 @@ class PeriodicTask(Task):  # type: ignore[type-arg]
                 seconds=context._ends_at - time.monotonic()
             )
         vars(self.request)["periodiq_run"] = context
-        checkins.report(store, entry, start.task_id, admission.outcome)
         began = time.monotonic()
+        checkins.report(store, entry, start.task_id, admission.outcome)
         outcome, problem, final, retry_ttl = "succeeded", "", True, 0
         try:
             return super().__call__(*args, **kwargs)
