@@ -84,10 +84,10 @@ def monitor_server() -> Iterator[tuple[int, Received]]:
             self.end_headers()
             self.wfile.write(b"OK")
 
-        def do_GET(self) -> None:  # noqa: N802 (http.server's names)
+        def do_GET(self) -> None:
             self._answer()
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             self._answer()
 
         def log_message(self, *args: Any) -> None:
