@@ -100,7 +100,8 @@ def _crontab(entry: Entry) -> str | None:
         if parts[0] != "0" or (len(parts) == 7 and parts[6] != "*"):
             return None
         parts = parts[1:6]
-    if any(mark in part.upper() for part in parts[2:] for mark in "LW#H"):
+    days = [re.sub(r"[A-Z]{3}", "", part.upper()) for part in parts[2:]]  # not JUL, WED
+    if any(mark in part for part in days for mark in "LW#H"):
         return None
     if any("H" in part.upper() for part in parts[:2]):  # H as the numbers it hashed to
         fields = compile_cron(" ".join(parts), key=entry.name)
