@@ -14,6 +14,7 @@ thread (off the run's path) and cached per entry for a minute.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import hashlib
 import logging
 import math
@@ -164,6 +165,8 @@ class _Sender:
         self.queue: queue.Queue[Checkin | threading.Event] = queue.Queue(_QUEUE_SIZE)
         self.configs: dict[str, tuple[float, dict[str, Any] | None]] = {}
         self.resting: dict[str, float] = {}
+        self.told: set[str] = set()
+        """What was logged once: sentry_sdk missing or not initialised."""
         """Host of a ping monitor that failed -> until when (monotonic) it is left alone."""
         self.thread = threading.Thread(target=self._loop, name="periodiq-checkins", daemon=True)
         self.thread.start()
@@ -228,10 +231,17 @@ class _Sender:
             raise
 
     def _to_sentry(self, checkin: Checkin) -> None:
-        import sentry_sdk
-        from sentry_sdk.crons import capture_checkin
-
+        try:
+            import sentry_sdk
+            from sentry_sdk.crons import capture_checkin
+        except ImportError:
+            self._tell_once("periodiq_checkins names 'sentry' but sentry_sdk is missing")
+            return
         if not sentry_sdk.get_client().is_active():
+            self._tell_once(
+                "periodiq_checkins names 'sentry' but sentry_sdk.init() was not called in this "
+                "process: no check-ins go to Sentry"
+            )
             return
         capture_checkin(
             monitor_slug=monitor_slug(checkin.entry),
@@ -240,6 +250,11 @@ class _Sender:
             duration=checkin.duration,
             monitor_config=self._config(checkin.entry),  # type: ignore[arg-type]
         )
+
+    def _tell_once(self, problem: str) -> None:
+        if problem not in self.told:
+            self.told.add(problem)
+            logger.warning("periodiq: %s", problem)
 
     def _config(self, name: str) -> dict[str, Any] | None:
         read_at, config = self.configs.get(name, (-math.inf, None))
@@ -299,9 +314,10 @@ def flush(timeout: float | None = None) -> None:
     for sender in senders:
         sender.flush(max(deadline - time.monotonic(), 0.0))
     if any("sentry" in sender.settings.checkins for sender in senders):
-        import sentry_sdk
+        with contextlib.suppress(ImportError):
+            import sentry_sdk
 
-        sentry_sdk.flush(timeout=max(deadline - time.monotonic(), 0.1))
+            sentry_sdk.flush(timeout=max(deadline - time.monotonic(), 0.1))
 
 
 def _forget_after_fork() -> None:
