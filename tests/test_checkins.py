@@ -111,6 +111,7 @@ def test_a_cron_entry_becomes_a_crontab_monitor_with_its_zone_grace_and_timebox(
         ("0 30 9 * * MON-FRI 2026", None),  # a year Sentry cannot say
         ("30 * * * * *", None),  # at second 30
         ("0 0 L * *", None),
+        ("@reboot", None),
         ("0 9 ? * 1#2", None),
         ("0 9 ? * MON", "0 9 * * MON"),
         ("0 9 * JUL WED", "0 9 * JUL WED"),  # names are not L or W

@@ -52,17 +52,20 @@ def test_runs_check_in_to_sentry_and_pings_from_prefork_children_that_exit(
         api = running.api()
         api.add("Nightly Report", "fine", every=2)
         api.add("broken-job", "broken", every=2)
+        api.add("plain-job", "plain_fine", every=2)
         # every child ends after one task: each end check-in must leave before it exits
         _worker_ready(running, "--max-tasks-per-child=1")
         running.beat()
         ok = wait_for(lambda: _ended(received, "nightly-report"), 30, "a run's end check-in")
         error = wait_for(lambda: _ended(received, "broken-job"), 30, "a failed run's check-in")
-        api.pause("Nightly Report")
-        api.pause("broken-job")
+        plain = wait_for(lambda: _ended(received, "plain-job"), 30, "a plain task's check-in")
+        for name in ("Nightly Report", "broken-job", "plain-job"):
+            api.pause(name)
 
         assert ok[0]["status"] == "ok"
         assert 0 <= float(ok[0]["duration"]) < 5  # type: ignore[arg-type]
         assert error[0]["status"] == "error"
+        assert plain[0]["status"] == "ok"
         run_id = next(
             run["task_id"]
             for run in map(json.loads, running.client.lrange("runs", 0, -1))
@@ -163,6 +166,4 @@ def test_a_monitor_that_never_answers_costs_a_run_less_than_the_timeout(
         # its own URL (per entry) wins over the template: the template never heard of it
         assert not any("stuck" in path for path, _ in received.pings)
         # after one timeout, the silent monitor is left alone and the others' pings go on
-        wait_for(
-            lambda: any(path == "/ping/other" for path, _ in received.pings), 10, "a ping"
-        )
+        wait_for(lambda: any(path == "/ping/other" for path, _ in received.pings), 10, "a ping")

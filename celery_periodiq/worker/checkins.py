@@ -101,6 +101,8 @@ def _crontab(entry: Entry) -> str | None:
         if parts[0] != "0" or (len(parts) == 7 and parts[6] != "*"):
             return None
         parts = parts[1:6]
+    if len(parts) != 5:  # @reboot, @shutdown
+        return None
     days = [re.sub(r"[A-Z]{3}", "", part.upper()) for part in parts[2:]]  # not JUL, WED
     if any(mark in part for part in days for mark in "LW#H"):
         return None

@@ -65,3 +65,9 @@ def broken(self: Any) -> None:
     """Record the run, then fail."""
     _record(self, "start")
     raise RuntimeError("broken on purpose")
+
+
+@app.task(bind=True, name="plain_fine")
+def plain_fine(self: Any) -> None:
+    """A task without PeriodicTask: an entry runs it with the plain duplicate check."""
+    _record(self, "start")
