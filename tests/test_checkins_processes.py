@@ -53,19 +53,35 @@ def test_runs_check_in_to_sentry_and_pings_from_prefork_children_that_exit(
         api.add("Nightly Report", "fine", every=2)
         api.add("broken-job", "broken", every=2)
         api.add("plain-job", "plain_fine", every=2)
+        api.add("overrun", "fine", every=2, args=[5], timebox=1)
+        api.add("quarterly", "fine", cron="*/15 * * * *", tz="Europe/Paris", grace=90)
         # every child ends after one task: each end check-in must leave before it exits
         _worker_ready(running, "--max-tasks-per-child=1")
         running.beat()
         ok = wait_for(lambda: _ended(received, "nightly-report"), 30, "a run's end check-in")
         error = wait_for(lambda: _ended(received, "broken-job"), 30, "a failed run's check-in")
         plain = wait_for(lambda: _ended(received, "plain-job"), 30, "a plain task's check-in")
-        for name in ("Nightly Report", "broken-job", "plain-job"):
+        overrun = wait_for(lambda: _ended(received, "overrun"), 30, "a timeboxed run's check-in")
+        for name in ("Nightly Report", "broken-job", "plain-job", "overrun"):
             api.pause(name)
+        api.trigger("quarterly")
+        quarterly = wait_for(lambda: _ended(received, "quarterly"), 30, "a manual run's check-in")
 
         assert ok[0]["status"] == "ok"
         assert 0 <= float(ok[0]["duration"]) < 5  # type: ignore[arg-type]
         assert error[0]["status"] == "error"
         assert plain[0]["status"] == "ok"
+        assert overrun[0]["status"] == "error"
+        assert 0.5 < float(overrun[0]["duration"]) < 4  # type: ignore[arg-type]
+        assert quarterly[0]["status"] == "ok"
+        assert received.checkins_of("quarterly")[0]["monitor_config"] == {
+            "schedule": {"type": "crontab", "value": "*/15 * * * *"},
+            "timezone": "Europe/Paris",
+            "failure_issue_threshold": 3,
+            "checkin_margin": 2,
+            "max_runtime": 8,
+        }
+        assert "monitor_config" not in ok[0]  # every 2 s: Sentry cannot say it
         run_id = next(
             run["task_id"]
             for run in map(json.loads, running.client.lrange("runs", 0, -1))
