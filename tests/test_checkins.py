@@ -13,7 +13,7 @@ from celery_periodiq.config import Settings
 from celery_periodiq.errors import ConfigurationError
 from celery_periodiq.model.entry import Entry
 from celery_periodiq.schedules.interval import every_spec
-from celery_periodiq.worker.checkins import (
+from celery_periodiq.worker.monitors import (
     monitor_config,
     monitor_slug,
     ping_url,
