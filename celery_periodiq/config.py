@@ -138,7 +138,10 @@ class Settings:
                 _typed("periodiq_replica_timeout", get("periodiq_replica_timeout"), float)
             ),
             alert_task=_alert_task(get("periodiq_alert_task")),
-            checkins=_checkins(get("periodiq_checkins"), get, get("periodiq_checkin_urls")),
+            checkins=_checkins(
+                get("periodiq_checkins"),
+                bool(get("periodiq_checkin_url") or get("periodiq_checkin_urls")),
+            ),
             checkin_url=_checkin_url("periodiq_checkin_url", get("periodiq_checkin_url")),
             checkin_urls=_checkin_urls(get("periodiq_checkin_urls")),
             checkin_timeout=float(
@@ -236,7 +239,7 @@ def _alert_task(value: Any) -> str | None:
     return value
 
 
-def _checkins(value: Any, get: Any, urls: Any) -> tuple[str, ...]:
+def _checkins(value: Any, has_url: bool) -> tuple[str, ...]:
     """The monitors named, in order, with "ping" added when a ping URL is set."""
     if isinstance(value, str) or not isinstance(value, list | tuple):
         raise _bad("periodiq_checkins", value, "a list such as ['sentry'] or ['sentry', 'ping']")
@@ -244,7 +247,6 @@ def _checkins(value: Any, get: Any, urls: Any) -> tuple[str, ...]:
     if unknown:
         raise _bad("periodiq_checkins", value, "a list of " + ", ".join(CHECKIN_KINDS))
     kinds = list(dict.fromkeys(value))
-    has_url = bool(get("periodiq_checkin_url")) or bool(urls)
     if "ping" in kinds and not has_url:
         raise ConfigurationError(
             "setting periodiq_checkins names 'ping' but no ping URL is set: set "
