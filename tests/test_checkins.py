@@ -3,7 +3,12 @@ config and the ping URLs."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -198,3 +203,27 @@ def test_a_state_placeholder_gets_cronitors_states() -> None:
 )
 def test_what_each_outcome_tells_a_monitor(outcome: str, status: str | None) -> None:
     assert status_of(outcome) == status
+
+
+PAGE = Path(__file__).resolve().parent.parent / "docs" / "operations" / "checkins.md"
+RUN_BLOCKS = """
+import json, re, sys
+from celery_periodiq.config import Settings
+found = []
+for block in re.findall(r"```python\\n(.*?)```", open(sys.argv[1]).read(), re.DOTALL):
+    scope = {}
+    exec(compile(block, sys.argv[1], "exec"), scope)
+    found.append(list(Settings.from_app(scope["app"]).checkins))
+print(json.dumps(found))
+"""
+
+
+def test_the_pages_examples_run_and_their_settings_are_valid() -> None:
+    # in a process of their own: sentry_sdk.init() would instrument this one
+    ran = subprocess.run(
+        [sys.executable, "-c", RUN_BLOCKS, str(PAGE)],
+        capture_output=True, text=True, timeout=60, check=False,
+        env={**os.environ, "SENTRY_DSN": ""},
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout) == [["sentry"], ["ping"], ["ping"], ["ping"]]
