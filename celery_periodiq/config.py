@@ -8,7 +8,7 @@ never see each other's entries.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -26,6 +26,7 @@ from celery_periodiq.protocol.keys import Keys
 
 __all__ = [
     "CATCHUP_POLICIES",
+    "CHECKIN_KINDS",
     "DEFAULTS",
     "OVERLAP_POLICIES",
     "Keys",
@@ -52,7 +53,13 @@ DEFAULTS: dict[str, Any] = {
     "periodiq_default_overlap": DEFAULT_OVERLAP,
     "periodiq_default_grace": DEFAULT_GRACE,  # seconds between soft and hard time limit, at most
     "periodiq_alert_task": None,  # a task name: it gets one JSON payload per alert transition
+    "periodiq_checkins": [],  # monitors told of each run: "sentry" (Sentry Crons), "ping"
+    "periodiq_checkin_url": None,  # ping URL template, "https://hc.example/ping/{entry}"
+    "periodiq_checkin_urls": {},  # entry name -> its own ping URL (wins over the template)
+    "periodiq_checkin_timeout": 2.0,  # seconds a ping may take before it is given up
 }
+CHECKIN_KINDS = ("sentry", "ping")
+"""What ``periodiq_checkins`` may name."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +81,11 @@ class Settings:
     replica_acks: int = 0
     replica_timeout: float = 0.5
     alert_task: str | None = None
+    checkins: tuple[str, ...] = ()
+    """The monitors told of each run: "sentry" and/or "ping" (implied by a ping URL)."""
+    checkin_url: str | None = None
+    checkin_urls: dict[str, str] = field(default_factory=dict)
+    checkin_timeout: float = 2.0
     namespace: str = "default"
     """The app's main name: what the default prefix is derived from."""
     url_origin: str = "periodiq_redis_url"
@@ -126,6 +138,15 @@ class Settings:
                 _typed("periodiq_replica_timeout", get("periodiq_replica_timeout"), float)
             ),
             alert_task=_alert_task(get("periodiq_alert_task")),
+            checkins=_checkins(
+                get("periodiq_checkins"),
+                bool(get("periodiq_checkin_url") or get("periodiq_checkin_urls")),
+            ),
+            checkin_url=_checkin_url("periodiq_checkin_url", get("periodiq_checkin_url")),
+            checkin_urls=_checkin_urls(get("periodiq_checkin_urls")),
+            checkin_timeout=float(
+                _typed("periodiq_checkin_timeout", get("periodiq_checkin_timeout"), float)
+            ),
             namespace=namespace,
             url_origin=origin,
         )
@@ -192,6 +213,8 @@ class Settings:
             raise _bad("periodiq_default_grace", self.default_grace, "0 to 86400 seconds")
         if not 1 <= self.partitions <= 1024:
             raise _bad("periodiq_partitions", self.partitions, "1 to 1024")
+        if not 0.1 <= self.checkin_timeout <= 30:
+            raise _bad("periodiq_checkin_timeout", self.checkin_timeout, "0.1 to 30 seconds")
 
     @property
     def keys(self) -> Keys:
@@ -214,6 +237,56 @@ def _alert_task(value: Any) -> str | None:
     if not isinstance(value, str) or not value.strip():
         raise _bad("periodiq_alert_task", value, "a task name such as 'proj.alert', or None")
     return value
+
+
+def _checkins(value: Any, has_url: bool) -> tuple[str, ...]:
+    """The monitors named, in order, with "ping" added when a ping URL is set."""
+    if isinstance(value, str) or not isinstance(value, list | tuple):
+        raise _bad("periodiq_checkins", value, "a list such as ['sentry'] or ['sentry', 'ping']")
+    unknown = [kind for kind in value if kind not in CHECKIN_KINDS]
+    if unknown:
+        raise _bad("periodiq_checkins", value, "a list of " + ", ".join(CHECKIN_KINDS))
+    kinds = list(dict.fromkeys(value))
+    if "ping" in kinds and not has_url:
+        raise ConfigurationError(
+            "setting periodiq_checkins names 'ping' but no ping URL is set: set "
+            "periodiq_checkin_url (e.g. 'https://hc-ping.com/KEY/{entry}') or "
+            "periodiq_checkin_urls ({'entry-name': 'https://...'})"
+        )
+    if has_url and "ping" not in kinds:
+        kinds.append("ping")
+    return tuple(kinds)
+
+
+def _checkin_url(name: str, value: Any) -> str | None:
+    """A ping URL (template): http(s) with a host; ``{entry}`` and ``{state}`` its only
+    placeholders."""
+    if value is None:
+        return None
+    allowed = "an http:// or https:// URL; placeholders {entry} and {state} only"
+    if not isinstance(value, str):
+        raise _bad(name, value, allowed)
+    try:
+        filled = value.format(entry="e", state="run")
+    except (KeyError, IndexError, ValueError):
+        raise _bad(name, value, allowed) from None
+    parsed = urlsplit(filled)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise _bad(name, value, allowed)
+    return value
+
+
+def _checkin_urls(value: Any) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise _bad("periodiq_checkin_urls", value, "a dict of entry name -> ping URL")
+    urls: dict[str, str] = {}
+    for entry, url in value.items():
+        if not isinstance(entry, str) or not entry:
+            raise _bad("periodiq_checkin_urls", value, "a dict of entry name -> ping URL")
+        urls[entry] = _checkin_url(f"periodiq_checkin_urls[{entry!r}]", url) or ""
+        if not urls[entry]:
+            raise _bad(f"periodiq_checkin_urls[{entry!r}]", url, "an http:// or https:// URL")
+    return urls
 
 
 def _typed(name: str, value: Any, kind: type) -> Any:

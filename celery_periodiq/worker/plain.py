@@ -48,6 +48,7 @@ from celery_periodiq.protocol.headers import (
     HEADER_TTL,
 )
 from celery_periodiq.protocol.records import RunEnd, RunStart
+from celery_periodiq.worker import checkins
 from celery_periodiq.worker.task import _HOST, PeriodicTask, request_header, store_of
 
 __all__ = ["install", "uses_periodiq"]
@@ -162,9 +163,11 @@ def _begin(task: Task, task_id: str) -> None:  # type: ignore[type-arg]
             admission.outcome,
             f": {admission.note}" if admission.note else "",
         )
+        checkins.report(store, entry, start.task_id, admission.outcome)
         raise Ignore()
     if admission.guarded:
         setattr(request, _STARTED, (entry, start, time.monotonic()))
+        checkins.report(store, entry, start.task_id, admission.outcome)
 
 
 def _finish(task: Task, status: str, retval: Any) -> None:  # type: ignore[type-arg]
@@ -190,6 +193,7 @@ def _finish(task: Task, status: str, retval: Any) -> None:  # type: ignore[type-
         host=_HOST,
         history_length=start.history_length,
     )
+    checkins.report(store_of(task.app), entry, start.task_id, outcome, end.duration_ms / 1000)
     try:
         store_of(task.app).scripts.finish(entry, end)
     except redis.RedisError as failure:

@@ -45,6 +45,7 @@ from celery_periodiq.protocol.records import RunEnd, RunStart
 from celery_periodiq.runtime import runtime_of
 from celery_periodiq.store.checkpoint import Checkpoint
 from celery_periodiq.store.store import Store
+from celery_periodiq.worker import checkins
 
 __all__ = ["PeriodicTask", "RunContext"]
 
@@ -239,6 +240,7 @@ class PeriodicTask(Task):  # type: ignore[type-arg]
                 admission.outcome,
                 f": {admission.note}" if admission.note else "",
             )
+            checkins.report(store, entry, start.task_id, admission.outcome)
             raise Ignore()
         if not admission.guarded:  # a declared task whose entry is not stored (yet)
             return super().__call__(*args, **kwargs)
@@ -248,6 +250,7 @@ class PeriodicTask(Task):  # type: ignore[type-arg]
             )
         vars(self.request)["periodiq_run"] = context
         began = time.monotonic()
+        checkins.report(store, entry, start.task_id, admission.outcome)
         outcome, problem, final, retry_ttl = "succeeded", "", True, 0
         try:
             return super().__call__(*args, **kwargs)
@@ -279,6 +282,7 @@ class PeriodicTask(Task):  # type: ignore[type-arg]
                 retry_ttl_ms=retry_ttl,
             )
             self._finish(store, entry, end)
+            checkins.report(store, entry, end.task_id, outcome, end.duration_ms / 1000)
             vars(self.request)["periodiq_run"] = None
 
     def _begin(self, store: Store, entry: str, start: RunStart) -> Any:
@@ -408,6 +412,7 @@ def _record_revoked(
         history_length=store.settings.history_length,
         ran=bool(terminated),
     )
+    checkins.report(store, entry, end.task_id, end.outcome)
     try:
         store.scripts.finish(entry, end)
     except redis.RedisError as failure:

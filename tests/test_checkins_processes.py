@@ -1,0 +1,185 @@
+"""Check-ins sent by real workers to a real local monitor: what sentry-sdk sends (its
+envelopes' check_in items) and the Healthchecks-style pings."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from celery_periodiq.protocol.headers import HEADER_ENTRY, HEADER_TICK
+from tests.monitors import Received, monitor_server, silent_monitor
+from tests.processes import Cluster, cluster, wait_for
+
+pytestmark = pytest.mark.slow
+
+
+def _statuses(received: Received, slug: str, check_id: str) -> list[str]:
+    return [
+        item["status"]
+        for item in received.checkins_of(slug)
+        if item["check_in_id"] == check_id.replace("-", "")
+    ]
+
+
+def _ended(received: Received, slug: str) -> list[dict[str, object]]:
+    """The end check-ins of ``slug`` whose run also checked in when it started."""
+    items = received.checkins_of(slug)
+    started = {item["check_in_id"] for item in items if item["status"] == "in_progress"}
+    return [
+        item for item in items if item["status"] != "in_progress" and item["check_in_id"] in started
+    ]
+
+
+def _worker_ready(running: Cluster, *extra: str, pool: str = "prefork") -> None:
+    worker = running.worker("worker", *extra, pool=pool)
+    wait_for(lambda: "ready" in worker.output(), 60, "the worker to be ready")
+
+
+def test_runs_check_in_to_sentry_and_pings_from_prefork_children_that_exit(
+    tmp_path: Path, redis_url: str, broker_url: str
+) -> None:
+    with (
+        monitor_server() as (port, received),
+        cluster(
+            tmp_path, redis_url, broker_url, "checkin_app",
+            TEST_SENTRY_DSN=f"http://key@127.0.0.1:{port}/1",
+            TEST_CHECKIN_URL=f"http://127.0.0.1:{port}/ping/{{entry}}",
+        ) as running,
+    ):  # fmt: skip
+        api = running.api()
+        api.add("Nightly Report", "fine", every=2)
+        api.add("broken-job", "broken", every=2)
+        api.add("plain-job", "plain_fine", every=2)
+        api.add("overrun", "fine", every=2, args=[5], timebox=1)
+        api.add("quarterly", "fine", cron="*/15 * * * *", tz="Europe/Paris", grace=90)
+        # every child ends after one task: each end check-in must leave before it exits
+        _worker_ready(running, "--max-tasks-per-child=1")
+        running.beat()
+        ok = wait_for(lambda: _ended(received, "nightly-report"), 30, "a run's end check-in")
+        error = wait_for(lambda: _ended(received, "broken-job"), 30, "a failed run's check-in")
+        plain = wait_for(lambda: _ended(received, "plain-job"), 30, "a plain task's check-in")
+        overrun = wait_for(lambda: _ended(received, "overrun"), 30, "a timeboxed run's check-in")
+        for name in ("Nightly Report", "broken-job", "plain-job", "overrun"):
+            api.pause(name)
+        api.trigger("quarterly")
+        quarterly = wait_for(lambda: _ended(received, "quarterly"), 30, "a manual run's check-in")
+
+        assert ok[0]["status"] == "ok"
+        assert 0 <= float(ok[0]["duration"]) < 5  # type: ignore[arg-type]
+        assert error[0]["status"] == "error"
+        assert plain[0]["status"] == "ok"
+        assert overrun[0]["status"] == "error"
+        assert 0.5 < float(overrun[0]["duration"]) < 4  # type: ignore[arg-type]
+        assert quarterly[0]["status"] == "ok"
+        assert received.checkins_of("quarterly")[0]["monitor_config"] == {
+            "schedule": {"type": "crontab", "value": "*/15 * * * *"},
+            "timezone": "Europe/Paris",
+            "failure_issue_threshold": 3,
+            "checkin_margin": 2,
+            "max_runtime": 8,
+        }
+        assert "monitor_config" not in ok[0]  # every 2 s: Sentry cannot say it
+        run_id = next(
+            run["task_id"]
+            for run in map(json.loads, running.client.lrange("runs", 0, -1))
+            if run["entry"] == "Nightly Report" and run["kind"] == "end"
+        )
+        wait_for(lambda: len(received.pings_of(run_id)) == 2, 10, "both pings of the run")
+        assert received.pings_of(run_id) == [
+            "/ping/Nightly%20Report/start",
+            "/ping/Nightly%20Report",
+        ]
+        failed = str(error[0]["check_in_id"])
+        assert any(path == "/ping/broken-job/fail" for path, _ in received.pings)
+        assert _statuses(received, "broken-job", failed) == ["in_progress", "error"]
+
+
+def test_a_dropped_duplicate_sends_nothing_and_a_skipped_tick_reports_ok(
+    tmp_path: Path, redis_url: str, broker_url: str
+) -> None:
+    with (
+        monitor_server() as (port, received),
+        cluster(
+            tmp_path, redis_url, broker_url, "checkin_app",
+            TEST_SENTRY_DSN=f"http://key@127.0.0.1:{port}/1",
+            TEST_CHECKIN_URL=f"http://127.0.0.1:{port}/ping/{{entry}}",
+        ) as running,
+    ):  # fmt: skip
+        api = running.api()
+        api.add("once", "fine", cron="@yearly")  # stored, never due during the test
+        api.add("long", "fine", cron="@yearly", args=[3], timebox=None)
+        _worker_ready(running, pool="threads")
+        tick = int(time.time() * 1000)
+        first = "6f0c9e0e-0000-4000-8000-000000000001"
+        api.app.send_task("fine", task_id=first, headers={HEADER_ENTRY: "once", HEADER_TICK: tick})
+        wait_for(lambda: "ok" in _statuses(received, "once", first), 20, "the first copy's end")
+        api.app.send_task("fine", task_id=first, headers={HEADER_ENTRY: "once", HEADER_TICK: tick})
+        wait_for(lambda: api.get("once").counters.get("duplicate"), 20, "the copy to be dropped")
+
+        busy = "6f0c9e0e-0000-4000-8000-000000000002"
+        skipped = "6f0c9e0e-0000-4000-8000-000000000003"
+        api.app.send_task(
+            "fine", args=[3], task_id=busy, headers={HEADER_ENTRY: "long", HEADER_TICK: tick}
+        )
+        wait_for(lambda: "in_progress" in _statuses(received, "long", busy), 20, "the long run")
+        api.app.send_task(
+            "fine", args=[3], task_id=skipped,
+            headers={HEADER_ENTRY: "long", HEADER_TICK: tick + 1000},
+        )  # fmt: skip
+        wait_for(lambda: _statuses(received, "long", skipped), 20, "the skipped tick's check-in")
+        wait_for(lambda: "ok" in _statuses(received, "long", busy), 20, "the long run's end")
+
+        assert _statuses(received, "once", first) == ["in_progress", "ok"]  # once: no copy
+        assert received.pings_of(first) == ["/ping/once/start", "/ping/once"]
+        assert api.get("long").counters.get("skipped_overlap") == 1
+        assert _statuses(received, "long", skipped) == ["ok"]  # handled, not missed
+        assert received.pings_of(skipped) == ["/ping/long"]
+
+        stale = "6f0c9e0e-0000-4000-8000-000000000004"
+        api.app.send_task(
+            "fine", task_id=stale, expires=-5,
+            headers={HEADER_ENTRY: "once", HEADER_TICK: tick - 60_000},
+        )  # fmt: skip
+        wait_for(lambda: _statuses(received, "once", stale), 20, "the expired run's check-in")
+        assert _statuses(received, "once", stale) == ["error"]
+        assert received.pings_of(stale) == ["/ping/once/fail"]
+
+
+def test_a_monitor_that_never_answers_costs_a_run_less_than_the_timeout(
+    tmp_path: Path, redis_url: str, broker_url: str
+) -> None:
+    with (
+        silent_monitor() as silent,
+        monitor_server() as (port, received),
+        cluster(
+            tmp_path, redis_url, broker_url, "checkin_app",
+            TEST_CHECKIN_URL=f"http://127.0.0.1:{port}/ping/{{entry}}",
+            TEST_CHECKIN_URLS=json.dumps({"stuck": f"http://127.0.0.1:{silent}/ping"}),
+            TEST_CHECKIN_TIMEOUT="1.5",
+        ) as running,
+    ):  # fmt: skip
+        api = running.api()
+        api.add("stuck", "fine", every=1)
+        api.add("other", "fine", every=1)
+        _worker_ready(running, pool="threads")
+        running.beat()
+        wait_for(
+            lambda: sum(e.kind == "succeeded" for e in api.history("stuck", limit=50)) >= 3,
+            30,
+            "three runs of the entry whose monitor never answers",
+        )
+        api.pause("stuck")
+        durations = [
+            int(event.fields["duration"])
+            for event in api.history("stuck", limit=50)
+            if event.kind == "succeeded"
+        ]
+        assert len(durations) >= 3
+        assert max(durations) < 1500  # the check-ins' time is in it
+        # its own URL (per entry) wins over the template: the template never heard of it
+        assert not any("stuck" in path for path, _ in received.pings)
+        # after one timeout, the silent monitor is left alone and the others' pings go on
+        wait_for(lambda: any(path == "/ping/other" for path, _ in received.pings), 10, "a ping")
