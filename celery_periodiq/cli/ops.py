@@ -264,7 +264,8 @@ def serve_command(ctx: click.Context, host: str, port: int, token: str | None) -
     Entries, an entry's history and runs, beats, /api/ and /metrics. Reads are
     open to whoever reaches the port; creating and editing entries, pause,
     resume, run now and delete need the token (a browser signs in once; API
-    clients send Authorization: Bearer TOKEN). Needs the web extra: pip install 'celery-periodiq[web]'.
+    clients send Authorization: Bearer TOKEN). Needs the web extra: pip
+    install 'celery-periodiq[web]'.
     """
     try:
         import uvicorn
