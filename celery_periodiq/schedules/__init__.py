@@ -3,7 +3,7 @@
 Forms: cron (5, 6 or 7 fields, seconds first; ``L W # ?``; Jenkins ``H``),
 macros (``@daily`` ...), systemd calendar events, ``@every`` intervals and
 ``every=`` seconds, and the ``@reboot`` / ``@shutdown`` events. The exact
-rules are in ``docs/schedule-semantics.md`` and the README.
+rules are in ``docs/schedule-semantics.md`` and ``docs/schedules.md``.
 """
 
 from __future__ import annotations
