@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -13,7 +14,7 @@ from celery import Celery, shared_task
 
 from celery_periodiq import ConfigurationError, EntryError, PeriodicTask, periodic
 from celery_periodiq.declare import registry
-from tests.processes import cluster
+from tests.processes import APPS, CELERY, cluster
 
 
 @pytest.fixture(autouse=True)
@@ -182,3 +183,39 @@ def test_a_beat_with_a_duplicate_declaration_stops_with_one_line_and_writes_noth
         "declaration per entry name; give one of them name=); the beat cannot start"
     )
     assert redis_client.keys("*") == []
+
+
+MISTAKES = {
+    "cron": "entry 'nightly-report': cron '0 25 * * *': hour field: 25 is out of range "
+    "(allowed: 0-23)",
+    "every": "entry 'nightly-report': every=0: the interval must be longer than zero",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mistake", sorted(MISTAKES))
+@pytest.mark.parametrize("command", [["beat"], ["periodiq", "list"]], ids=["beat", "cli"])
+def test_a_mistaken_periodic_is_the_first_line_celery_prints_and_it_exits_non_zero(
+    tmp_path: Path, redis_url: str, broker_url: str, mistake: str, command: list[str]
+) -> None:
+    # Celery used to print its usage text and two tracebacks (76-86 lines) first.
+    with cluster(tmp_path, redis_url, broker_url, app="mistaken_app") as running:
+        done = subprocess.run(
+            [CELERY, "-A", "mistaken_app", *command],
+            env={**running.env, "TEST_MISTAKE": mistake}, cwd=APPS,
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+
+    first = next(line for line in done.stderr.splitlines() if line.strip())
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr + done.stdout
+    assert "CRITICAL" in first, done.stderr
+    assert first.endswith(
+        f"periodiq: {MISTAKES[mistake]}; celery cannot load the app 'mistaken_app'"
+    ), first
+    assert len(done.stderr.splitlines()) == 1, done.stderr
+
+
+def test_a_mistaken_periodic_still_raises_entry_error_in_python(app: Celery) -> None:
+    with pytest.raises(EntryError, match="every=0: the interval must be longer than zero"):
+        periodic(every=0, name="zero", app=app)(task_body)
