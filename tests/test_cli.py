@@ -206,10 +206,12 @@ def test_list_shows_every_next_run_in_utc_and_each_entrys_zone_on_its_schedule_l
 def test_list_says_a_next_run_is_due_not_now_once_it_is_past(populated: Periodiq) -> None:
     result = cli(populated.app, "list", "--now", "2090-01-01T00:00:05Z")
     exactly = cli(populated.app, "list", "--now", "2090-01-01T00:00:00Z")
+    nearly = cli(populated.app, "list", "--now", "2089-12-31T23:59:59.500Z")
 
     assert "report   active  00:00:00 (due 5s ago)  failed 1h ago\n" in result.stdout
     assert "report   active  00:00:00 (due now)  failed 1h ago\n" in exactly.stdout
-    assert "(now)" not in result.stdout + exactly.stdout
+    assert "report   active  2090-01-01 00:00:00 (due now)  failed 1h ago\n" in nearly.stdout
+    assert "(now)" not in result.stdout + exactly.stdout + nearly.stdout
 
 
 def test_list_says_when_no_beat_is_running_to_send_the_runs_due(populated: Periodiq) -> None:

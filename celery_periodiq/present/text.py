@@ -92,9 +92,9 @@ def upcoming_text(stored: StoredEntry, now: datetime, *, short: bool = False) ->
 
 
 def _due(instant: datetime, now: datetime, *, coarse: bool) -> str:
-    """``in 4m05s``, or ``due 12s ago`` for a tick no beat has sent yet (a past next run
-    is one: the beat moves it on as it sends it)."""
-    if instant > now:
+    """``in 4m05s``; ``due now`` within a second, ``due 12s ago`` for a tick no beat has
+    sent yet (a past next run is one: the beat moves it on as it sends it)."""
+    if (instant - now).total_seconds() >= 1:
         return relative(instant, now, coarse=coarse)
     return "due " + relative(instant, now, coarse=coarse)
 
