@@ -282,4 +282,12 @@ def test_the_demo_ends_with_no_duplicate_and_no_lost_tick(tmp_path: Path) -> Non
         assert tallies[name]["executed"] > 0, output
     assert "$ celery -A example_project periodiq list" in output
     assert "$ celery -A example_project periodiq history make-report" in output
+    # each count says what it counts; the list, read after the beats stopped, says so
+    assert "since added: " in output, output
+    assert "while a beat was alive" in output, output
+    assert "list's counters count every run since the entry was added" in output, output
+    assert "NAME              STATE   NEXT RUN (UTC) " in output, output
+    assert "No beat is running: no run is sent" in output, output
+    assert "(now)" not in output, output
+    assert " CET " not in output, output
     assert re.search(r"OK: 0 duplicate runs, 0 lost ticks", output), output
