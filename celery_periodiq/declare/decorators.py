@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import sys
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
@@ -114,7 +115,7 @@ def periodic(
         try:
             return declare_task(target)
         except EntryError as error:
-            stop_loading(error)  # under `celery -A`: one line, not Celery's 80
+            stop_loading(error, sys._getframe(1))  # under `celery`: one line, not 80
             raise
 
     def declare_task(target: Any) -> Any:
