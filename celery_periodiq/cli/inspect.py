@@ -71,9 +71,11 @@ def list_command(
 ) -> None:
     """List entries, soonest next run first.
 
-    A row per entry: name, state, next run, last run and its outcome; below
-    it the schedule as written and in words, the owner, a pause note or a
-    problem, and the counters worth a look. The N due soonest are shown
+    A row per entry: name, state, next run (UTC; "due 5s ago" when no beat has
+    sent it yet), last run and its outcome; below it the schedule as written
+    and in words with its zone, the owner, a pause note or a problem, and the
+    counters worth a look (since the entry was added). A closing line says
+    when no beat is running. The N due soonest are shown
     (--limit); --all walks through every entry, page by page, and prints each
     page as it is read, so its memory stays flat at any size; its pages come in
     the order Redis scans them (sort the output if you need one order).
