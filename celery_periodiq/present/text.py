@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import UTC, datetime, tzinfo
+from datetime import UTC, datetime
 
 from celery_periodiq.model.entry import AUTO, Entry
 from celery_periodiq.present.events import history_lines
@@ -99,11 +99,11 @@ def _due(instant: datetime, now: datetime, *, coarse: bool) -> str:
     return "due " + relative(instant, now, coarse=coarse)
 
 
-def _next_cell(stored: StoredEntry, now: datetime, zone: tzinfo) -> str:
-    """``09:00:30 (in 30s)`` on the column's ``zone`` (the date when not today there)."""
+def _next_cell(stored: StoredEntry, now: datetime) -> str:
+    """``09:00:30 (in 30s)`` in UTC, list's one zone (the date when not today there)."""
     if stored.next_run is None:
         return upcoming_text(stored, now, short=True)
-    local, today = stored.next_run.astimezone(zone), now.astimezone(zone).date()
+    local, today = stored.next_run.astimezone(UTC), now.astimezone(UTC).date()
     shown = local.strftime("%H:%M:%S" if local.date() == today else "%Y-%m-%d %H:%M:%S")
     return f"{shown} ({_due(stored.next_run, now, coarse=True)})"
 
@@ -167,7 +167,7 @@ def list_text(
     columns = [
         Column("NAME", shrink=12),
         Column("STATE"),
-        Column("NEXT RUN (UTC)", shrink=20),
+        Column("NEXT RUN (UTC)", shrink=23),
         Column("LAST RUN", shrink=12),
     ]
     # A long name gives way first, to 20; then the times; then the name again.
@@ -195,7 +195,7 @@ def list_text(
         cells = [
             (stored.name, None),
             (stored.status, stored.status),
-            (_next_cell(stored, now, UTC), None),
+            (_next_cell(stored, now), None),
             _last_cell(stored, now),
         ]
         rows.append(Row(cells, details))
