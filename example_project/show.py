@@ -106,8 +106,10 @@ def history(api: Periodiq, env: dict[str, str], cli: bool, name: str, limit: int
 
 def summary(tallies: list[Tally], start_ms: int, end_ms: int) -> None:
     """One line per entry: ticks due, executed, duplicated, lost, and why the others did not run."""
-    print(f"Summary of the ticks due from {_ms_clock(start_ms)} to {_ms_clock(end_ms)} UTC "
-          "(a beat was alive all along)")  # fmt: skip
+    print(f"Summary of the scheduled ticks due from {_ms_clock(start_ms)} to "
+          f"{_ms_clock(end_ms)} UTC, while a beat was alive. DUE and EXECUTED count\n"
+          "those ticks only (manual runs apart); list's counters count every run since "
+          "the entry was added.")  # fmt: skip
     rows = [
         ["ENTRY", "DUE", "EXECUTED", "DUPLICATES", "LOST", "MANUAL", "DROPPED/SKIPPED BY REASON"]
     ]

@@ -182,11 +182,48 @@ def test_list_shows_entries_soonest_first_with_state_schedule_and_counters(
     assert result.exit_code == 0
     names = re.findall(r"^(\S+)\s", result.stdout, re.MULTILINE)
     assert names == ["NAME", "report", "cleanup", "sync", "3"]  # last: the summary line
-    assert "report   active  2090-01-01 00:00:00 UTC (in 1h)  failed 59m ago\n" in result.stdout
+    assert "report   active  2090-01-01 00:00:00 (in 1h)  failed 59m ago\n" in result.stdout
     assert "  @every 1m — every 1 minute from 2090-01-01 00:00:00 UTC\n" in result.stdout
-    assert "  owner team · 2 runs, 1 failed\n" in result.stdout
+    assert "  owner team · since added: 2 runs, 1 failed\n" in result.stdout
     assert "  owner team · note: migration\n" in result.stdout
     assert result.stdout.endswith("3 entries: 2 active, 1 paused\n")
+
+
+def test_list_shows_every_next_run_in_utc_and_each_entrys_zone_on_its_schedule_line(
+    populated: Periodiq,
+) -> None:
+    result = cli(populated.app, "list", "--now", NOW)
+
+    assert result.stdout.splitlines()[0].split()[:5] == ["NAME", "STATE", "NEXT", "RUN", "(UTC)"]
+    # cleanup fires at 03:00 Berlin time, 02:00 UTC in winter
+    assert "cleanup  active  2090-01-01 02:00:00 (in 3h)  never\n" in result.stdout
+    assert "  0 3 * * * — at 03:00 every day, Europe/Berlin\n" in result.stdout
+    assert " CET" not in result.stdout
+    shown = cli(populated.app, "show", "cleanup", "--now", NOW).stdout
+    assert "  next run    2090-01-01 03:00:00 CET (in 3h00m)\n" in shown
+
+
+def test_list_says_a_next_run_is_due_not_now_once_it_is_past(populated: Periodiq) -> None:
+    result = cli(populated.app, "list", "--now", "2090-01-01T00:00:05Z")
+    exactly = cli(populated.app, "list", "--now", "2090-01-01T00:00:00Z")
+    nearly = cli(populated.app, "list", "--now", "2089-12-31T23:59:59.500Z")
+
+    assert "report   active  00:00:00 (due 5s ago)  failed 1h ago\n" in result.stdout
+    assert "report   active  00:00:00 (due now)  failed 1h ago\n" in exactly.stdout
+    assert "report   active  2090-01-01 00:00:00 (due now)  failed 1h ago\n" in nearly.stdout
+    assert "(now)" not in result.stdout + exactly.stdout + nearly.stdout
+
+
+def test_list_says_when_no_beat_is_running_to_send_the_runs_due(populated: Periodiq) -> None:
+    without = cli(populated.app, "list")
+    register_beat(populated)
+    with_a_beat = cli(populated.app, "list")
+    every_page = cli(populated.app, "list", "--all")
+
+    no_beat = "No beat is running: no run is sent (start one: celery -A PROJ beat -S periodiq).\n"
+    assert without.stdout.endswith("3 entries: 2 active, 1 paused\n" + no_beat)
+    assert with_a_beat.stdout.endswith("3 entries: 2 active, 1 paused\n")
+    assert every_page.stdout.endswith("3 entries: 2 active, 1 paused\n")
 
 
 def test_list_fits_80_columns(populated: Periodiq) -> None:
@@ -303,6 +340,16 @@ def test_history_failures_and_limit(populated: Periodiq) -> None:
     event = json.loads(limited.stdout)[0]
     assert (event["error_type"], event["error_message"]) == ("ValueError", "no ledger")
     assert (event["duration_ms"], event["host"]) == (500, "worker-1")
+
+
+def test_history_says_no_failures_when_only_failures_were_asked_for(api: Periodiq) -> None:
+    api.add("quiet", "proj.quiet", every=60, start_at=START)
+
+    failures = cli(api.app, "history", "quiet", "--failures")
+    events = cli(api.app, "history", "quiet")
+
+    assert (failures.exit_code, failures.stdout) == (0, "No failures.\n")
+    assert (events.exit_code, events.stdout) == (0, "No events.\n")
 
 
 def test_failures_lists_the_newest_failures_across_entries(populated: Periodiq) -> None:

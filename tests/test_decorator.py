@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -13,7 +14,7 @@ from celery import Celery, shared_task
 
 from celery_periodiq import ConfigurationError, EntryError, PeriodicTask, periodic
 from celery_periodiq.declare import registry
-from tests.processes import cluster
+from tests.processes import APPS, CELERY, cluster
 
 
 @pytest.fixture(autouse=True)
@@ -182,3 +183,55 @@ def test_a_beat_with_a_duplicate_declaration_stops_with_one_line_and_writes_noth
         "declaration per entry name; give one of them name=); the beat cannot start"
     )
     assert redis_client.keys("*") == []
+
+
+HOUR_25 = "entry 'nightly-report': cron '0 25 * * *': hour field: 25 is out of range"
+MISTAKES = {  # TEST_MISTAKE: (the module declaring it, the error)
+    "cron": ("mistaken_app", f"{HOUR_25} (allowed: 0-23)"),
+    "every": ("mistaken_app", "entry 'nightly-report': every=0: the interval must be longer "
+              "than zero"),
+    "included": ("mistaken_tasks", f"{HOUR_25} (allowed: 0-23)"),
+}  # fmt: skip
+
+
+def declared_at(module: str) -> str:
+    """``mistaken_app.py:25``: where the module's @periodic is."""
+    lines = (APPS / f"{module}.py").read_text().splitlines()
+    number = next(n for n, line in enumerate(lines, 1) if line.strip().startswith("@periodic("))
+    return f"{module}.py:{number}"
+
+
+COMMANDS = {"beat": ["beat"], "worker": ["worker", "-P", "solo"], "cli": ["periodiq", "list"]}
+CASES = [  # the CLI imports the app module, not the modules of its include (it reads Redis)
+    (command, mistake)
+    for command in COMMANDS
+    for mistake in MISTAKES
+    if (command, mistake) != ("cli", "included")
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("command", "mistake"), CASES)
+def test_a_mistaken_periodic_is_the_first_line_celery_prints_and_it_exits_non_zero(
+    tmp_path: Path, redis_url: str, broker_url: str, command: str, mistake: str
+) -> None:
+    # Celery used to print its usage text and two tracebacks (76-86 lines) first.
+    module, error = MISTAKES[mistake]
+    with cluster(tmp_path, redis_url, broker_url, app="mistaken_app") as running:
+        done = subprocess.run(
+            [CELERY, "-A", "mistaken_app", *COMMANDS[command]],
+            env={**running.env, "TEST_MISTAKE": mistake}, cwd=APPS,
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+
+    first = next(line for line in done.stderr.splitlines() if line.strip())
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr + done.stdout
+    assert "CRITICAL" in first, done.stderr
+    assert first.endswith(f"periodiq: {declared_at(module)}: {error}; celery cannot start")
+    assert len(done.stderr.splitlines()) == 1, done.stderr
+
+
+def test_a_mistaken_periodic_still_raises_entry_error_in_python(app: Celery) -> None:
+    with pytest.raises(EntryError, match="every=0: the interval must be longer than zero"):
+        periodic(every=0, name="zero", app=app)(task_body)

@@ -11,6 +11,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -282,4 +283,60 @@ def test_the_demo_ends_with_no_duplicate_and_no_lost_tick(tmp_path: Path) -> Non
         assert tallies[name]["executed"] > 0, output
     assert "$ celery -A example_project periodiq list" in output
     assert "$ celery -A example_project periodiq history make-report" in output
+    # each count says what it counts; the list, read after the beats stopped, says so
+    assert "since added: " in output, output
+    assert "while a beat was alive" in output, output
+    assert "list's counters count every run since the entry was added" in output, output
+    assert "NAME              STATE   NEXT RUN (UTC) " in output, output
+    assert "No beat is running: no run is sent" in output, output
+    assert "(now)" not in output, output
+    assert " CET " not in output, output
     assert re.search(r"OK: 0 duplicate runs, 0 lost ticks", output), output
+
+
+def make_demo(tmp_path: Path, path: list[str], **env: str) -> list[str]:
+    """Run ``make demo`` with a venv whose python records what it is asked to run (so
+    nothing is installed), on ``PATH`` ``path``; returns the recorded command lines."""
+    bin_dir = tmp_path / "venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    calls = tmp_path / "calls"
+    recorder = bin_dir / "python"
+    recorder.write_text(f'#!/bin/sh\necho "$*" >> {calls}\n')
+    recorder.chmod(0o755)
+    venv, make = tmp_path / "venv", str(shutil.which("make"))
+    result = subprocess.run(
+        [make, "-s", "demo", f"VENV={venv}", f"PYTHON={sys.executable}"],
+        env={"PATH": os.pathsep.join(path), "HOME": str(tmp_path), **env},
+        cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    return calls.read_text().splitlines()
+
+
+def without_redis_server(tmp_path: Path) -> list[str]:
+    """A PATH with only what the recipe runs besides the venv's python: no redis-server."""
+    tools = tmp_path / "tools"
+    tools.mkdir(parents=True)
+    (tools / "touch").symlink_to(str(shutil.which("touch")))
+    return [str(tools)]
+
+
+def test_make_demo_installs_the_package_alone_when_a_redis_server_is_on_path(
+    tmp_path: Path,
+) -> None:
+    server = Path(str(shutil.which("redis-server")))
+    calls = make_demo(tmp_path, [*without_redis_server(tmp_path), str(server.parent)])
+
+    assert calls == ["-m pip install --quiet -e .", "example_project/demo.py"]
+
+
+def test_make_demo_adds_the_embedded_redis_without_a_redis_server_or_redis_url(
+    tmp_path: Path,
+) -> None:
+    bare = make_demo(tmp_path / "bare", without_redis_server(tmp_path))
+    with_url = make_demo(
+        tmp_path / "url", without_redis_server(tmp_path / "url"), REDIS_URL="redis://x:1/0"
+    )
+
+    assert bare == ["-m pip install --quiet -e .[embedded]", "example_project/demo.py"]
+    assert with_url == ["-m pip install --quiet -e .", "example_project/demo.py"]

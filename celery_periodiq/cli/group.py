@@ -27,8 +27,9 @@ __all__ = ["now_of", "periodiq", "print_text", "style_of", "width"]
 def periodiq() -> None:
     """See and steer the periodiq schedule: entries, runs, beats.
 
-    Times are shown on each entry's own time zone. Every read command takes
-    --json; `COMMAND --help` describes its shape.
+    Times are shown on each entry's own time zone, but for list's NEXT RUN
+    column, which is one zone for all (UTC). Every read command takes --json;
+    `COMMAND --help` describes its shape.
     """
 
 

@@ -71,9 +71,11 @@ def list_command(
 ) -> None:
     """List entries, soonest next run first.
 
-    A row per entry: name, state, next run, last run and its outcome; below
-    it the schedule as written and in words, the owner, a pause note or a
-    problem, and the counters worth a look. The N due soonest are shown
+    A row per entry: name, state, next run (UTC; "due 5s ago" when no beat has
+    sent it yet), last run and its outcome; below it the schedule as written
+    and in words with its zone, the owner, a pause note or a problem, and the
+    counters worth a look (since the entry was added). A closing line says
+    when no beat is running. The N due soonest are shown
     (--limit); --all walks through every entry, page by page, and prints each
     page as it is read, so its memory stays flat at any size; its pages come in
     the order Redis scans them (sort the output if you need one order).
@@ -95,8 +97,16 @@ def list_command(
         print_json([shapes.entry_json(stored) for stored in items])
         return
     total = api.count(owner=owner)
-    output = text.list_text(items, now_of(api, at), style_of(ctx), width(), total=total)
+    output = text.list_text(
+        items, now_of(api, at), style_of(ctx), width(), total=total, beats=_live_beats(api, at)
+    )
     print_text(ctx, output)
+
+
+def _live_beats(api: Periodiq, at: Any) -> int | None:
+    """How many beats are live, for ``list`` to say when none sends the runs due; None
+    with --now (which beats live then is not known)."""
+    return None if at is not None else len(api.beats())
 
 
 def _pages(
@@ -147,7 +157,7 @@ def _print_pages(
     if as_json:
         click.echo("\n]" if shown else "]")
     elif shown:
-        print_text(ctx, "\n" + text.count_text(states, shown))
+        print_text(ctx, "\n" + text.count_text(states, shown, beats=_live_beats(api, at)))
     else:
         print_text(ctx, "No entries.")
 
@@ -218,7 +228,9 @@ def history_command(
     if as_json:
         print_json([shapes.event_json(event) for event in events])
     else:
-        print_text(ctx, history_text(events, shapes.zone_of(stored), style_of(ctx), width()))
+        zone = shapes.zone_of(stored)
+        output = history_text(events, zone, style_of(ctx), width(), failures=failures)
+        print_text(ctx, output)
 
 
 @periodiq.command("failures")

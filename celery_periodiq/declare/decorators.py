@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import sys
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
@@ -12,6 +13,7 @@ from celery import Celery, Task, shared_task
 from celery._state import connect_on_app_finalize, get_current_app
 from celery.local import PromiseProxy, Proxy
 
+from celery_periodiq.declare.loading import stop_loading
 from celery_periodiq.declare.registry import Declaration, declare
 from celery_periodiq.errors import EntryError, shown
 from celery_periodiq.model.build import build_entry
@@ -110,6 +112,13 @@ def periodic(
     }  # fmt: skip # table: the options of EntryOptions, in its order, as build_entry takes them
 
     def decorate(target: Any) -> Any:
+        try:
+            return declare_task(target)
+        except EntryError as error:
+            stop_loading(error, sys._getframe(1))  # under `celery`: one line, not 80
+            raise
+
+    def declare_task(target: Any) -> Any:
         # Validate now, at import, not in the beat; the error names the entry, which is
         # the task's name unless name= is given (Jenkins H hashes it, so use the real one).
         label = name if name is not None else _task_label(target, task_options)

@@ -62,10 +62,13 @@ def history_lines(events: Sequence[Event], zone: tzinfo, style: Style, width: in
     return table(columns, rows, width, style)
 
 
-def history_text(events: Sequence[Event], zone: tzinfo, style: Style, width: int) -> str:
-    """An entry's events, newest first; errors on the line below their run."""
+def history_text(
+    events: Sequence[Event], zone: tzinfo, style: Style, width: int, *, failures: bool = False
+) -> str:
+    """An entry's events, newest first; errors on the line below their run. ``failures``:
+    the events are its failures only (and when there are none, the text says so)."""
     if not events:
-        return "No events."
+        return "No failures." if failures else "No events."
     return "\n".join(history_lines(events, zone, style, width))
 
 

@@ -61,6 +61,7 @@ _LIFECYCLE = (
     "dropped_too_soon",
     "duplicate",
 )
+_NO_BEAT = "No beat is running: no run is sent (start one: celery -A PROJ beat -S periodiq)."
 _FORMS = {"cron": "cron", "calendar": "calendar", "every": "interval", "at": "one-off"}
 _EVENT_PHRASES = {"reboot": "at cluster start", "shutdown": "at last beat stop"}
 _OVERLAP = {
@@ -84,10 +85,27 @@ def upcoming_text(stored: StoredEntry, now: datetime, *, short: bool = False) ->
     if stored.next_run is not None:
         zone = zone_of(stored)
         shown = when_near(stored.next_run, zone, now) if short else when(stored.next_run, zone)
-        return f"{shown} ({relative(stored.next_run, now, coarse=short)})"
+        return f"{shown} ({_due(stored.next_run, now, coarse=short)})"
     if isinstance(schedule, EventSchedule) and stored.status in ("active", "running"):
         return _EVENT_PHRASES.get(schedule.event, schedule.describe())
     return "-"
+
+
+def _due(instant: datetime, now: datetime, *, coarse: bool) -> str:
+    """``in 4m05s``; ``due now`` within a second, ``due 12s ago`` for a tick no beat has
+    sent yet (a past next run is one: the beat moves it on as it sends it)."""
+    if (instant - now).total_seconds() >= 1:
+        return relative(instant, now, coarse=coarse)
+    return "due " + relative(instant, now, coarse=coarse)
+
+
+def _next_cell(stored: StoredEntry, now: datetime) -> str:
+    """``09:00:30 (in 30s)`` in UTC, list's one zone (the date when not today there)."""
+    if stored.next_run is None:
+        return upcoming_text(stored, now, short=True)
+    local, today = stored.next_run.astimezone(UTC), now.astimezone(UTC).date()
+    shown = local.strftime("%H:%M:%S" if local.date() == today else "%Y-%m-%d %H:%M:%S")
+    return f"{shown} ({_due(stored.next_run, now, coarse=True)})"
 
 
 def _written(entry: Entry, schedule: Schedule) -> str:
@@ -99,12 +117,14 @@ def _written(entry: Entry, schedule: Schedule) -> str:
 
 
 def _glance(stored: StoredEntry) -> str:
+    """``since added: 7 runs, 1 dropped``: the entry's counters, manual runs included."""
     counters = stored.counters
-    return ", ".join(
+    counted = ", ".join(
         f"{counters[key]} {one if counters[key] == 1 else many}"
         for key, one, many in _GLANCE
         if counters.get(key)
     )
+    return counted and f"since added: {counted}"
 
 
 def _counters(stored: StoredEntry) -> str:
@@ -132,19 +152,22 @@ def list_text(
     total: int | None = None,
     header: bool = True,
     summary: bool = True,
+    beats: int | None = None,
 ) -> str:
-    """One row per entry, its schedule and what needs a look on the lines below.
+    """One row per entry, its schedule and what needs a look on the lines below; next
+    runs in UTC (each entry's zone is on its schedule line, and in ``show``).
 
     ``total``: how many entries there are in all, when ``items`` are only some of them;
     ``header``/``summary``: print the column titles / the closing count (a listing
-    printed page by page has one of each).
+    printed page by page has one of each); ``beats``: how many beats are live, to say
+    so after the count when none is.
     """
     if not items:
         return "No entries." if header and summary else ""
     columns = [
         Column("NAME", shrink=12),
         Column("STATE"),
-        Column("NEXT RUN", shrink=23),
+        Column("NEXT RUN (UTC)", shrink=23),
         Column("LAST RUN", shrink=12),
     ]
     # A long name gives way first, to 20; then the times; then the name again.
@@ -169,11 +192,10 @@ def list_text(
             extras.append(_glance(stored))
         if extras:
             details.append(" · ".join(extras))
-        upcoming = upcoming_text(stored, now, short=True)
         cells = [
             (stored.name, None),
             (stored.status, stored.status),
-            (upcoming, None),
+            (_next_cell(stored, now), None),
             _last_cell(stored, now),
         ]
         rows.append(Row(cells, details))
@@ -183,19 +205,26 @@ def list_text(
     lines = table(columns, rows, width, style, order)[0 if header else 1 :]
     if not summary:
         return "\n".join(lines)
-    return "\n".join([*lines, "", count_text(states, len(items), total)])
+    return "\n".join([*lines, "", count_text(states, len(items), total, beats)])
 
 
-def count_text(states: dict[str, int], shown: int, total: int | None = None) -> str:
-    """``5 entries: 4 active, 1 paused``; for a part of a larger schedule, what to type."""
+def count_text(
+    states: dict[str, int], shown: int, total: int | None = None, beats: int | None = None
+) -> str:
+    """``5 entries: 4 active, 1 paused``; for a part of a larger schedule, what to type;
+    with ``beats`` 0, that no beat sends the runs due."""
     tally = ", ".join(f"{count} {state}" for state, count in sorted(states.items()))
     noun = "entry" if shown == 1 else "entries"
     if total is None or total <= shown:
-        return f"{shown} {noun}: {tally}"
-    return (
-        f"{shown} of {total} entries, soonest first: {tally} "
-        "(--limit N shows more, --all every one, page by page)"
-    )
+        counted = f"{shown} {noun}: {tally}"
+    else:
+        counted = (
+            f"{shown} of {total} entries, soonest first: {tally} "
+            "(--limit N shows more, --all every one, page by page)"
+        )
+    if beats == 0:
+        counted += f"\n{_NO_BEAT}"
+    return counted
 
 
 def _runs_text(runs: int, most: int) -> str:
@@ -235,7 +264,12 @@ def _policy(entry: Entry, numbers: dict[str, float | None]) -> list[tuple[str, s
         ("timebox", timebox_text),
         ("overlap", f"{entry.overlap}: {_OVERLAP[entry.overlap]}"),
         ("catch-up", f"{entry.catchup}: {_CATCHUP[entry.catchup]}"),
-        ("window", "none" if window is None else f"a tick may still run {seconds(window)} late"),
+        (
+            "window",  # catchup_window; the dates an entry runs between are its start/end
+            "none: no tick is too late to run"
+            if window is None
+            else f"a tick may still run {seconds(window)} late",
+        ),
         ("expires", _expires_text(entry)),
         ("jitter", "none" if not entry.jitter else f"up to {seconds(entry.jitter)}"),
         ("overdue", _overdue_text(entry, numbers["alert_after"], now)),
@@ -267,7 +301,7 @@ def _definition(entry: Entry, schedule: Schedule) -> list[tuple[str, str]]:
         ("schedule", f"{entry.schedule} ({_FORMS[entry.form]})"),
         ("means", schedule.describe()),
         ("time zone", schedule.timezone),
-        ("window", " ".join(filter(None, [start, end])) or "always"),
+        ("start/end", " ".join(filter(None, [start, end])) or "none: no start or end date"),
         ("options", options or "none"),
         ("owner", entry.owner or "none"),
         ("source", entry.source),
