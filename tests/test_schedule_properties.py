@@ -7,7 +7,7 @@ example also checks fires that follow a fire (inside folds and gaps).
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given, settings
@@ -19,6 +19,9 @@ from tests.reference import reference_next_after
 
 EXAMPLES = int(__import__("os").environ.get("PERIODIQ_PROPERTY_EXAMPLES", "500"))
 FIRES = 3
+HORIZON = timedelta(days=366 * 12)
+"""How far reference_next_after looks for a next fire (its default): the engine looks
+further, so a fire past it is the engine's alone."""
 
 
 def engine_fires(spec: str, zone: str, key: str | None, start: datetime) -> list[datetime]:
@@ -69,8 +72,14 @@ def test_next_fires_match_the_brute_force_reference(form: str) -> None:
     @given(cases(FORMS[form]))
     def check(case: tuple[str, str | None, str, datetime]) -> None:
         spec, key, zone, start = case
-        assert engine_fires(spec, zone, key, start) == reference_fires(spec, zone, key, start), (
-            f"{spec!r} tz={zone} key={key!r} from {start.isoformat()}"
+        engine, reference = (
+            engine_fires(spec, zone, key, start),
+            reference_fires(spec, zone, key, start),
         )
+        told = f"{spec!r} tz={zone} key={key!r} from {start.isoformat()}"
+        assert engine[: len(reference)] == reference, told
+        if len(engine) > len(reference):  # the reference gave up: it looks HORIZON ahead
+            after = reference[-1] if reference else start
+            assert engine[len(reference)] - after > HORIZON, told
 
     check()
