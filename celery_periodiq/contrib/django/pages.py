@@ -1,0 +1,196 @@
+"""The admin's list, an entry's page, its actions and delete: the dashboard's reads
+(:mod:`celery_periodiq.web.listing`, :mod:`celery_periodiq.present.shapes`, the runs
+chart) in Django's pages, with Django's permissions and messages."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from django.contrib import messages
+from django.contrib.admin.utils import unquote
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.utils.safestring import mark_safe
+
+from celery_periodiq.contrib.django.celery_app import client
+from celery_periodiq.errors import EntryNotFoundError, PeriodiqError
+from celery_periodiq.present import shapes
+from celery_periodiq.present.terminal import relative
+from celery_periodiq.store.filters import ALERTS, STATES
+from celery_periodiq.web.app import _details, _row, _when
+from celery_periodiq.web.listing import FILTERS, links, read_page, totals
+from celery_periodiq.web.outage import OUTAGES
+from celery_periodiq.web.plot import runs_svg
+
+if TYPE_CHECKING:
+    from celery_periodiq.contrib.django.admin import PeriodicEntryAdmin
+
+__all__ = ["action", "changelist", "delete", "entry", "page"]
+
+
+def page(
+    model_admin: PeriodicEntryAdmin,
+    request: HttpRequest,
+    template: str,
+    title: str,
+    status: int = 200,
+    **values: Any,
+) -> TemplateResponse:
+    """One of the model's pages in the admin's frame (header, breadcrumbs, messages)."""
+    context = {
+        **model_admin.admin_site.each_context(request),
+        "opts": model_admin.opts,
+        "app_label": model_admin.opts.app_label,
+        "title": title,
+        "has_add_permission": model_admin.has_add_permission(request),
+        "has_change_permission": model_admin.has_change_permission(request),
+        "has_delete_permission": model_admin.has_delete_permission(request),
+        "list_url": model_admin.url("changelist"),
+        **values,
+    }
+    return TemplateResponse(request, f"periodiq/{template}", context, status=status)
+
+
+def _problem(
+    model_admin: PeriodicEntryAdmin, request: HttpRequest, error: Exception, status: int
+) -> TemplateResponse:
+    return page(model_admin, request, "problem.html", "Periodic entries", status, problem=error)
+
+
+def changelist(model_admin: PeriodicEntryAdmin, request: HttpRequest) -> HttpResponse:
+    """The entries, a page at a time, searched and filtered as the dashboard's list is."""
+    if not model_admin.has_view_or_change_permission(request):
+        raise PermissionDenied
+    try:
+        api = client()
+        found = read_page(api, request.GET, sort="next")
+        now = api.now()
+        counted = totals(api)
+    except OUTAGES as error:
+        return _problem(model_admin, request, error, 503)
+    except PeriodiqError as error:
+        return _problem(model_admin, request, error, 400)
+    here = request.path
+    rows = [
+        {
+            **_row(item, now),
+            "url": model_admin.url("change", item.name),
+            "last": "never" if item.last_run is None else relative(item.last_run, now),
+        }
+        for item in found.entries
+    ]
+    moves = {
+        key: None if link is None else here + link.removeprefix("/")
+        for key, link in links(request.GET, found).items()
+    }
+    return page(
+        model_admin,
+        request,
+        "change_list.html",
+        "Periodic entries",
+        rows=rows,
+        found=found,
+        links=moves,
+        chosen={key: request.GET.get(key, "") for key in FILTERS},
+        filtered=any(request.GET.get(key) for key in ("q", "state", "alert", "owner")),
+        states=STATES,
+        alerts=ALERTS,
+        totals=[(label, count, here + href.removeprefix("/")) for label, count, href in counted],
+    )
+
+
+def entry(model_admin: PeriodicEntryAdmin, request: HttpRequest, object_id: str) -> HttpResponse:
+    """One entry: its definition, policy, next fires, runs chart and history."""
+    if not model_admin.has_view_or_change_permission(request):
+        raise PermissionDenied
+    name = unquote(object_id)
+    try:
+        api = client()
+        stored, details = _details(api, name)
+        declared = api.declared_in(name)
+    except EntryNotFoundError as error:
+        raise Http404(str(error)) from error
+    except OUTAGES as error:
+        return _problem(model_admin, request, error, 503)
+    shown = shapes.show_json(stored, details)
+    history = [
+        {**event, "at": _when(event["at"]), "tick": _when(event["tick"])}
+        for event in shown["history"]
+    ]
+    item = _row(stored, details.now)
+    return page(
+        model_admin,
+        request,
+        "entry.html",
+        name,
+        item=item,
+        shown=shown,
+        declared=declared,
+        last="never" if stored.last_run is None else relative(stored.last_run, details.now),
+        counters=" · ".join(f"{reason} {count}" for reason, count in shown["counters"].items()),
+        fires=[_when(fire) for fire in shown["upcoming"]],
+        history=history,
+        plot=mark_safe(runs_svg(details.events)),  # numbers only, no text from the entry
+        urls={verb: model_admin.url(verb, name) for verb in ("pause", "resume", "run", "delete")}
+        | {"edit": model_admin.url("edit", name)},
+    )
+
+
+def action(
+    model_admin: PeriodicEntryAdmin, request: HttpRequest, object_id: str, verb: str
+) -> HttpResponse:
+    """Pause (with the form's ``note``), resume or run now: POST only, ``change``
+    permission; back to the entry's page with what happened in a message."""
+    if request.method != "POST":
+        return HttpResponse("POST only", status=405, headers={"Allow": "POST"})
+    if not model_admin.has_change_permission(request):
+        raise PermissionDenied
+    name = unquote(object_id)
+    try:
+        api = client()
+        if verb == "pause":
+            api.pause(name, note=request.POST.get("note") or None)
+            done = f"Paused {name}."
+        elif verb == "resume":
+            api.resume(name)
+            done = f"Resumed {name}."
+        else:
+            done = f"Sent a run of {name} now (task id {api.trigger(name)})."
+    except EntryNotFoundError as error:
+        raise Http404(str(error)) from error
+    except OUTAGES as error:
+        return _problem(model_admin, request, error, 503)
+    except PeriodiqError as error:
+        model_admin.message_user(request, str(error), messages.ERROR)
+    else:
+        model_admin.message_user(request, done, messages.SUCCESS)
+    return HttpResponseRedirect(model_admin.url("change", name))
+
+
+def delete(model_admin: PeriodicEntryAdmin, request: HttpRequest, object_id: str) -> HttpResponse:
+    """Asks first (GET), deletes on POST (``delete`` permission), as Django's admin does."""
+    if not model_admin.has_delete_permission(request):
+        raise PermissionDenied
+    name = unquote(object_id)
+    try:
+        api = client()
+        declared = api.declared_in(name)
+        if request.method == "POST":
+            api.delete(name, force=True)
+    except EntryNotFoundError as error:
+        raise Http404(str(error)) from error
+    except OUTAGES as error:
+        return _problem(model_admin, request, error, 503)
+    if request.method == "POST":
+        model_admin.message_user(request, f"Deleted {name}.", messages.SUCCESS)
+        return HttpResponseRedirect(model_admin.url("changelist"))
+    return page(
+        model_admin,
+        request,
+        "delete.html",
+        f"Delete {name}?",
+        name=name,
+        declared=declared,
+        entry_url=model_admin.url("change", name),
+    )
