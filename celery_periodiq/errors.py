@@ -24,6 +24,10 @@ class ConfigurationError(PeriodiqError, ValueError):
 class EntryError(PeriodiqError, ValueError):
     """An entry definition is invalid: bad name, task, arguments or policy."""
 
+    field: str | None = None
+    """The option at fault (``"tz"``, ``"args"``, ``"schedule"`` for any schedule option,
+    ...), where one is: a form shows the message beside it."""
+
 
 class EntryNotFoundError(PeriodiqError, KeyError):
     """No entry has that name."""

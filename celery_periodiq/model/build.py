@@ -17,7 +17,7 @@ from kombu.serialization import dumps
 from kombu.serialization import registry as _serializers  # type: ignore[attr-defined]
 
 from celery_periodiq.errors import EntryError, ScheduleError, shown
-from celery_periodiq.model.entry import AUTO, Entry, Form, Source
+from celery_periodiq.model.entry import AUTO, Entry, Form, Source, blamed
 from celery_periodiq.model.options import SCHEDULE_OPTIONS, UPDATABLE
 from celery_periodiq.model.policy import DEFAULT_FAILURE_THRESHOLD, OUR_DEFAULTS, Defaults
 from celery_periodiq.schedules.interval import every_spec
@@ -55,15 +55,19 @@ def schedule_of(
     ]
     if len(given) != 1:
         got = ", ".join(f"{key}=" for key, _ in given) or "none"
-        raise EntryError(
-            f"entry {shown(name)}: give exactly one of cron=, every=, calendar=, at= (got {got})"
+        raise blamed(
+            "schedule",
+            EntryError(
+                f"entry {shown(name)}: give exactly one of cron=, every=, calendar=, at= "
+                f"(got {got})"
+            ),
         )
     key, value = given[0]
     if key == "at":
         try:
             return at_spec(value), "at"
         except ScheduleError as error:
-            raise EntryError(f"entry {shown(name)}: {error}") from None
+            raise blamed("schedule", EntryError(f"entry {shown(name)}: {error}")) from None
     if key == "every":
         if isinstance(value, str):
             text = value.strip()
@@ -71,9 +75,10 @@ def schedule_of(
         try:
             return _every_text(value), "every"
         except ScheduleError as error:
-            raise EntryError(f"entry {shown(name)}: {error}") from None
+            raise blamed("schedule", EntryError(f"entry {shown(name)}: {error}")) from None
     if not isinstance(value, str):
-        raise EntryError(f"entry {shown(name)}: {key}={shown(value)} is not a string")
+        message = f"entry {shown(name)}: {key}={shown(value)} is not a string"
+        raise blamed("schedule", EntryError(message))
     return value, key  # type: ignore[return-value]
 
 
@@ -95,7 +100,8 @@ def task_name(task: Any) -> str:
     """A task's name, from a name or a Celery task object."""
     name = getattr(task, "name", task)
     if not isinstance(name, str):
-        raise EntryError(f"task {shown(task)} is neither a task name nor a Celery task")
+        message = f"task {shown(task)} is neither a task name nor a Celery task"
+        raise blamed("task", EntryError(message))
     return name
 
 
@@ -141,9 +147,10 @@ def build_entry(
     """
     spec, form = schedule_of(name, cron, every, calendar, at)
     if not isinstance(args, list | tuple):
-        raise EntryError(
+        message = (
             f"entry {shown(name)}: args={shown(args)} is invalid (allowed: a list of JSON values)"
         )
+        raise blamed("args", EntryError(message))
     entry = Entry(
         name=name,
         task=task_name(task),
@@ -171,7 +178,10 @@ def build_entry(
         pause_on_failure=pause_on_failure,
         max_runs=max_runs,
     )
-    check_encodable(entry)
+    try:
+        check_encodable(entry)
+    except EntryError as error:
+        raise blamed("options", error) from None
     return entry
 
 
@@ -306,8 +316,9 @@ def refuse_past(entry: Entry, now: datetime) -> None:
         return
     instant = datetime.fromisoformat(entry.schedule)
     if instant <= now:
-        raise EntryError(
+        message = (
             f"entry {shown(entry.name)}: at={entry.schedule} is already past (the Redis clock "
             f"says {now.astimezone(instant.tzinfo).isoformat()}); a one-off entry runs once, so "
             "give an instant in the future (allowed: after now)"
         )
+        raise blamed("schedule", EntryError(message))

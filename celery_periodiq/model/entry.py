@@ -31,7 +31,7 @@ from celery_periodiq.schedules import EventSchedule, Schedule
 from celery_periodiq.schedules import parse_form as _parse_form
 from celery_periodiq.schedules.once import at_spec
 
-__all__ = ["AUTO", "FORMS", "MAX_RUNS", "SOURCES", "Entry"]
+__all__ = ["AUTO", "FORMS", "MAX_RUNS", "SOURCES", "Entry", "blamed"]
 
 FORMS = ("cron", "calendar", "every", "at")
 SOURCES = ("code", "config", "runtime")
@@ -53,8 +53,23 @@ Form = Literal["cron", "calendar", "every", "at"]
 Source = Literal["code", "config", "runtime"]
 
 
+def blamed(field: str, error: EntryError) -> EntryError:
+    """``error`` with its :attr:`~celery_periodiq.errors.EntryError.field` set."""
+    error.field = field
+    return error
+
+
 def _fail(name: str, what: str, value: object, allowed: str) -> EntryError:
-    return EntryError(f"entry {shown(name)}: {what}={shown(value)} is invalid (allowed: {allowed})")
+    message = f"entry {shown(name)}: {what}={shown(value)} is invalid (allowed: {allowed})"
+    return blamed(what.partition("[")[0], EntryError(message))
+
+
+def _schedule_field(error: ScheduleError) -> str:
+    """Which option a schedule's error is about: the zone, a bound or the spec."""
+    text = str(error)
+    if text.startswith(("time zone:", "tz=")):
+        return "tz"
+    return "end_at" if text.startswith("end_at") else "schedule"
 
 
 def _number(name: str, what: str, value: object, *, low: float = 0.0) -> float:
@@ -142,14 +157,20 @@ class Entry:
     def _check_name(self) -> None:
         name = self.name
         if not isinstance(name, str) or not name.strip() or len(name) > _MAX_NAME:
-            raise EntryError(
-                f"entry name {shown(name)} is invalid (allowed: 1-{_MAX_NAME} characters, not "
-                "blank)"
+            raise blamed(
+                "name",
+                EntryError(
+                    f"entry name {shown(name)} is invalid (allowed: 1-{_MAX_NAME} characters, "
+                    "not blank)"
+                ),
             )
         if not name.isprintable() or name != name.strip():
-            raise EntryError(
-                f"entry name {shown(name)} is invalid (allowed: printable, no leading/trailing "
-                "space)"
+            raise blamed(
+                "name",
+                EntryError(
+                    f"entry name {shown(name)} is invalid (allowed: printable, no "
+                    "leading/trailing space)"
+                ),
             )
 
     def _check_fields(self) -> None:
@@ -241,7 +262,8 @@ class Entry:
         try:
             schedule = self.parsed_schedule()
         except ScheduleError as error:
-            raise EntryError(f"entry {shown(self.name)}: {error}") from None
+            wrapped = EntryError(f"entry {shown(self.name)}: {error}")
+            raise blamed(_schedule_field(error), wrapped) from None
         self._check_timebox(schedule)
         if self.max_runs is not None and isinstance(schedule, EventSchedule):
             raise _fail(
