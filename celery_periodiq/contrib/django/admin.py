@@ -1,4 +1,4 @@
-""""Periodic entries" in Django's admin: the URLs of the list, an entry, the form and the
+""" "Periodic entries" in Django's admin: the URLs of the list, an entry, the form and the
 actions, each behind the admin's login and one of the model's four permissions."""
 
 from __future__ import annotations
@@ -7,9 +7,8 @@ from collections.abc import Callable
 from typing import Any
 
 from django.contrib import admin
-from django.contrib.admin.utils import quote
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
-from django.urls import URLPattern, path, reverse
+from django.urls import URLPattern, path
 
 from celery_periodiq.contrib.django import editing, pages
 from celery_periodiq.contrib.django.models import PeriodicEntry
@@ -32,7 +31,12 @@ class PeriodicEntryAdmin(admin.ModelAdmin):  # type: ignore[misc]
             return self.admin_site.admin_view(view)  # type: ignore[no-any-return]
 
         acts = [
-            path(f"<path:object_id>/{verb}/", wrap(self.action_view), {"verb": verb}, name=named(verb))
+            path(
+                f"<path:object_id>/{verb}/",
+                wrap(self.action_view),
+                {"verb": verb},
+                name=named(verb),
+            )
             for verb in ACTIONS
         ]
         return [
@@ -45,15 +49,6 @@ class PeriodicEntryAdmin(admin.ModelAdmin):  # type: ignore[misc]
             *acts,
             path("<path:object_id>/", wrap(self.object_redirect)),
         ]
-
-    def url(self, suffix: str, name: str | None = None) -> str:
-        """The admin URL of one of this model's views (of entry ``name``)."""
-        opts = self.opts
-        return reverse(
-            f"admin:{opts.app_label}_{opts.model_name}_{suffix}",
-            args=() if name is None else (quote(name),),
-            current_app=self.admin_site.name,
-        )
 
     def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
         return pages.changelist(self, request)
@@ -80,7 +75,7 @@ class PeriodicEntryAdmin(admin.ModelAdmin):  # type: ignore[misc]
         return editing.edit(self, request, object_id)
 
     def preview_view(self, request: HttpRequest) -> HttpResponse:
-        return editing.preview(self, request)
+        return editing.preview_view(self, request)
 
     def object_redirect(self, request: HttpRequest, object_id: str) -> HttpResponse:
         return HttpResponseRedirect(f"{request.path}change/")

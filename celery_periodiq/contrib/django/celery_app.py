@@ -3,7 +3,8 @@ Django's Celery setup made current; and its :class:`~celery_periodiq.api.Periodi
 
 from __future__ import annotations
 
-from celery import Celery, current_app
+from celery import Celery
+from celery.app import app_or_default
 from celery.utils.imports import symbol_by_name
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
@@ -30,13 +31,15 @@ def _named(name: object) -> Celery:
             f"{SETTING}={name!r} names nothing importable ({type(error).__name__}: {error})"
         ) from error
     if not isinstance(app, Celery):
-        raise ImproperlyConfigured(f"{SETTING}={name!r} is a {type(app).__name__}, not a Celery app")
+        raise ImproperlyConfigured(
+            f"{SETTING}={name!r} is a {type(app).__name__}, not a Celery app"
+        )
     return app
 
 
 def _current() -> Celery | None:
-    app = current_app._get_current_object()
-    if app.main == _FALLBACK and not app.set_as_current:
+    app = app_or_default()
+    if app.main == _FALLBACK and not getattr(app, "set_as_current", True):
         return None  # Celery's stand-in: nothing named an app
     return app if isinstance(app, Celery) else None
 

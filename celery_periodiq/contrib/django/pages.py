@@ -4,13 +4,15 @@ chart) in Django's pages, with Django's permissions and messages."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.contrib import messages
-from django.contrib.admin.utils import unquote
+from django.contrib.admin import ModelAdmin
+from django.contrib.admin.utils import quote, unquote
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
+from django.urls import reverse
 from django.utils.safestring import mark_safe
 
 from celery_periodiq.contrib.django.celery_app import client
@@ -23,14 +25,23 @@ from celery_periodiq.web.listing import FILTERS, links, read_page, totals
 from celery_periodiq.web.outage import OUTAGES
 from celery_periodiq.web.plot import runs_svg
 
-if TYPE_CHECKING:
-    from celery_periodiq.contrib.django.admin import PeriodicEntryAdmin
+__all__ = ["action", "changelist", "delete", "entry", "page", "url"]
 
-__all__ = ["action", "changelist", "delete", "entry", "page"]
+
+def url(model_admin: ModelAdmin, suffix: str, name: str | None = None) -> str:
+    """The admin URL of one of the model's views (of entry ``name``)."""
+    opts = model_admin.opts
+    return str(
+        reverse(
+            f"admin:{opts.app_label}_{opts.model_name}_{suffix}",
+            args=() if name is None else (quote(name),),
+            current_app=model_admin.admin_site.name,
+        )
+    )
 
 
 def page(
-    model_admin: PeriodicEntryAdmin,
+    model_admin: ModelAdmin,
     request: HttpRequest,
     template: str,
     title: str,
@@ -46,19 +57,19 @@ def page(
         "has_add_permission": model_admin.has_add_permission(request),
         "has_change_permission": model_admin.has_change_permission(request),
         "has_delete_permission": model_admin.has_delete_permission(request),
-        "list_url": model_admin.url("changelist"),
+        "list_url": url(model_admin, "changelist"),
         **values,
     }
     return TemplateResponse(request, f"periodiq/{template}", context, status=status)
 
 
 def _problem(
-    model_admin: PeriodicEntryAdmin, request: HttpRequest, error: Exception, status: int
+    model_admin: ModelAdmin, request: HttpRequest, error: Exception, status: int
 ) -> TemplateResponse:
     return page(model_admin, request, "problem.html", "Periodic entries", status, problem=error)
 
 
-def changelist(model_admin: PeriodicEntryAdmin, request: HttpRequest) -> HttpResponse:
+def changelist(model_admin: ModelAdmin, request: HttpRequest) -> HttpResponse:
     """The entries, a page at a time, searched and filtered as the dashboard's list is."""
     if not model_admin.has_view_or_change_permission(request):
         raise PermissionDenied
@@ -75,7 +86,7 @@ def changelist(model_admin: PeriodicEntryAdmin, request: HttpRequest) -> HttpRes
     rows = [
         {
             **_row(item, now),
-            "url": model_admin.url("change", item.name),
+            "url": url(model_admin, "change", item.name),
             "last": "never" if item.last_run is None else relative(item.last_run, now),
         }
         for item in found.entries
@@ -100,7 +111,7 @@ def changelist(model_admin: PeriodicEntryAdmin, request: HttpRequest) -> HttpRes
     )
 
 
-def entry(model_admin: PeriodicEntryAdmin, request: HttpRequest, object_id: str) -> HttpResponse:
+def entry(model_admin: ModelAdmin, request: HttpRequest, object_id: str) -> HttpResponse:
     """One entry: its definition, policy, next fires, runs chart and history."""
     if not model_admin.has_view_or_change_permission(request):
         raise PermissionDenied
@@ -132,13 +143,13 @@ def entry(model_admin: PeriodicEntryAdmin, request: HttpRequest, object_id: str)
         fires=[_when(fire) for fire in shown["upcoming"]],
         history=history,
         plot=mark_safe(runs_svg(details.events)),  # numbers only, no text from the entry
-        urls={verb: model_admin.url(verb, name) for verb in ("pause", "resume", "run", "delete")}
-        | {"edit": model_admin.url("edit", name)},
+        urls={verb: url(model_admin, verb, name) for verb in ("pause", "resume", "run", "delete")}
+        | {"edit": url(model_admin, "edit", name)},
     )
 
 
 def action(
-    model_admin: PeriodicEntryAdmin, request: HttpRequest, object_id: str, verb: str
+    model_admin: ModelAdmin, request: HttpRequest, object_id: str, verb: str
 ) -> HttpResponse:
     """Pause (with the form's ``note``), resume or run now: POST only, ``change``
     permission; back to the entry's page with what happened in a message."""
@@ -165,10 +176,10 @@ def action(
         model_admin.message_user(request, str(error), messages.ERROR)
     else:
         model_admin.message_user(request, done, messages.SUCCESS)
-    return HttpResponseRedirect(model_admin.url("change", name))
+    return HttpResponseRedirect(url(model_admin, "change", name))
 
 
-def delete(model_admin: PeriodicEntryAdmin, request: HttpRequest, object_id: str) -> HttpResponse:
+def delete(model_admin: ModelAdmin, request: HttpRequest, object_id: str) -> HttpResponse:
     """Asks first (GET), deletes on POST (``delete`` permission), as Django's admin does."""
     if not model_admin.has_delete_permission(request):
         raise PermissionDenied
@@ -184,7 +195,7 @@ def delete(model_admin: PeriodicEntryAdmin, request: HttpRequest, object_id: str
         return _problem(model_admin, request, error, 503)
     if request.method == "POST":
         model_admin.message_user(request, f"Deleted {name}.", messages.SUCCESS)
-        return HttpResponseRedirect(model_admin.url("changelist"))
+        return HttpResponseRedirect(url(model_admin, "changelist"))
     return page(
         model_admin,
         request,
@@ -192,5 +203,5 @@ def delete(model_admin: PeriodicEntryAdmin, request: HttpRequest, object_id: str
         f"Delete {name}?",
         name=name,
         declared=declared,
-        entry_url=model_admin.url("change", name),
+        entry_url=url(model_admin, "change", name),
     )
