@@ -207,8 +207,8 @@ def test_the_keepers_group_pauses_with_a_note_resumes_runs_edits_and_deletes(
     run = site.post(keeper, page_of("kept", "run"), {})
     after_run = keeper.get(site.url + page_of("kept"), timeout=10).text
     form = keeper.get(site.url + page_of("kept", "edit"), timeout=10).text
-    edited = site.post(keeper, page_of("kept", "edit"),
-                       {**VALID, "name": "ignored", "schedule": "30 4 * * *", "tz": "UTC"})  # fmt: skip
+    changed = {**VALID, "name": "ignored", "schedule": "30 4 * * *", "tz": "UTC"}
+    edited = site.post(keeper, page_of("kept", "edit"), changed)
     schedule = site.api().get("kept").entry
     asked = keeper.get(site.url + page_of("kept", "delete"), timeout=10)
     deleted = site.post(keeper, page_of("kept", "delete"), {})
