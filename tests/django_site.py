@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import redis
 import requests
 
 from celery_periodiq import Periodiq
@@ -37,6 +38,11 @@ class Site:
     def api(self) -> Periodiq:
         """The runtime API of the project's Celery app (the same schedule)."""
         return api_for(self.redis_url, self.broker_url)
+
+    def queued(self) -> int:
+        """How many task messages wait in the broker's default queue."""
+        with redis.Redis.from_url(self.broker_url) as broker:
+            return int(broker.llen("celery"))
 
     def manage(self, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
         """``python manage.py ARGS`` of the project, in a subprocess."""

@@ -4,6 +4,7 @@ chart) in Django's pages, with Django's permissions and messages."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.contrib import messages
@@ -139,6 +140,11 @@ def entry(model_admin: ModelAdmin, request: HttpRequest, object_id: str) -> Http
         shown=shown,
         declared=declared,
         last="never" if stored.last_run is None else relative(stored.last_run, details.now),
+        arguments=(
+            ""
+            if stored.entry is None
+            else f"{json.dumps(list(stored.entry.args))} {json.dumps(stored.entry.kwargs)}"
+        ),
         counters=" · ".join(f"{reason} {count}" for reason, count in shown["counters"].items()),
         fires=[_when(fire) for fire in shown["upcoming"]],
         history=history,
