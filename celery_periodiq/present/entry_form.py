@@ -190,6 +190,9 @@ def save(api: Periodiq, form: EntryForm) -> StoredEntry | None:
     try:
         if form.editing is None:
             return api.add(values["name"], values["task"], **options)
+        if _same_schedule(api, form.editing, values["schedule"]):
+            # kept as it is: a one-off's instant may have passed, and that is no change
+            options = {key: value for key, value in options.items() if key not in _SHOWN_AT}
         force = values["force"] == "on"
         return api.update(form.editing, force=force, task=values["task"], **options)
     except EntryExistsError as error:
@@ -203,6 +206,11 @@ def save(api: Periodiq, form: EntryForm) -> StoredEntry | None:
         where = _SHOWN_AT.get(error.field or "", error.field or "")
         form.errors[where if where in FIELDS else ""] = str(error)
     return None
+
+
+def _same_schedule(api: Periodiq, name: str, text: str) -> bool:
+    entry = api.get(name).entry
+    return entry is not None and entry.schedule == " ".join(text.split())
 
 
 def _options(form: EntryForm) -> dict[str, Any]:

@@ -27,7 +27,8 @@ from celery_periodiq.present.terminal import relative
 from celery_periodiq.present.text import upcoming_text
 from celery_periodiq.store.filters import ALERTS, STATES
 from celery_periodiq.store.views import StoredEntry
-from celery_periodiq.web.auth import COOKIE, Guard
+from celery_periodiq.web.auth import COOKIE, REFUSED, Guard
+from celery_periodiq.web.editing import editing_routes
 from celery_periodiq.web.listing import FILTERS, links, page_json, read_page, totals
 from celery_periodiq.web.outage import OUTAGES, RETRY_S, outage_handlers
 from celery_periodiq.web.plot import runs_svg
@@ -118,7 +119,7 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
     async def logout(request: Request) -> Response:
         form = await request.form()
         if not guard.may_post(request, _text(form.get("csrf"))):
-            return render(request, "problem.html", 403, problem=_REFUSED)
+            return render(request, "problem.html", 403, problem=REFUSED)
         response = RedirectResponse("/", status_code=303)
         response.delete_cookie(COOKIE)
         return response
@@ -129,7 +130,7 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
         if verb not in ACTIONS:
             return render(request, "problem.html", 404, problem=f"no action {verb!r}")
         if not guard.may_post(request, _text(form.get("csrf"))):
-            return render(request, "problem.html", 403, problem=_REFUSED)
+            return render(request, "problem.html", 403, problem=REFUSED)
         try:
             await run_in_threadpool(_act, api, verb, name, _text(form.get("note")) or None)
         except OUTAGES:
@@ -201,7 +202,7 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
         if verb not in ACTIONS:
             return JSONResponse({"error": f"no action {verb!r}"}, status_code=404)
         if not guard.bearer(request):
-            return JSONResponse({"error": _REFUSED}, status_code=403 if guard.writable else 405)
+            return JSONResponse({"error": REFUSED}, status_code=403 if guard.writable else 405)
         try:
             body = await request.json() if await request.body() else {}
             note = body.get("note") if isinstance(body, dict) else None
@@ -229,6 +230,7 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
 
     return Starlette(
         routes=[
+            *editing_routes(api, guard, render),
             Route("/", entries_page),
             Route("/entries/{name:path}", entry_page),
             Route("/beats", beats_page),
@@ -246,9 +248,6 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
         ],
         exception_handlers=outage_handlers(api.settings.redis_url, render),
     )
-
-
-_REFUSED = "changes need the token: log in, or send Authorization: Bearer <token>"
 
 
 def _when(iso: str | None) -> str:

@@ -7,9 +7,11 @@ import hmac
 
 from starlette.requests import Request
 
-__all__ = ["COOKIE", "Guard"]
+__all__ = ["COOKIE", "REFUSED", "Guard"]
 
 COOKIE = "periodiq_session"
+REFUSED = "changes need the token: log in, or send Authorization: Bearer <token>"
+"""Why a write was refused."""
 
 
 class Guard:
