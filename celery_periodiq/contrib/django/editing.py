@@ -4,8 +4,6 @@ fragment) inside Django's page, ``<form>`` and CSRF token."""
 
 from __future__ import annotations
 
-import contextlib
-
 import jinja2
 from django.contrib import messages
 from django.contrib.admin import ModelAdmin
@@ -14,11 +12,16 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.utils.safestring import mark_safe
 
-from celery_periodiq.api import Periodiq
 from celery_periodiq.contrib.django.celery_app import client
 from celery_periodiq.contrib.django.pages import page, url
 from celery_periodiq.errors import EntryNotFoundError
-from celery_periodiq.present.entry_form import EntryForm, preview, save, task_choices
+from celery_periodiq.present.entry_form import (
+    EntryForm,
+    preview,
+    save,
+    task_choices,
+    unknown_task,
+)
 from celery_periodiq.web.outage import OUTAGES
 
 __all__ = ["edit", "preview_view"]
@@ -46,8 +49,9 @@ def edit(model_admin: ModelAdmin, request: HttpRequest, object_id: str | None) -
         api = client()
         if request.method == "POST":
             form = EntryForm.posted(request.POST.dict(), editing)
-            saved = _save(api, form)
-            if saved is not None:
+            stored = save(api, form)
+            if stored is not None:
+                saved = stored.name
                 done = "Added" if editing is None else "Changed"
                 model_admin.message_user(request, f"{done} {saved}.", messages.SUCCESS)
                 return HttpResponseRedirect(url(model_admin, "change", saved))
@@ -62,7 +66,7 @@ def edit(model_admin: ModelAdmin, request: HttpRequest, object_id: str | None) -
         form=form,
         tasks=tasks,
         preview_url=url(model_admin, "preview"),
-        unknown_task=_unknown(tasks, form.values["task"]),
+        unknown_task=unknown_task(tasks, form.values["task"]),
     )
     return page(
         model_admin,
@@ -73,25 +77,6 @@ def edit(model_admin: ModelAdmin, request: HttpRequest, object_id: str | None) -
         name=editing,
         entry_url=None if editing is None else url(model_admin, "change", editing),
         fields=mark_safe(fields),  # the fragment escapes what it shows (autoescape)
-    )
-
-
-def _save(api: Periodiq, form: EntryForm) -> str | None:
-    """Save the form; the entry's name, or None when the form says why not. An edit of
-    a declared entry is marked so first, for the page to offer "write it anyway"."""
-    if form.editing is not None and not form.declared:
-        with contextlib.suppress(EntryNotFoundError):  # save() says so above the form
-            form.declared = api.declared_in(form.editing) is not None
-    stored = save(api, form)
-    return None if stored is None else stored.name
-
-
-def _unknown(tasks: list[str], task: str) -> str | None:
-    if not task or not tasks or task in tasks:
-        return None
-    return (
-        f"{task!r} is not a task of this app: check its name, or that the workers' code "
-        "defines it (runs of an unknown task fail on the worker)"
     )
 
 

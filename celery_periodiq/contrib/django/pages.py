@@ -21,7 +21,7 @@ from celery_periodiq.errors import EntryNotFoundError, PeriodiqError
 from celery_periodiq.present import shapes
 from celery_periodiq.present.terminal import relative
 from celery_periodiq.store.filters import ALERTS, STATES
-from celery_periodiq.web.app import _details, _row, _when
+from celery_periodiq.web.entry_pages import act, details, row, when
 from celery_periodiq.web.listing import FILTERS, links, read_page, totals
 from celery_periodiq.web.outage import OUTAGES
 from celery_periodiq.web.plot import runs_svg
@@ -86,7 +86,7 @@ def changelist(model_admin: ModelAdmin, request: HttpRequest) -> HttpResponse:
     here = request.path
     rows = [
         {
-            **_row(item, now),
+            **row(item, now),
             "url": url(model_admin, "change", item.name),
             "last": "never" if item.last_run is None else relative(item.last_run, now),
         }
@@ -119,18 +119,18 @@ def entry(model_admin: ModelAdmin, request: HttpRequest, object_id: str) -> Http
     name = unquote(object_id)
     try:
         api = client()
-        stored, details = _details(api, name)
+        stored, read = details(api, name)
         declared = api.declared_in(name)
     except EntryNotFoundError as error:
         raise Http404(str(error)) from error
     except OUTAGES as error:
         return _problem(model_admin, request, error, 503)
-    shown = shapes.show_json(stored, details)
+    shown = shapes.show_json(stored, read)
     history = [
-        {**event, "at": _when(event["at"]), "tick": _when(event["tick"])}
+        {**event, "at": when(event["at"]), "tick": when(event["tick"])}
         for event in shown["history"]
     ]
-    item = _row(stored, details.now)
+    item = row(stored, read.now)
     return page(
         model_admin,
         request,
@@ -139,16 +139,16 @@ def entry(model_admin: ModelAdmin, request: HttpRequest, object_id: str) -> Http
         item=item,
         shown=shown,
         declared=declared,
-        last="never" if stored.last_run is None else relative(stored.last_run, details.now),
+        last="never" if stored.last_run is None else relative(stored.last_run, read.now),
         arguments=(
             ""
             if stored.entry is None
             else f"{json.dumps(list(stored.entry.args))} {json.dumps(stored.entry.kwargs)}"
         ),
         counters=" · ".join(f"{reason} {count}" for reason, count in shown["counters"].items()),
-        fires=[_when(fire) for fire in shown["upcoming"]],
+        fires=[when(fire) for fire in shown["upcoming"]],
         history=history,
-        plot=mark_safe(runs_svg(details.events)),  # numbers only, no text from the entry
+        plot=mark_safe(runs_svg(read.events)),  # numbers only, no text from the entry
         urls={verb: url(model_admin, verb, name) for verb in ("pause", "resume", "run", "delete")}
         | {"edit": url(model_admin, "edit", name)},
     )
@@ -166,14 +166,7 @@ def action(
     name = unquote(object_id)
     try:
         api = client()
-        if verb == "pause":
-            api.pause(name, note=request.POST.get("note") or None)
-            done = f"Paused {name}."
-        elif verb == "resume":
-            api.resume(name)
-            done = f"Resumed {name}."
-        else:
-            done = f"Sent a run of {name} now (task id {api.trigger(name)})."
+        sent = act(api, verb, name, request.POST.get("note") or None)
     except EntryNotFoundError as error:
         raise Http404(str(error)) from error
     except OUTAGES as error:
@@ -181,7 +174,9 @@ def action(
     except PeriodiqError as error:
         model_admin.message_user(request, str(error), messages.ERROR)
     else:
-        model_admin.message_user(request, done, messages.SUCCESS)
+        done = {"pause": "Paused", "resume": "Resumed"}.get(verb, "Sent a run of")
+        sent_id = f" now (task id {sent})" if sent else ""
+        model_admin.message_user(request, f"{done} {name}{sent_id}.", messages.SUCCESS)
     return HttpResponseRedirect(url(model_admin, "change", name))
 
 
@@ -194,7 +189,7 @@ def delete(model_admin: ModelAdmin, request: HttpRequest, object_id: str) -> Htt
         api = client()
         declared = api.declared_in(name)
         if request.method == "POST":
-            api.delete(name, force=True)
+            act(api, "delete", name, None)
     except EntryNotFoundError as error:
         raise Http404(str(error)) from error
     except OUTAGES as error:
