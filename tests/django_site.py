@@ -10,7 +10,7 @@ import sys
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import redis
@@ -34,10 +34,14 @@ class Site:
     broker_url: str
     db: Path
     log: Path
+    sessions: list[requests.Session] = field(default_factory=list)
+    clients: list[Periodiq] = field(default_factory=list)
 
     def api(self) -> Periodiq:
         """The runtime API of the project's Celery app (the same schedule)."""
-        return api_for(self.redis_url, self.broker_url)
+        if not self.clients:
+            self.clients.append(api_for(self.redis_url, self.broker_url))
+        return self.clients[0]
 
     def queued(self) -> int:
         """How many task messages wait in the broker's default queue."""
@@ -54,6 +58,7 @@ class Site:
     def session(self, user: str) -> requests.Session:
         """An HTTP session signed in as ``user`` through the admin's login form."""
         session = requests.Session()
+        self.sessions.append(session)  # closed with the site
         session.get(f"{self.url}/admin/login/", timeout=10).raise_for_status()
         answer = session.post(
             f"{self.url}/admin/login/",
@@ -110,5 +115,9 @@ def django_site(tmp: Path) -> Iterator[Site]:
             wait_for(lambda: _answers(f"{site.url}/admin/login/"), 30, "runserver to answer")
             yield site
         finally:
+            for session in site.sessions:
+                session.close()
+            for client in site.clients:
+                client.store.client.close()
             server.terminate()
             server.wait(timeout=20)

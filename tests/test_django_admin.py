@@ -8,6 +8,7 @@ writes nothing, and an entry made in the admin is run by a real beat and worker.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,6 +42,19 @@ def stored(site: Site, name: str) -> bool:
     except EntryNotFoundError:
         return False
     return True
+
+
+def logged(site: Site, name: str) -> list[tuple[str, int, str]]:
+    """Django's admin log of entry ``name``: (user, action flag, message), oldest first."""
+    with sqlite3.connect(site.db) as db:
+        return list(
+            db.execute(
+                "select username, action_flag, change_message from django_admin_log join "
+                "auth_user on auth_user.id = user_id where object_id = ? order by "
+                "django_admin_log.id",
+                (name,),
+            )
+        )
 
 
 def test_migrate_creates_the_four_permissions_and_no_table(site: Site) -> None:
@@ -209,6 +223,7 @@ def test_the_keepers_group_pauses_with_a_note_resumes_runs_edits_and_deletes(
     run = site.post(keeper, page_of("kept", "run"), {})
     sent = site.queued() - queued
     after_run = keeper.get(site.url + page_of("kept"), timeout=10).text
+    task_id = re.search(r"task id ([-0-9a-f]+)", after_run)
     form = keeper.get(site.url + page_of("kept", "edit"), timeout=10).text
     changed = {**VALID, "name": "ignored", "schedule": "30 4 * * *", "tz": "UTC"}
     edited = site.post(keeper, page_of("kept", "edit"), changed)
@@ -223,7 +238,7 @@ def test_the_keepers_group_pauses_with_a_note_resumes_runs_edits_and_deletes(
     assert still_paused is False
     assert run.status_code == 302
     assert sent == 1
-    assert "Sent a run of kept now" in after_run
+    assert "The periodic entry “kept”: Ran now (task id " in after_run
     assert 'value="0 3 * * *"' in form  # the form is prefilled
     assert edited.status_code == 302
     assert edited.headers["Location"].endswith(page_of("kept"))
@@ -233,6 +248,13 @@ def test_the_keepers_group_pauses_with_a_note_resumes_runs_edits_and_deletes(
     assert "Yes, delete it" in asked.text
     assert deleted.status_code == 302
     assert not stored(site, "kept")
+    assert logged(site, "kept") == [
+        ("keeper", 2, "Paused: disk <full>"),
+        ("keeper", 2, "Resumed"),
+        ("keeper", 2, f"Ran now (task id {task_id and task_id[1]})"),
+        ("keeper", 2, "Edited"),
+        ("keeper", 3, ""),
+    ]
 
 
 def test_an_entry_made_in_the_admin_is_run_by_a_real_beat_and_worker(
@@ -254,6 +276,7 @@ def test_an_entry_made_in_the_admin_is_run_by_a_real_beat_and_worker(
                  "the run to succeed")  # fmt: skip
         shown = clerk.get(site.url + page_of("from-django"), timeout=10).text
     assert runs[0]["kwargs"] == {"by": "admin"}
+    assert logged(site, "from-django") == [("clerk", 1, '[{"added": {}}]')]
     assert '<svg class="plot"' in shown  # the runs chart
     assert "succeeded" in shown
 

@@ -13,7 +13,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.utils.safestring import mark_safe
 
 from celery_periodiq.contrib.django.celery_app import client
-from celery_periodiq.contrib.django.pages import page, url
+from celery_periodiq.contrib.django.pages import page, record, url
 from celery_periodiq.errors import EntryNotFoundError
 from celery_periodiq.present.entry_form import (
     EntryForm,
@@ -52,6 +52,7 @@ def edit(model_admin: ModelAdmin, request: HttpRequest, object_id: str | None) -
             stored = save(api, form)
             if stored is not None:
                 saved = stored.name
+                record(model_admin, request, saved, "added" if editing is None else "Edited")
                 done = "Added" if editing is None else "Changed"
                 model_admin.message_user(request, f"{done} {saved}.", messages.SUCCESS)
                 return HttpResponseRedirect(url(model_admin, "change", saved))

@@ -17,6 +17,7 @@ from django.urls import reverse
 from django.utils.safestring import mark_safe
 
 from celery_periodiq.contrib.django.celery_app import client
+from celery_periodiq.contrib.django.models import PeriodicEntry
 from celery_periodiq.errors import EntryNotFoundError, PeriodiqError
 from celery_periodiq.present import shapes
 from celery_periodiq.present.terminal import relative
@@ -62,6 +63,20 @@ def page(
         **values,
     }
     return TemplateResponse(request, f"periodiq/{template}", context, status=status)
+
+
+def record(model_admin: ModelAdmin, request: HttpRequest, name: str, done: str) -> None:
+    """Write what ``request``'s user did to the entry in Django's admin log (the "Recent
+    actions" of the admin's index): ``done`` is "added", "deleted", or a change."""
+    entry = PeriodicEntry(name=name)
+    if done == "added":
+        model_admin.log_addition(request, entry, [{"added": {}}])
+    elif done != "deleted":
+        model_admin.log_change(request, entry, done)
+    elif hasattr(model_admin, "log_deletions"):  # Django 5.1 and later
+        model_admin.log_deletions(request, [entry])
+    else:
+        model_admin.log_deletion(request, entry, name)
 
 
 def _problem(
@@ -174,9 +189,14 @@ def action(
     except PeriodiqError as error:
         model_admin.message_user(request, str(error), messages.ERROR)
     else:
-        done = {"pause": "Paused", "resume": "Resumed"}.get(verb, "Sent a run of")
-        sent_id = f" now (task id {sent})" if sent else ""
-        model_admin.message_user(request, f"{done} {name}{sent_id}.", messages.SUCCESS)
+        note = request.POST.get("note")
+        done = {
+            "pause": f"Paused{f': {note}' if note else ''}",
+            "resume": "Resumed",
+            "run": f"Ran now (task id {sent})",
+        }[verb]
+        record(model_admin, request, name, done)
+        model_admin.message_user(request, f"The periodic entry “{name}”: {done}.", messages.SUCCESS)
     return HttpResponseRedirect(url(model_admin, "change", name))
 
 
@@ -195,6 +215,7 @@ def delete(model_admin: ModelAdmin, request: HttpRequest, object_id: str) -> Htt
     except OUTAGES as error:
         return _problem(model_admin, request, error, 503)
     if request.method == "POST":
+        record(model_admin, request, name, "deleted")
         model_admin.message_user(request, f"Deleted {name}.", messages.SUCCESS)
         return HttpResponseRedirect(url(model_admin, "changelist"))
     return page(
