@@ -34,6 +34,8 @@ class Site:
     broker_url: str
     db: Path
     log: Path
+    schedule: LocalRedis
+    """The schedule's Redis: ``stop()`` and ``restart()`` it for an outage."""
     sessions: list[requests.Session] = field(default_factory=list)
     clients: list[Periodiq] = field(default_factory=list)
 
@@ -91,7 +93,7 @@ def _answers(url: str) -> bool:
 @contextmanager
 def django_site(tmp: Path) -> Iterator[Site]:
     """The project migrated, its users made and ``runserver`` answering; stopped after."""
-    with LocalRedis(tmp / "redis") as schedule, LocalRedis(tmp / "broker") as broker:
+    with LocalRedis(tmp / "redis", persist=True) as schedule, LocalRedis(tmp / "broker") as broker:
         env = {
             **os.environ,
             "PYTHONPATH": os.pathsep.join([str(PROJECT), str(ROOT)]),
@@ -102,7 +104,7 @@ def django_site(tmp: Path) -> Iterator[Site]:
         }
         port = free_port()
         site = Site(f"http://127.0.0.1:{port}", env, schedule.url, broker.url,
-                    tmp / "db.sqlite3", tmp / "runserver.log")  # fmt: skip
+                    tmp / "db.sqlite3", tmp / "runserver.log", schedule)  # fmt: skip
         for step in (("migrate", "-v0"), ("shell", "-c", "import users")):
             done = site.manage(*step)
             assert done.returncode == 0, done.stderr

@@ -312,3 +312,22 @@ def test_the_app_is_the_current_one_the_named_one_or_a_clear_error(site: Site) -
     assert missing.returncode != 0
     assert "found no Celery app" in missing.stderr
     assert "PERIODIQ_CELERY_APP" in missing.stderr
+
+
+def test_while_the_schedules_redis_is_down_the_pages_say_so(site: Site) -> None:
+    site.api().add("outage-kept", "guarded_record", every=3600, owner="django-tests")
+    keeper = site.session("keeper")
+    site.schedule.stop()
+    try:
+        listed = keeper.get(site.url + LIST, timeout=30)
+        shown = keeper.get(site.url + page_of("outage-kept"), timeout=30)
+        paused = site.post(keeper, page_of("outage-kept", "pause"), {"note": "x"})
+        added = site.post(keeper, ADD, {**VALID, "name": "outage-made"})
+    finally:
+        site.schedule.restart()
+
+    assert (listed.status_code, shown.status_code) == (503, 503)
+    assert (paused.status_code, added.status_code) == (503, 503)
+    assert "Redis" in listed.text
+    assert not site.api().get("outage-kept").paused
+    assert not stored(site, "outage-made")
