@@ -393,3 +393,25 @@ def test_an_ended_one_off_keeps_its_instant_when_other_fields_change(
     entry = api.get("once").entry
     assert entry is not None
     assert (entry.schedule, entry.owner) == ("2020-01-01T00:00:00+00:00", "ops")
+
+
+@pytest.mark.parametrize(
+    ("changes", "field", "said"),
+    [
+        ({"schedule": "2099-06-01T09:00", "tz": "Nowhere/X"}, "tz", "time zone"),
+        ({"start_at": "2099-06-01T00:00", "tz": "Nowhere/X"}, "tz", "time zone"),
+        ({"start_at": "2099-02-01T00:00Z", "end_at": "2099-01-01T00:00Z"}, "end_at", "before"),
+        ({"schedule": "@every 60s", "timebox": "90"}, "timebox", "at most the interval"),
+        ({"options": '{"colour": "red"}'}, "options", "options[&#39;colour&#39;]"),
+    ],
+)
+def test_an_error_of_two_fields_is_shown_beside_the_one_at_fault(
+    api: Periodiq, web: TestClient, changes: dict[str, str], field: str, said: str
+) -> None:
+    csrf = signed_in(web)
+
+    answer = web.post("/entries/new", data={**filled(**changes), "csrf": csrf})
+
+    assert answer.status_code == 400
+    assert said in error_beside(answer.text, field)
+    assert api.list() == []
