@@ -142,6 +142,7 @@ def test_malformed_input_is_shown_beside_its_field_and_nothing_is_written(site: 
 
     assert bad_schedule.status_code == 400
     assert 'id="schedule-error"' in bad_schedule.text
+    assert "Nothing was saved" in bad_schedule.text
     assert 'value="61 * * * *"' in bad_schedule.text  # what was typed is kept
     assert bad_json.status_code == 400
     assert 'id="kwargs-error"' in bad_json.text

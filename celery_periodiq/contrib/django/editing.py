@@ -78,6 +78,7 @@ def edit(model_admin: ModelAdmin, request: HttpRequest, object_id: str | None) -
         name=editing,
         entry_url=None if editing is None else url(model_admin, "change", editing),
         fields=mark_safe(fields),  # the fragment escapes what it shows (autoescape)
+        marked=any(form.errors),  # errors beside fields ("": the form's own, shown atop)
     )
 
 
