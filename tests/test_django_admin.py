@@ -15,6 +15,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+import requests
 
 from celery_periodiq.errors import EntryNotFoundError
 from tests.django_site import LIST, Site, django_site
@@ -79,6 +80,20 @@ def test_the_admin_index_lists_periodic_entries_for_who_may_view_them(site: Site
     assert "Periodic entries" in viewer
     assert f'href="{ADD}"' not in viewer
     assert f'href="{ADD}"' in keeper
+
+
+def test_who_is_not_signed_in_is_sent_to_the_admins_login(site: Site) -> None:
+    site.api().add("anonymous-kept", "guarded_record", every=3600, owner="django-tests")
+    with requests.Session() as anonymous:
+        listed = anonymous.get(site.url + LIST, allow_redirects=False, timeout=10)
+        anonymous.get(f"{site.url}/admin/login/", timeout=10)
+        paused = site.post(anonymous, page_of("anonymous-kept", "pause"), {"note": "x"})
+
+    assert listed.status_code == 302
+    assert listed.headers["Location"].startswith("/admin/login/")
+    assert paused.status_code == 302
+    assert paused.headers["Location"].startswith("/admin/login/")
+    assert not site.api().get("anonymous-kept").paused
 
 
 def test_without_add_permission_no_add_button_and_the_post_is_refused(site: Site) -> None:

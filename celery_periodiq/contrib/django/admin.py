@@ -1,4 +1,4 @@
-""" "Periodic entries" in Django's admin: the URLs of the list, an entry, the form and the
+"""The admin's "Periodic entries": the URLs of the list, an entry, the form and the
 actions, each behind the admin's login and one of the model's four permissions."""
 
 from __future__ import annotations

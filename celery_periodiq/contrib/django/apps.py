@@ -11,7 +11,6 @@ class PeriodiqConfig(AppConfig):  # type: ignore[misc]
     name = "celery_periodiq.contrib.django"
     label = "periodiq"
     verbose_name = "Periodiq"
-    default_auto_field = "django.db.models.AutoField"
 
     def ready(self) -> None:
         from celery_periodiq.contrib.django.celery_app import remember
