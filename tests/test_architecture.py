@@ -36,13 +36,18 @@ LAYERS: list[tuple[str, ...]] = [
     ("api",),
     ("present",),
     ("web",),
+    ("contrib",),
     ("cli",),
     ("localredis",),
 ]
 
 # Where a layer's modules must not reach, beyond the layer order: the dashboard shows what
 # the CLI shows through present/, and present/ renders without click.
-FORBIDDEN: dict[str, tuple[str, ...]] = {"web": ("cli",), "present": ("cli", "web")}
+FORBIDDEN: dict[str, tuple[str, ...]] = {
+    "web": ("cli",),
+    "present": ("cli", "web"),
+    "contrib": ("cli",),
+}
 
 
 def modules() -> dict[str, Path]:

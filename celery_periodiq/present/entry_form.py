@@ -10,6 +10,7 @@ instants) and puts each error beside the field it concerns.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -38,7 +39,7 @@ from celery_periodiq.schedules.calendar import looks_like_calendar
 from celery_periodiq.schedules.zones import zone
 from celery_periodiq.store.views import StoredEntry
 
-__all__ = ["FIELDS", "EntryForm", "preview", "save", "task_choices"]
+__all__ = ["FIELDS", "EntryForm", "preview", "save", "task_choices", "unknown_task"]
 
 FIELDS: tuple[str, ...] = (
     "name",
@@ -179,9 +180,16 @@ def save(api: Periodiq, form: EntryForm) -> StoredEntry | None:
     """Create (``form.editing`` None) or update the entry; None when ``form.errors`` says
     why (then nothing was written). The API's own validation decides.
 
+    An edit of an entry declared in code or beat_schedule is marked so first
+    (``form.declared``), so the page offers "write it anyway" even when the save fails
+    for another reason.
+
     Raises:
         StoreUnavailableError: Redis failed (the page says so as for any other read).
     """
+    if form.editing is not None and not form.declared:
+        with contextlib.suppress(EntryNotFoundError):  # said beside the form below
+            form.declared = api.declared_in(form.editing) is not None
     form.errors.clear()
     options = _options(form)
     if form.errors:
@@ -374,3 +382,15 @@ def task_choices(app: Celery) -> list[str]:
     except Exception:  # an app that cannot finalize here: nothing to offer
         return []
     return sorted(name for name in names if not name.startswith("celery."))
+
+
+def unknown_task(tasks: list[str], task: str) -> str | None:
+    """The warning beside a task name the app does not register (``tasks``: its
+    :func:`task_choices`); None when it does, or when there is nothing to compare with.
+    Such a name is allowed, as ``add`` allows it."""
+    if not task or not tasks or task in tasks:
+        return None
+    return (
+        f"{task!r} is not a task of this app: check its name, or that the workers' code "
+        "defines it (runs of an unknown task fail on the worker)"
+    )

@@ -7,7 +7,6 @@ must await a form hand their write to the pool; a slow request never delays anot
 
 from __future__ import annotations
 
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -24,9 +23,8 @@ from celery_periodiq.api import Periodiq
 from celery_periodiq.errors import EntryNotFoundError, PeriodiqError
 from celery_periodiq.present import shapes
 from celery_periodiq.present.terminal import relative
-from celery_periodiq.present.text import upcoming_text
 from celery_periodiq.store.filters import ALERTS, STATES
-from celery_periodiq.store.views import StoredEntry
+from celery_periodiq.web import entry_pages
 from celery_periodiq.web.auth import COOKIE, REFUSED, Guard
 from celery_periodiq.web.editing import editing_routes
 from celery_periodiq.web.listing import FILTERS, links, page_json, read_page, totals
@@ -48,7 +46,7 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
         undefined=jinja2.StrictUndefined,
     )
     pages.filters["path"] = lambda name: quote(str(name), safe="")
-    pages.filters["when"] = _when
+    pages.filters["when"] = entry_pages.when
     pages.filters["ago"] = lambda when: "never" if when is None else relative(when, api.now())
 
     def render(request: Request, template: str, status: int = 200, **values: Any) -> HTMLResponse:
@@ -72,7 +70,7 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
         return render(
             request,
             "entries.html",
-            rows=[_row(item, now) for item in found.entries],
+            rows=[entry_pages.row(item, now) for item in found.entries],
             page=found,
             links=links(params, found),
             chosen={key: params.get(key, "") for key in FILTERS},
@@ -84,13 +82,13 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
     def entry_page(request: Request) -> Response:
         name = request.path_params["name"]
         try:
-            stored, details = _details(api, name)
+            stored, details = entry_pages.details(api, name)
         except EntryNotFoundError as error:
             return render(request, "problem.html", 404, problem=str(error))
         return render(
             request,
             "entry.html",
-            item=_row(stored, details.now),
+            item=entry_pages.row(stored, details.now),
             shown=shapes.show_json(stored, details),
             plot=Markup(runs_svg(details.events)),
         )
@@ -132,7 +130,9 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
         if not guard.may_post(request, _text(form.get("csrf"))):
             return render(request, "problem.html", 403, problem=REFUSED)
         try:
-            await run_in_threadpool(_act, api, verb, name, _text(form.get("note")) or None)
+            await run_in_threadpool(
+                entry_pages.act, api, verb, name, _text(form.get("note")) or None
+            )
         except OUTAGES:
             raise
         except PeriodiqError as error:
@@ -152,7 +152,7 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
 
     def api_entry(request: Request) -> Response:
         try:
-            stored, details = _details(api, request.path_params["name"])
+            stored, details = entry_pages.details(api, request.path_params["name"])
         except EntryNotFoundError as error:
             return JSONResponse({"error": str(error)}, status_code=404)
         return JSONResponse(shapes.show_json(stored, details))
@@ -207,7 +207,7 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
             body = await request.json() if await request.body() else {}
             note = body.get("note") if isinstance(body, dict) else None
             done = await run_in_threadpool(
-                _act, api, verb, name, note if isinstance(note, str) else None
+                entry_pages.act, api, verb, name, note if isinstance(note, str) else None
             )
         except EntryNotFoundError as error:
             return JSONResponse({"error": str(error)}, status_code=404)
@@ -250,69 +250,5 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
     )
 
 
-def _when(iso: str | None) -> str:
-    """``2026-11-24T00:03:10.009000+00:00`` as ``2026-11-24 00:03:10.009 UTC``."""
-    if not iso:
-        return ""
-    try:
-        instant = datetime.fromisoformat(iso)
-    except ValueError:
-        return iso
-    zone = instant.tzname() or ""
-    text = instant.strftime("%Y-%m-%d %H:%M:%S")
-    if instant.microsecond:
-        text += f".{instant.microsecond // 1000:03d}"
-    return f"{text} {'UTC' if zone in ('UTC', 'UTC+00:00') else zone}".strip()
-
-
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
-
-
-def _act(api: Periodiq, verb: str, name: str, note: str | None) -> str | None:
-    """Carry out one write action; the task id for "run"."""
-    if verb == "pause":
-        api.pause(name, note=note)
-    elif verb == "resume":
-        api.resume(name)
-    elif verb == "run":
-        return api.trigger(name)
-    else:
-        api.delete(name, force=True)
-    return None
-
-
-def _details(api: Periodiq, name: str) -> tuple[StoredEntry, shapes.Details]:
-    stored = api.get(name)
-    now = api.now()
-    return stored, shapes.Details(
-        upcoming=api.upcoming(name, 10, after=now) if stored.entry is not None else [],
-        checkpoint=api.has_checkpoint(name),
-        events=api.history(name, limit=100),
-        default_grace=api.settings.default_grace,
-        now=now,
-    )
-
-
-def _row(item: StoredEntry, now: datetime) -> dict[str, Any]:
-    """What the entries table shows of one entry."""
-    counters = item.counters
-    return {
-        "name": item.name,
-        "status": item.status,
-        "alerts": item.alerts,
-        "task": None if item.entry is None else item.entry.task,
-        "schedule": None if item.entry is None else item.entry.schedule,
-        "owner": None if item.entry is None else item.entry.owner,
-        "next": upcoming_text(item, now, short=True),
-        "last_run": item.last_run,
-        "last_status": item.state.get("last_status") or "",
-        "note": item.note or "",
-        "problem": item.invalid or "",
-        "succeeded": counters.get("succeeded", 0),
-        "failed": counters.get("failed", 0) + counters.get("timeboxed", 0),
-        "skipped": sum(
-            counters.get(reason, 0)
-            for reason in ("missed", "skipped_overlap", "dropped_too_soon", "expired")
-        ),
-    }

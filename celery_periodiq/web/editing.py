@@ -8,7 +8,6 @@ runs in the thread pool (plain handlers, or ``run_in_threadpool`` after awaiting
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from urllib.parse import quote
 
@@ -19,7 +18,13 @@ from starlette.routing import Route
 
 from celery_periodiq.api import Periodiq
 from celery_periodiq.errors import EntryNotFoundError
-from celery_periodiq.present.entry_form import EntryForm, preview, save, task_choices
+from celery_periodiq.present.entry_form import (
+    EntryForm,
+    preview,
+    save,
+    task_choices,
+    unknown_task,
+)
 from celery_periodiq.web.auth import REFUSED, Guard
 
 __all__ = ["editing_routes"]
@@ -34,13 +39,6 @@ def editing_routes(api: Periodiq, guard: Guard, render: Render) -> list[Route]:
 
     def page(request: Request, form: EntryForm, status: int = 200) -> Response:
         tasks = task_choices(api.app)
-        task = form.values["task"]
-        unknown = (
-            f"{task!r} is not a task of this app: check its name, or that the workers' code "
-            "defines it (runs of an unknown task fail on the worker)"
-            if task and tasks and task not in tasks
-            else None
-        )
         return render(
             request,
             "entry_form.html",
@@ -48,7 +46,7 @@ def editing_routes(api: Periodiq, guard: Guard, render: Render) -> list[Route]:
             form=form,
             tasks=tasks,
             preview_url=PREVIEW_URL,
-            unknown_task=unknown,
+            unknown_task=unknown_task(tasks, form.values["task"]),
         )
 
     def refused(request: Request) -> Response | None:
@@ -103,11 +101,6 @@ def editing_routes(api: Periodiq, guard: Guard, render: Render) -> list[Route]:
 
 
 def _save(api: Periodiq, form: EntryForm) -> str | None:
-    """Save the form; the entry's name, or None when the form says why not. An edit of
-    a declared entry is marked as such before saving, so the page offers "write it
-    anyway" even when the save fails for another reason."""
-    if form.editing is not None and not form.declared:
-        with contextlib.suppress(EntryNotFoundError):  # save() says so beside the form
-            form.declared = api.declared_in(form.editing) is not None
+    """Save the form; the entry's name, or None when the form says why not."""
     stored = save(api, form)
     return None if stored is None else stored.name

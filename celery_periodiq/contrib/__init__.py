@@ -1,0 +1,1 @@
+"""Integrations with other frameworks: :mod:`celery_periodiq.contrib.django`."""
