@@ -25,6 +25,10 @@ from celery_periodiq.protocol.headers import HEADER_ENTRY, HEADER_TICK
 from tests.processes import Celery, Cluster, cluster, wait_for
 
 pytestmark = pytest.mark.slow
+FREEZES = int(os.environ.get("PERIODIQ_FREEZES", "4"))
+"""How often the frozen-beat test stops a beat (6 or more for a longer run)."""
+KILLING_S = float(os.environ.get("PERIODIQ_KILLING_S", "36"))
+"""Seconds of SIGKILLs every 4 s in the random-kill test (60 or more for a longer run)."""
 
 
 @dataclass
@@ -125,7 +129,7 @@ def test_a_beat_frozen_while_it_holds_claims_sends_nothing_stale_and_loses_almos
                  "a run of every entry")  # fmt: skip
         start_ms = int(time.time() * 1000)
         held = []
-        for round_ in range(6):
+        for round_ in range(FREEZES):
             beat = beats[round_ % 2]
             held.append(freeze_while_it_holds_claims(running, beat))
             let_pass(5)
@@ -219,13 +223,13 @@ def test_beats_killed_at_random_and_a_redis_killed_once_run_95_percent_of_ticks(
         began = time.monotonic()
         generation = 0
         redis_killed = False
-        while time.monotonic() < began + 60:
+        while time.monotonic() < began + KILLING_S:
             let_pass(4)
             index = chance.randrange(len(beats))
             beats[index].kill()
             generation += 1
             beats[index] = running.beat(f"beat{index}-{generation}")
-            if not redis_killed and time.monotonic() > began + 30:
+            if not redis_killed and time.monotonic() > began + KILLING_S / 2:
                 redis_server.stop(kill=True)
                 redis_server.start()
                 redis_killed = True

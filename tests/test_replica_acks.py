@@ -140,7 +140,7 @@ def acked_app(primary: LocalRedis, broker_url: str, name: str) -> tuple[Celery, 
     app.conf.periodiq_replica_timeout = 0.2
     bodies: list[int] = []
 
-    @app.task(base=PeriodicTask, name="proj.acked")
+    @app.task(base=PeriodicTask, name="proj.acked", shared=False)
     def acked(tick: int) -> None:
         bodies.append(tick)
 
