@@ -31,7 +31,7 @@ from celery_periodiq.schedules import EventSchedule, Schedule
 from celery_periodiq.schedules import parse_form as _parse_form
 from celery_periodiq.schedules.once import at_spec
 
-__all__ = ["AUTO", "FORMS", "MAX_RUNS", "SOURCES", "Entry", "blamed"]
+__all__ = ["AUTO", "FORMS", "MAX_RUNS", "SOURCES", "Entry", "blamed", "schedule_field"]
 
 FORMS = ("cron", "calendar", "every", "at")
 SOURCES = ("code", "config", "runtime")
@@ -64,12 +64,13 @@ def _fail(name: str, what: str, value: object, allowed: str) -> EntryError:
     return blamed(what.partition("[")[0], EntryError(message))
 
 
-def _schedule_field(error: ScheduleError) -> str:
-    """Which option a schedule's error is about: the zone, a bound or the spec."""
+def schedule_field(error: ValueError, otherwise: str = "schedule") -> str:
+    """Which option a schedule's error is about: the zone, a bound, or ``otherwise``
+    (the spec, or the instant being read)."""
     text = str(error)
     if text.startswith(("time zone:", "tz=")):
         return "tz"
-    return "end_at" if text.startswith("end_at") else "schedule"
+    return "end_at" if text.startswith("end_at") else otherwise
 
 
 def _number(name: str, what: str, value: object, *, low: float = 0.0) -> float:
@@ -263,7 +264,7 @@ class Entry:
             schedule = self.parsed_schedule()
         except ScheduleError as error:
             wrapped = EntryError(f"entry {shown(self.name)}: {error}")
-            raise blamed(_schedule_field(error), wrapped) from None
+            raise blamed(schedule_field(error), wrapped) from None
         self._check_timebox(schedule)
         if self.max_runs is not None and isinstance(schedule, EventSchedule):
             raise _fail(

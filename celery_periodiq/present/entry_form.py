@@ -27,7 +27,7 @@ from celery_periodiq.errors import (
     EntryNotFoundError,
     ScheduleError,
 )
-from celery_periodiq.model.entry import AUTO, Entry
+from celery_periodiq.model.entry import AUTO, Entry, schedule_field
 from celery_periodiq.model.policy import (
     CATCHUP_POLICIES,
     DEFAULT_FAILURE_THRESHOLD,
@@ -259,7 +259,7 @@ def _options(form: EntryForm) -> dict[str, Any]:
     try:
         kind, spec = schedule_option(values["schedule"], tz)
     except ScheduleError as error:
-        errors.setdefault(_field_of(error), str(error))
+        errors.setdefault(schedule_field(error), str(error))
     else:
         options[kind] = spec
     return options
@@ -304,7 +304,7 @@ class _Reader:
         try:
             return _aware(text, tz)
         except ValueError as error:
-            self.errors[_field_of(error, name)] = f"{name}: {error}"
+            self.errors[schedule_field(error, name)] = f"{name}: {error}"
             return None
 
 
@@ -322,10 +322,6 @@ def _aware(text: str, tz: str) -> datetime:
             "without an offset it is read in the entry's time zone)"
         ) from None
     return instant if instant.tzinfo is not None else instant.replace(tzinfo=zone(tz))
-
-
-def _field_of(error: ValueError, otherwise: str = "schedule") -> str:
-    return "tz" if str(error).startswith(("time zone:", "tz=")) else otherwise
 
 
 def schedule_option(text: str, tz: str) -> tuple[str, str | datetime]:
