@@ -34,7 +34,19 @@ from celery_periodiq.store.views import (
     wrong_type,
 )
 
-__all__ = ["Reads"]
+__all__ = ["Reads", "in_batches"]
+
+
+def in_batches(names: Iterable[str], size: int) -> Iterator[list[str]]:
+    """``names`` in lists of ``size`` (the last one shorter, none empty)."""
+    batch: list[str] = []
+    for name in names:
+        batch.append(name)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 class Reads:
@@ -229,16 +241,13 @@ class Reads:
         partition after partition, without reading the whole schedule at once."""
         for part in self.keys.all():
             for key in (part.entries, part.quarantine):
-                names: list[str] = []
-                for name, _ in self.client.hscan_iter(key, count=batch):
-                    if key == part.quarantine and self.client.hexists(part.entries, name):
-                        continue  # listed with the entries already
-                    names.append(name)
-                    if len(names) >= batch:
-                        yield names
-                        names = []
-                if names:
-                    yield names
+                names = (
+                    name
+                    for name, _ in self.client.hscan_iter(key, count=batch)
+                    # a quarantined name with a definition is listed with the entries
+                    if key == part.entries or not self.client.hexists(part.entries, name)
+                )
+                yield from in_batches(names, batch)
 
     def is_declared(self, name: str) -> bool:
         """Whether ``name`` was declared in code or in beat_schedule."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 
+from celery_periodiq.store.reads import in_batches
 from celery_periodiq.store.store import Store
 
 __all__ = ["owned_count", "owned_pages", "quarantined_names", "random_names"]
@@ -17,14 +18,7 @@ def owned_pages(store: Store, owner: str, batch: int = 500) -> Iterator[list[str
     """The names of the entries tagged with ``owner``, ``batch`` or so at a time,
     partition after partition (``SSCAN``), in no particular order."""
     for part in store.keys.all():
-        names: list[str] = []
-        for name in store.client.sscan_iter(part.owner(owner), count=batch):
-            names.append(name)
-            if len(names) >= batch:
-                yield names
-                names = []
-        if names:
-            yield names
+        yield from in_batches(store.client.sscan_iter(part.owner(owner), count=batch), batch)
 
 
 def owned_count(store: Store, owner: str) -> int:
