@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ import requests
 
 from celery_periodiq import Periodiq
 from celery_periodiq.localredis import LocalRedis
+from tests.browser import answers
 from tests.processes import ROOT, api_for, wait_for
 from tests.test_cli import free_port
 
@@ -82,14 +82,6 @@ class Site:
         return session.post(self.url + path, data=data, allow_redirects=False, timeout=30)
 
 
-def _answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=1):
-            return True
-    except OSError:
-        return False
-
-
 @contextmanager
 def django_site(tmp: Path) -> Iterator[Site]:
     """The project migrated, its users made and ``runserver`` answering; stopped after."""
@@ -114,7 +106,7 @@ def django_site(tmp: Path) -> Iterator[Site]:
                 cwd=PROJECT, env=env, stdout=log, stderr=subprocess.STDOUT,
             )  # fmt: skip
         try:
-            wait_for(lambda: _answers(f"{site.url}/admin/login/"), 30, "runserver to answer")
+            wait_for(lambda: answers(f"{site.url}/admin/login/"), 30, "runserver to answer")
             yield site
         finally:
             for session in site.sessions:

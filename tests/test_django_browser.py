@@ -12,21 +12,11 @@ import os
 import shutil
 from pathlib import Path
 
-import pytest
-
+from tests.browser import BROWSER, launch, sync_playwright
 from tests.django_site import LIST, django_site
 from tests.processes import cluster, wait_for
-from tests.test_web_browser import CHROMIUM, sync_playwright
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        CHROMIUM is None,
-        reason="chromium is not installed (make test installs Debian's package; apt-get "
-        "could not here)",
-    ),
-    pytest.mark.skipif(sync_playwright is None, reason="playwright is not installed"),
-]
+pytestmark = BROWSER
 
 
 def test_the_django_admin_in_chromium(tmp_path: Path) -> None:
@@ -40,7 +30,7 @@ def test_the_django_admin_in_chromium(tmp_path: Path) -> None:
         running.worker()
         running.beat()
         with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+            browser = launch(playwright)
             page = browser.new_page(viewport={"width": 1280, "height": 900})
 
             def shot(name: str) -> None:

@@ -12,31 +12,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from pathlib import Path
-
-import pytest
 
 from celery_periodiq.errors import EntryNotFoundError
 from celery_periodiq.localredis import LocalRedis
-from tests.processes import APPS, CELERY, cluster, wait_for
-from tests.test_cli import free_port
-from tests.test_web_browser import CHROMIUM, _answers
+from tests.browser import BROWSER, dashboard, launch, sync_playwright
+from tests.processes import cluster, wait_for
 
-try:
-    from playwright.sync_api import sync_playwright
-except ImportError:  # pragma: no cover - the dev extra brings it
-    sync_playwright = None  # type: ignore[assignment]
-
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        CHROMIUM is None,
-        reason="chromium is not installed (make test installs Debian's package; apt-get "
-        "could not here)",
-    ),
-    pytest.mark.skipif(sync_playwright is None, reason="playwright is not installed"),
-]
+pytestmark = BROWSER
 TOKEN = "form-token-1"
 
 
@@ -49,8 +32,6 @@ def _exists(api: object, name: str) -> bool:
 
 
 def test_creating_and_editing_an_entry_in_chromium(tmp_path: Path, redis_url: str) -> None:
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
     with (
         LocalRedis(tmp_path / "broker") as broker,
         cluster(tmp_path, redis_url, broker.url) as running,
@@ -58,62 +39,51 @@ def test_creating_and_editing_an_entry_in_chromium(tmp_path: Path, redis_url: st
         api = running.api()
         running.worker()
         running.beat()
-        served = subprocess.Popen(
-            [CELERY, "-A", "periodiq_app", "periodiq", "serve", "--port", str(port),
-             "--token", TOKEN],
-            env=running.env, cwd=APPS, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        try:
-            wait_for(lambda: _answers(base + "/"), 30, "the dashboard to answer")
-            with sync_playwright() as playwright:
-                browser = playwright.chromium.launch(executable_path=CHROMIUM,
-                                                     args=["--no-sandbox"])  # fmt: skip
-                page = browser.new_page(viewport={"width": 1280, "height": 900})
-                page.goto(base + "/login")
-                page.get_by_label("Token").fill(TOKEN)
-                page.get_by_role("button", name="Sign in").click()
-                page.get_by_role("link", name="New entry").click()
+        with dashboard(running, TOKEN) as base, sync_playwright() as playwright:
+            browser = launch(playwright)
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.goto(base + "/login")
+            page.get_by_label("Token").fill(TOKEN)
+            page.get_by_role("button", name="Sign in").click()
+            page.get_by_role("link", name="New entry").click()
 
-                page.get_by_label("Name").fill("made-in-form")
-                page.get_by_label("Task").fill("guarded_record")
-                page.get_by_label("Owner").fill("tests")
-                page.get_by_label("Schedule").fill("61 * * * *")
-                page.get_by_role("button", name="Create entry").click()
-                bad_schedule = page.locator("#schedule-error").inner_text()
-                written_after_bad_schedule = _exists(api, "made-in-form")
-                page.screenshot(path=str(tmp_path / "form-bad-schedule.png"), full_page=True)
+            page.get_by_label("Name").fill("made-in-form")
+            page.get_by_label("Task").fill("guarded_record")
+            page.get_by_label("Owner").fill("tests")
+            page.get_by_label("Schedule").fill("61 * * * *")
+            page.get_by_role("button", name="Create entry").click()
+            bad_schedule = page.locator("#schedule-error").inner_text()
+            written_after_bad_schedule = _exists(api, "made-in-form")
+            page.screenshot(path=str(tmp_path / "form-bad-schedule.png"), full_page=True)
 
-                page.get_by_label("Schedule").fill("@every 2s")
-                page.get_by_label("Arguments", exact=True).fill('[1, "a"')
-                preview = page.locator("#schedule-preview")
-                preview.get_by_text("every 2 seconds").wait_for(timeout=10_000)
-                described = preview.inner_text()
-                page.screenshot(path=str(tmp_path / "form-preview.png"), full_page=True)
-                page.get_by_role("button", name="Create entry").click()
-                bad_json = page.locator("#args-error").inner_text()
-                kept_schedule = page.get_by_label("Schedule").input_value()
-                written_after_bad_json = _exists(api, "made-in-form")
-                page.screenshot(path=str(tmp_path / "form-bad-json.png"), full_page=True)
+            page.get_by_label("Schedule").fill("@every 2s")
+            page.get_by_label("Arguments", exact=True).fill('[1, "a"')
+            preview = page.locator("#schedule-preview")
+            preview.get_by_text("every 2 seconds").wait_for(timeout=10_000)
+            described = preview.inner_text()
+            page.screenshot(path=str(tmp_path / "form-preview.png"), full_page=True)
+            page.get_by_role("button", name="Create entry").click()
+            bad_json = page.locator("#args-error").inner_text()
+            kept_schedule = page.get_by_label("Schedule").input_value()
+            written_after_bad_json = _exists(api, "made-in-form")
+            page.screenshot(path=str(tmp_path / "form-bad-json.png"), full_page=True)
 
-                page.get_by_label("Arguments", exact=True).fill("[]")
-                page.get_by_role("button", name="Create entry").click()
-                page.wait_for_url(base + "/entries/made-in-form")
-                wait_for(
-                    lambda: api.get("made-in-form").counters.get("succeeded", 0) >= 2,
-                    30, "two runs of the entry made in the form",
-                )  # fmt: skip
+            page.get_by_label("Arguments", exact=True).fill("[]")
+            page.get_by_role("button", name="Create entry").click()
+            page.wait_for_url(base + "/entries/made-in-form")
+            wait_for(
+                lambda: api.get("made-in-form").counters.get("succeeded", 0) >= 2,
+                30, "two runs of the entry made in the form",
+            )  # fmt: skip
 
-                page.get_by_role("link", name="Edit", exact=True).click()
-                page.get_by_label("Schedule").fill("@every 1h")
-                preview.get_by_text("every 1 hour").wait_for(timeout=10_000)
-                page.screenshot(path=str(tmp_path / "form-edit.png"), full_page=True)
-                page.get_by_role("button", name="Save changes").click()
-                page.wait_for_url(base + "/entries/made-in-form")
-                entry_page = page.locator("main").inner_text()
-                browser.close()
-        finally:
-            served.terminate()
-            served.wait(timeout=20)
+            page.get_by_role("link", name="Edit", exact=True).click()
+            page.get_by_label("Schedule").fill("@every 1h")
+            preview.get_by_text("every 1 hour").wait_for(timeout=10_000)
+            page.screenshot(path=str(tmp_path / "form-edit.png"), full_page=True)
+            page.get_by_role("button", name="Save changes").click()
+            page.wait_for_url(base + "/entries/made-in-form")
+            entry_page = page.locator("main").inner_text()
+            browser.close()
         edited = api.get("made-in-form")
         runs_after_edit = edited.counters.get("succeeded", 0)
         next_fire = api.upcoming("made-in-form", 1, after=api.now())
