@@ -29,6 +29,15 @@ def ready(process: Celery, times: int = 1) -> None:
              f"{process.log.stem} to be ready ({times})")  # fmt: skip
 
 
+def old_and_new(running: Cluster) -> tuple[Celery, Celery]:
+    """A beat of the old version, ready; then one of the new (the deploy begins), ready."""
+    old = running.beat("old", app="deploy_old")
+    ready(old)
+    new = running.beat("new", app="deploy_new")
+    ready(new)
+    return old, new
+
+
 def names(api: Periodiq) -> set[str]:
     return {stored.name for stored in api.list()}
 
@@ -107,10 +116,7 @@ def test_a_beat_back_from_a_redis_outage_waits_a_lease_before_it_replaces_or_rem
     lease = 4
     with cluster(tmp_path, redis_url, broker_url, app="deploy_new", lease=lease) as running:
         api = api_for(redis_url, broker_url, "deploy")
-        old = running.beat("old", app="deploy_old")
-        ready(old)
-        new = running.beat("new", app="deploy_new")
-        ready(new)
+        old, new = old_and_new(running)
         worker = running.worker()
         wait_for(lambda: "ready" in worker.output(), 60, "the worker to be ready")
         more_runs(running, "acc.y", 1)
@@ -146,10 +152,7 @@ def test_a_beat_frozen_past_its_lease_declares_again_what_was_removed_meanwhile(
     its entries again (nothing else would: no pass of its own failed)."""
     with cluster(tmp_path, redis_url, broker_url, app="deploy_new") as running:
         api = api_for(redis_url, broker_url, "deploy")
-        old = running.beat("old", app="deploy_old")
-        ready(old)
-        new = running.beat("new", app="deploy_new")
-        ready(new)
+        old, new = old_and_new(running)
         assert new.process is not None
 
         os.killpg(new.process.pid, signal.SIGSTOP)
@@ -168,10 +171,7 @@ def test_entries_the_new_code_dropped_are_removed_once_the_last_old_beat_is_gone
 ) -> None:
     with cluster(tmp_path, redis_url, broker_url, app="deploy_new") as running:
         api = api_for(redis_url, broker_url, "deploy")
-        old = running.beat("old", app="deploy_old")
-        ready(old)
-        new = running.beat("new", app="deploy_new")
-        ready(new)
+        old, new = old_and_new(running)
         while_old_lives = names(api)
 
         old.kill()  # the last old pod dies at the end of the deploy
