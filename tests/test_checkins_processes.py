@@ -3,8 +3,10 @@ envelopes' check_in items) and the Healthchecks-style pings."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,6 +35,23 @@ def _ended(received: Received, slug: str) -> list[dict[str, object]]:
     ]
 
 
+@contextlib.contextmanager
+def monitored(
+    tmp_path: Path, redis_url: str, broker_url: str
+) -> Iterator[tuple[Cluster, Received]]:
+    """The check-in app's cluster, telling Sentry and pings to one local monitor: the
+    cluster and what the monitor received."""
+    with (
+        monitor_server() as (port, received),
+        cluster(
+            tmp_path, redis_url, broker_url, "checkin_app",
+            TEST_SENTRY_DSN=f"http://key@127.0.0.1:{port}/1",
+            TEST_CHECKIN_URL=f"http://127.0.0.1:{port}/ping/{{entry}}",
+        ) as running,
+    ):  # fmt: skip # the app's settings, one a line
+        yield running, received
+
+
 def _worker_ready(running: Cluster, *extra: str, pool: str = "prefork") -> None:
     worker = running.worker("worker", *extra, pool=pool)
     wait_for(lambda: "ready" in worker.output(), 60, "the worker to be ready")
@@ -41,14 +60,7 @@ def _worker_ready(running: Cluster, *extra: str, pool: str = "prefork") -> None:
 def test_runs_check_in_to_sentry_and_pings_from_prefork_children_that_exit(
     tmp_path: Path, redis_url: str, broker_url: str
 ) -> None:
-    with (
-        monitor_server() as (port, received),
-        cluster(
-            tmp_path, redis_url, broker_url, "checkin_app",
-            TEST_SENTRY_DSN=f"http://key@127.0.0.1:{port}/1",
-            TEST_CHECKIN_URL=f"http://127.0.0.1:{port}/ping/{{entry}}",
-        ) as running,
-    ):  # fmt: skip
+    with monitored(tmp_path, redis_url, broker_url) as (running, received):
         api = running.api()
         api.add("Nightly Report", "fine", every=2)
         api.add("broken-job", "broken", every=2)
@@ -100,14 +112,7 @@ def test_runs_check_in_to_sentry_and_pings_from_prefork_children_that_exit(
 def test_a_dropped_duplicate_sends_nothing_and_a_skipped_tick_reports_ok(
     tmp_path: Path, redis_url: str, broker_url: str
 ) -> None:
-    with (
-        monitor_server() as (port, received),
-        cluster(
-            tmp_path, redis_url, broker_url, "checkin_app",
-            TEST_SENTRY_DSN=f"http://key@127.0.0.1:{port}/1",
-            TEST_CHECKIN_URL=f"http://127.0.0.1:{port}/ping/{{entry}}",
-        ) as running,
-    ):  # fmt: skip
+    with monitored(tmp_path, redis_url, broker_url) as (running, received):
         api = running.api()
         api.add("once", "fine", cron="@yearly")  # stored, never due during the test
         api.add("long", "fine", cron="@yearly", args=[3], timebox=None)
