@@ -4,6 +4,7 @@ config and the ping URLs."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -14,10 +15,13 @@ from typing import Any
 import pytest
 from celery import Celery
 
+from celery_periodiq import Periodiq
 from celery_periodiq.config import Settings
 from celery_periodiq.errors import ConfigurationError
+from celery_periodiq.localredis import LocalRedis
 from celery_periodiq.model.entry import Entry
 from celery_periodiq.schedules.interval import every_spec
+from celery_periodiq.worker.checkins import _Sender
 from celery_periodiq.worker.monitors import (
     monitor_config,
     monitor_slug,
@@ -227,3 +231,26 @@ def test_the_pages_examples_run_and_their_settings_are_valid() -> None:
     )  # fmt: skip
     assert ran.returncode == 0, ran.stderr
     assert json.loads(ran.stdout) == [["sentry"], ["ping"], ["ping"], ["ping"]]
+
+
+def test_a_definition_redis_cannot_give_leaves_the_check_in_the_last_config_known(
+    tmp_path: Path,
+) -> None:
+    with LocalRedis(tmp_path / "redis") as server:
+        app = Celery("checkins-failover", broker="memory://", set_as_current=False)
+        app.conf.periodiq_redis_url = server.url
+        app.conf.periodiq_checkins = ["sentry"]
+        api = Periodiq(app)
+        api.add("nightly", "proj.report", cron="0 3 * * *")
+        sender = _Sender(api.store)
+        known = sender._config("nightly")
+        sender.configs["nightly"] = (-math.inf, known)  # its minute is over: read again
+        server.stop()  # a failover under way
+        during = sender._config("nightly")
+        never_read = sender._config("weekly")
+        api.store.client.close()
+
+    assert known is not None
+    assert known["schedule"] == {"type": "crontab", "value": "0 3 * * *"}
+    assert during == known
+    assert never_read is None

@@ -9,7 +9,8 @@ check-in (logged), never blocks the run. A prefork child that exits
 queue to empty and Sentry's to flush.
 
 Sentry's monitor config is built from the entry's definition, read by the sending
-thread (off the run's path) and cached per entry for a minute.
+thread (off the run's path) and cached per entry for a minute; while Redis cannot be
+read, the check-in goes with the last config known (or none).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
+import redis
 from celery.signals import worker_process_shutdown
 
 from celery_periodiq.store.store import Store
@@ -168,7 +170,10 @@ class _Sender:
         read_at, config = self.configs.get(name, (-math.inf, None))
         if time.monotonic() - read_at < _DEFINITION_TTL:
             return config
-        stored = self.store.load([name])
+        try:
+            stored = self.store.load([name])
+        except redis.RedisError:  # failing over: the check-in goes, with what was known
+            return config
         entry = stored[0].entry if stored else None
         config = (
             None
