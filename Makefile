@@ -68,9 +68,10 @@ demo: $(DEMO_STAMP)
 bench: venv
 	$(BIN)/python bench/schedules.py
 
-# A Sentinel failover every 30 s for 10 minutes, with figures per failover (not in CI).
+# A Sentinel failover every 30 s for 10 minutes, with figures per failover, and a minute
+# of beats SIGKILLed at random (not in CI).
 soak: venv
-	$(BIN)/python -m pytest -m soak -s tests/test_soak.py
+	$(BIN)/python -m pytest -m soak -s tests/test_soak.py tests/test_faults.py
 
 clean:
 	rm -rf $(VENV) site .pytest_cache .mypy_cache .ruff_cache .hypothesis

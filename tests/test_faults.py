@@ -27,8 +27,8 @@ from tests.processes import Celery, Cluster, cluster, wait_for
 pytestmark = pytest.mark.slow
 FREEZES = int(os.environ.get("PERIODIQ_FREEZES", "4"))
 """How often the frozen-beat test stops a beat (6 or more for a longer run)."""
-KILLING_S = float(os.environ.get("PERIODIQ_KILLING_S", "36"))
-"""Seconds of SIGKILLs every 4 s in the random-kill test (60 or more for a longer run)."""
+KILLING_S = float(os.environ.get("PERIODIQ_KILLING_S", "60"))
+"""Seconds of SIGKILLs every 4 s in the random-kill soak."""
 
 
 @dataclass
@@ -206,6 +206,7 @@ def test_a_wiped_redis_gets_the_declared_entries_back_and_says_the_runtime_ones_
         assert all(beat.running for beat in beats), running.logs()
 
 
+@pytest.mark.soak  # a minute of kills: `make soak`; CI has test_beat_cluster's SIGKILL tests
 def test_beats_killed_at_random_and_a_redis_killed_once_run_95_percent_of_ticks(
     tmp_path: Path, redis_server: LocalRedis, broker_url: str
 ) -> None:
