@@ -2,7 +2,9 @@
 
 Put it between a process and its Redis to inject the faults of a flaky network:
 ``cut()`` closes every open connection at once (mid-command, wherever the
-client is), ``refuse()``/``accept()`` turn new connections away and back; a
+client is), ``refuse()``/``accept()`` turn new connections away and back,
+``blackhole()`` answers nothing any more, as a network partition with no reset does
+(connections are accepted and what crosses is dropped, in both directions); a
 ``delay`` holds what clients send that long before it goes on (a slow network);
 ``hold_next(pattern, seconds)`` holds only the next chunk that carries ``pattern``
 (one slow request among quick ones), and sets ``holding`` when it does.
@@ -26,6 +28,7 @@ class Proxy:
         self.port = 0
         self.cuts = 0
         self._refusing = False
+        self._blackholed = False
         self._slow: tuple[bytes, float] | None = None
         self.holding = threading.Event()
         """Set once the chunk carrying the ``hold_next`` pattern is being held."""
@@ -73,8 +76,18 @@ class Proxy:
         self.cut()
 
     def accept(self) -> None:
-        """Forward new connections again."""
+        """Forward new connections again (and what crosses open ones, after a blackhole)."""
         self._refusing = False
+        self._blackholed = False
+
+    def blackhole(self) -> None:
+        """Answer nothing: connections, open and new, stay up and what crosses them is
+        dropped both ways, so a client waits for replies that never come (until
+        :meth:`accept`, or :meth:`cut`)."""
+        self._blackholed = True
+
+    def _dropping(self) -> bool:
+        return self._blackholed
 
     def hold_next(self, pattern: bytes, seconds: float) -> None:
         """Hold the next chunk a client sends that contains ``pattern`` for ``seconds``
@@ -121,7 +134,10 @@ class Proxy:
             client_w.transport.abort()
             return
         self._writers.update((client_w, server_w))
-        await asyncio.gather(_pipe(client_r, server_w, self._hold), _pipe(server_r, client_w))
+        await asyncio.gather(
+            _pipe(client_r, server_w, self._hold, self._dropping),
+            _pipe(server_r, client_w, None, self._dropping),
+        )
         self._writers.discard(client_w)
         self._writers.discard(server_w)
 
@@ -130,9 +146,12 @@ async def _pipe(
     reader: asyncio.StreamReader,
     writer: asyncio.StreamWriter,
     hold: Callable[[bytes], float] | None = None,
+    dropping: Callable[[], bool] | None = None,
 ) -> None:
     try:
         while chunk := await reader.read(65536):
+            if dropping is not None and dropping():
+                continue
             pause = hold(chunk) if hold is not None else 0.0
             if pause:
                 await asyncio.sleep(pause)

@@ -154,12 +154,13 @@ REPLIES: dict[str, Any] = {
     "put": ["created"],
     "remove": ["a"],
     "pause": "ok",
-    "beat": [1000, 0, 1],
+    "beat": [1000, 0, 1, "[]"],
     "declare": 1000,
     "record": 1,
     "begin": ["started", 1000, -1, ""],
     "finish": 1,
     "index": 0,
+    "release": 0,
 }
 """What each script answers the recording client (enough for its wrapper to decode)."""
 
@@ -204,6 +205,7 @@ def test_the_wrappers_send_the_keys_their_headers_document() -> None:
     scripts.begin("a", start)
     scripts.finish("a", RunEnd("id", None, "succeeded", "", 1, "h", 10))
     scripts.index(part)
+    scripts.release("b", [part])
 
     for name, sent in client.calls:  # one item each: one tick, one entry
         documented = header(name)

@@ -21,6 +21,7 @@ from typing import Any
 import redis
 from celery import Celery
 
+from celery_periodiq.beat.broker_link import BrokerLink
 from celery_periodiq.beat.fire import fire_events
 from celery_periodiq.beat.ledger import Ledger
 from celery_periodiq.beat.partitions import HORIZON_MS, Claimed, Partitions, received
@@ -97,14 +98,20 @@ class Dispatcher:
         beat_id: str,
         on_vanished: Callable[[list[str]], None] | None = None,
         covered: Callable[[float, float], bool] | None = None,
+        link: BrokerLink | None = None,
+        on_cut_off: Callable[[str], None] | None = None,
     ) -> None:
         """``covered(since, now)``: whether this beat's heartbeat held without a gap from
         ``since`` to ``now`` (:meth:`Heartbeat.covers`); without it, a claim is this beat's
-        for its own lease only."""
+        for its own lease only. ``link``: the beat's connection to its broker;
+        ``on_cut_off(why)``: called when publishing fails for the broker's sake
+        (:meth:`Heartbeat.withdraw`); without it, the claims stay this beat's."""
         self.app = app
         self.store = store
         self.settings: Settings = store.settings
         self._publisher = Publisher(app)
+        self._link = link or BrokerLink(app, self.settings.claim_lease)
+        self._on_cut_off = on_cut_off
         self.beat_id = beat_id
         self._covered = covered
         self._injected = False
@@ -207,7 +214,7 @@ class Dispatcher:
         sent: list[tuple[str, Tick]] = []
         complete = False
         try:
-            with self.app.producer_or_acquire() as producer:
+            with self._link.producer() as producer:
                 complete = self._publish_all(batches, producer, settlements, sent)
             if self._broker_down and sent:  # a pass that sent nothing proves nothing
                 logger.info("periodiq: broker reachable again")
@@ -216,7 +223,9 @@ class Dispatcher:
             # Only the broker's connection or channel failing gets here (the Publisher
             # tells them from a message's own failure, which quarantines its entry); a
             # failure of the schedule's Redis (claims, settlements) goes up as what it is.
-            if not self._broker_down:
+            if self._on_cut_off is not None:
+                self._on_cut_off(str(error))
+            elif not self._broker_down:
                 left = sum(len(got.batch.claims) for got in batches) - sum(
                     map(len, settlements.values())
                 )
@@ -296,6 +305,8 @@ class Dispatcher:
         safe, injected = self.settings.claim_lease * SAFE_SHARE, self._injected
         settle = self._settler.settle
         flushed: list[tuple[int, Settlement]] = []
+        built: list[tuple[str, Tick]] = []
+        """Ticks whose messages are buffered: sent once the flush went through."""
         try:
             with self._publisher.batch(producer) as flush:
                 pending: list[tuple[int, Settlement]] = []
@@ -303,8 +314,11 @@ class Dispatcher:
                 def send_now() -> None:
                     self._check_lease(oldest)
                     flush()
+                    self._link.advanced()
                     flushed.extend(pending)
                     pending.clear()
+                    sent.extend(built)
+                    built.clear()
 
                 for claim, got in chunk:
                     if claim.due_ms > got.clock:  # claimed ahead: send it when it is due
@@ -320,7 +334,7 @@ class Dispatcher:
                         if injected
                         else int(got.clock + (now - got.received_at) * 1000)
                     )
-                    settlement = settle(claim, producer, sent_at, sent)
+                    settlement = settle(claim, producer, sent_at, built)
                     pending.append((got.batch.partition, settlement))
                 send_now()
         finally:
@@ -345,6 +359,8 @@ class Dispatcher:
         are surely still this beat's: within their own lease, or within a heartbeat that
         held without a gap since before that lease ran out (other beats take a claim
         over only once both have run out)."""
+        if self._link.cut_off_since is not None or claimed_at <= self._link.last_cut_off:
+            raise _LeaseLostError("this beat gave its claims up: it could not reach its broker")
         now = elapsed()
         safe = self.settings.claim_lease * SAFE_SHARE
         if now - claimed_at < safe:

@@ -12,6 +12,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from celery_periodiq.beat.broker_link import BrokerLink
 from celery_periodiq.beat.outage import Outage
 from celery_periodiq.clock import SAFE_SHARE, elapsed
 from celery_periodiq.store.beat_scripts import Pulse
@@ -35,6 +36,10 @@ class Heartbeat(threading.Thread):
     beat while this one lives. A beat that was stopped (SIGSTOP, a VM paused, a long
     GC) may find its heartbeat refreshed again by this thread and still have lost its
     claims while it was stopped: :meth:`covers` tells, from the gaps between refreshes.
+    Liveness is progress, not this thread: a beat cut off from its broker (``link``: a
+    publish failed, or made no progress for half a lease) is :meth:`withdraw`-n: its
+    claims go to the other beats at once, its heartbeat keeps none until it rejoins,
+    and it leaves the ring.
     Each heartbeat also says which declaration set the beat runs with (``declared``)
     and keeps its generation alive in every partition, so that no beat removes or
     overwrites what this one declares while it lives.
@@ -49,6 +54,7 @@ class Heartbeat(threading.Thread):
         on_beats: Callable[[Pulse], None] | None = None,
         outage: Outage | None = None,
         declared: str = "",
+        link: BrokerLink | None = None,
     ) -> None:
         super().__init__(name="periodiq-heartbeat", daemon=True)
         self.store = store
@@ -69,21 +75,61 @@ class Heartbeat(threading.Thread):
         """The digest of this beat's declaration set."""
         self.generation: int | None = None
         """Its generation, once declared."""
+        self.link = link
+        """Whether the beat can publish; None: it always can (tests)."""
+        self._writing = threading.Lock()
+        """Held while the heartbeat is written, and while the beat withdraws: a refresh
+        under way never brings back a beat that has just given its claims up."""
         self._stopped = threading.Event()
         self._outage = outage or Outage()
         """Told of every failure and recovery: the beat's, so that one outage of Redis is
         one ERROR in its log, however many of its parts meet it."""
 
     def beat_once(self, action: str = "alive") -> Pulse:
-        """Refresh the heartbeat now (``"start"``: register the beat); returns the answer."""
-        sent = elapsed()  # the heartbeat's TTL counts from after here
-        ttl = int(self.lease * 1000)
-        pulse = self.store.scripts.heartbeat(self.beat_id, action, ttl, self.info(), self.declared)
-        self.store.alive(self.beat_id, pulse.now_ms + ttl, pulse.now_ms, self.generation)
-        self._refreshed(sent, elapsed())
+        """Refresh the heartbeat now (``"start"``: register the beat); returns the answer.
+        A beat cut off from its broker says so, and keeps no claims with it."""
+        with self._writing:
+            publishing = self.link is None or self.link.publishing
+            sent = elapsed()  # the heartbeat's TTL counts from after here
+            ttl = int(self.lease * 1000)
+            info = {**self.info(), "publishing": int(publishing)}
+            pulse = self.store.scripts.heartbeat(self.beat_id, action, ttl, info, self.declared)
+            self.store.alive(
+                self.beat_id, pulse.now_ms + ttl, pulse.now_ms, self.generation, publishing
+            )
+            if publishing:
+                self._refreshed(sent, elapsed())
         if self.on_beats is not None:
             self.on_beats(pulse)
         return pulse
+
+    def withdraw(self, why: str) -> None:
+        """The beat cannot reach its broker (``why``): once, until it rejoins, it stops
+        counting on its claims (:meth:`covers` says no), gives them up for the other
+        beats to take over now, and tells the others it is out of the ring. A failure of
+        the schedule's Redis meanwhile only delays that: its heartbeat then keeps no
+        claims, which are taken over when their lease runs out."""
+        if self.link is None or not self.link.cut_off():
+            return
+        given: int | str = "its"
+        with self._writing:
+            with self._lock:
+                self._since, self._until = math.inf, -math.inf
+            try:
+                given = self.store.release(self.beat_id)
+            except Exception as error:  # Redis too: the claims run out with their lease
+                logger.warning(
+                    "periodiq: beat %s could not give its claims up: %s", self.beat_id, error
+                )
+        logger.error(
+            "periodiq: beat %s cannot reach its broker (%s); it stops claiming and hands "
+            "%s claimed ticks to the other beats until its broker answers",
+            self.beat_id,
+            why,
+            given,
+        )
+        with contextlib.suppress(Exception):  # the next refresh says it otherwise
+            self.beat_once()
 
     def _refreshed(self, sent: float, received: float) -> None:
         """A refresh sent at ``sent`` was written (everywhere claims look) by ``received``
@@ -105,6 +151,9 @@ class Heartbeat(threading.Thread):
 
     def run(self) -> None:
         while not self._stopped.wait(self.lease / 3):
+            stalled = None if self.link is None else self.link.stalled()
+            if stalled is not None:
+                self.withdraw(f"broker unreachable (no answer for {stalled:.1f} s)")
             try:
                 self.beat_once()
             except Exception as error:  # the thread must outlive any failure; logged once

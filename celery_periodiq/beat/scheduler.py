@@ -23,6 +23,7 @@ from celery import Celery
 from celery import beat as celery_beat
 
 from celery_periodiq.beat.alerts import Alerts
+from celery_periodiq.beat.broker_link import BrokerLink
 from celery_periodiq.beat.dispatch import Dispatcher
 from celery_periodiq.beat.heartbeat import ChangeListener, Heartbeat
 from celery_periodiq.beat.index_watch import IndexWatch
@@ -94,6 +95,7 @@ class Scheduler(celery_beat.Scheduler):
         self._declarations = Declarations(self.store, self._declared_entries)
         self._index_watch = IndexWatch(self.store)
         self.beat_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._link = BrokerLink(self.app, self.settings.claim_lease)
         self._heartbeat = Heartbeat(
             self.store,
             self.beat_id,
@@ -102,6 +104,7 @@ class Scheduler(celery_beat.Scheduler):
             on_beats=self._on_pulse,
             outage=self._outage,
             declared=self._declarations.digest,
+            link=self._link,
         )
         self._dispatcher = Dispatcher(
             self.app,
@@ -109,6 +112,8 @@ class Scheduler(celery_beat.Scheduler):
             self.beat_id,
             on_vanished=self._restore_declared,
             covered=self._heartbeat.covers,
+            link=self._link,
+            on_cut_off=self._heartbeat.withdraw,
         )
         self._alerts = Alerts(self.app, self.store, self.settings.alert_task)
         self._listener = ChangeListener(self.store.changes, self._changed)
@@ -144,6 +149,7 @@ class Scheduler(celery_beat.Scheduler):
             except (BrokerUnavailableError, ConfigurationError, redis.RedisError) as error:
                 logger.warning("periodiq: beat %s could not stop cleanly: %s", self.beat_id, error)
             self._dispatcher = None
+            self._link.close()
         super().close()
 
     @property
@@ -180,12 +186,18 @@ class Scheduler(celery_beat.Scheduler):
             self._needs_reconcile = True
         if self._needs_reconcile and time.monotonic() >= self._reconcile_after:
             self._try_reconcile()
+        if not self._link.publishing and not self._rejoined():
+            self._outage.worked(_PASS)
+            return self._link.timeout
         if self._pending_events and not self._needs_reconcile:
             self._fire_pending_events(dispatcher)
         while True:
             done = dispatcher.dispatch()
             if not done.full or not done.complete:
                 break
+        if not self._link.publishing:  # cut off in this pass: its broker is probed next
+            self._outage.worked(_PASS)
+            return 0.0
         if time.monotonic() >= self._alerts_at:
             self._alerts_at = time.monotonic() + _ALERT_EVERY
             self._alerts.send(dispatcher.mine())
@@ -203,6 +215,26 @@ class Scheduler(celery_beat.Scheduler):
         if self._pending_events or self._needs_reconcile:
             wait = min(wait, _MAX_BACKOFF)
         return wait
+
+    def _rejoined(self) -> bool:
+        """A beat cut off from its broker asks it again (a round trip, within the link's
+        timeouts); when it answers, the beat rejoins: its heartbeat keeps claims again,
+        it is back in the ring, and it claims in this pass."""
+        try:
+            self._link.probe()
+        except Exception as error:
+            logger.debug(
+                "periodiq: beat %s: its broker still does not answer: %s", self.beat_id, error
+            )
+            return False
+        cut_off = self._link.rejoined()
+        self._heartbeat.beat_once()
+        logger.info(
+            "periodiq: beat %s reaches its broker again after %.1f s; it rejoins",
+            self.beat_id,
+            cut_off,
+        )
+        return True
 
     def _guarded(self, step: Callable[[], float]) -> float | None:
         """Run ``step``; a failure is told to the outage (logged once in it) and gives None."""
@@ -337,7 +369,7 @@ class Scheduler(celery_beat.Scheduler):
         """A heartbeat's answer (the heartbeat thread's, or the start's): the live beats
         make the ring; when their declaration sets changed, wake up to reconcile."""
         if self._dispatcher is not None:
-            self._dispatcher.watch(pulse.live)
+            self._dispatcher.watch(pulse.publishing)
         if self._declarations.heard(pulse):
             self._wake.set()
 

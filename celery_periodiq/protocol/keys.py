@@ -170,6 +170,9 @@ class Keys:
         """hash: layout and partitions of the schedule stored under this prefix."""
         self.changes = f"{self.tag}:changes"
         """pub/sub channel: an entry was created, changed, paused or deleted."""
+        self.muted = f"{self.tag}:muted"
+        """zset: live beat id that cannot publish (cut off from its broker) -> until when
+        its heartbeat says so (ms)."""
         self.declarers = f"{self.tag}:declarers"
         """hash: live beat id -> the digest of the declaration set it runs with."""
         self.generation = f"{self.tag}:generation"

@@ -12,7 +12,17 @@ from celery_periodiq.protocol.keys import Partition
 from celery_periodiq.protocol.records import Settlement
 from celery_periodiq.store.scripts import INDEXES, ScriptCalls, ScriptKeys, _warn_now_and_then
 
-__all__ = ["ACK", "BEAT", "CLAIM", "DECLARE", "BeatScripts", "Claim", "ClaimBatch", "Pulse"]
+__all__ = [
+    "ACK",
+    "BEAT",
+    "CLAIM",
+    "DECLARE",
+    "RELEASE",
+    "BeatScripts",
+    "Claim",
+    "ClaimBatch",
+    "Pulse",
+]
 
 DECLARATION_TTL_MS = 24 * 3600 * 1000
 """How long a declaration set (and its generation) is kept after its last beat: an old
@@ -39,7 +49,8 @@ ACK = ScriptKeys(
     each=("history:name", "failures:name"),
     tail=("alerts", "stats", *INDEXES),
 )
-BEAT = ScriptKeys("beat", ("beats", "beat:beat_id", "declarers", "declaration:declared"))
+BEAT = ScriptKeys("beat", ("beats", "beat:beat_id", "declarers", "declaration:declared", "muted"))
+RELEASE = ScriptKeys("release", ("inflight", "ticks", "alive"))
 DECLARE = ScriptKeys("declare", ("declaration:digest", "generation"))
 
 
@@ -137,6 +148,13 @@ class Pulse:
     """Each live beat's declaration set digest ("" for a beat that says none)."""
     registered: bool = False
     """This beat's declaration set is stored (False: declare it again)."""
+    muted: frozenset[str] = frozenset()
+    """The live beats that cannot publish (cut off from their broker): not in the ring."""
+
+    @property
+    def publishing(self) -> list[str]:
+        """The live beats that can publish, among which the ring divides the partitions."""
+        return [beat for beat in self.live if beat not in self.muted]
 
 
 class BeatScripts(ScriptCalls):
@@ -295,9 +313,25 @@ class BeatScripts(ScriptCalls):
             args.extend([key, value])
         keys = BEAT.keys(self.keys, beat_id=beat_id, declared=declared)
         now, flag, *rest = self._run(BEAT.script, keys, args)
-        registered, pairs = bool(rest[0]) if rest else False, [str(value) for value in rest[1:]]
+        if not rest:  # "stop"
+            return Pulse(int(now), bool(flag), [])
+        registered, muted = bool(rest[0]), frozenset(json.loads(rest[1] or "[]"))
+        pairs = [str(value) for value in rest[2:]]
         declarations = dict(zip(pairs[::2], pairs[1::2], strict=True))
-        return Pulse(int(now), bool(flag), list(declarations), declarations, registered)
+        return Pulse(int(now), bool(flag), list(declarations), declarations, registered, muted)
+
+    def release(self, beat_id: str, parts: list[Partition] | None = None) -> int:
+        """Give up ``beat_id``'s claims in ``parts`` (every partition when None; see
+        release.lua), for the other beats to take over now; returns how many it gave up."""
+        parts = self.keys.all() if parts is None else parts
+        if self._clustered or len(parts) < 2:
+            return sum(
+                int(self._run(RELEASE.script, RELEASE.keys(part), [beat_id])) for part in parts
+            )
+        pipe = self._client.pipeline(transaction=False)
+        for part in parts:
+            self._run(RELEASE.script, RELEASE.keys(part), [beat_id], client=pipe)
+        return sum(int(given) for given in pipe.execute())
 
     def declare(self, digest: str, names: str, hint: int | None = None) -> int:
         """Store a declaration set (declare.lua) given its digest and its names' JSON;

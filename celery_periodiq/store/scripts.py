@@ -52,6 +52,7 @@ SCRIPT_NAMES = (
     "record",
     "declare",
     "index",
+    "release",
 )
 
 

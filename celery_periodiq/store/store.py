@@ -300,20 +300,37 @@ class Store(Reads):
             )
 
     def alive(
-        self, beat_id: str, until_ms: int, now_ms: int, generation: int | None = None
+        self,
+        beat_id: str,
+        until_ms: int,
+        now_ms: int,
+        generation: int | None = None,
+        claims: bool = True,
     ) -> None:
         """Tell every partition that ``beat_id`` is alive until ``until_ms`` (its claims are
-        not taken over before then), and so is a beat of ``generation``, the generation
-        of its declaration set (what put.lua and remove.lua go by); forget beats and
+        not taken over before then; ``claims`` False: it keeps none, being cut off from
+        its broker), and so is a beat of ``generation``, the generation of its
+        declaration set (what put.lua and remove.lua go by); forget beats and
         generations whose heartbeats ran out."""
         pipe = self.client.pipeline(transaction=False)
         for part in self.keys.all():
-            pipe.zadd(part.alive, {beat_id: until_ms})
+            if claims:
+                pipe.zadd(part.alive, {beat_id: until_ms})
+            else:
+                pipe.zrem(part.alive, beat_id)
             pipe.zremrangebyscore(part.alive, "-inf", now_ms)
             if generation is not None:
                 pipe.zadd(part.generations, {str(generation): until_ms}, gt=True)
                 pipe.zremrangebyscore(part.generations, "-inf", now_ms)
         pipe.execute()
+
+    def release(self, beat_id: str) -> int:
+        """Give up ``beat_id``'s claims in every partition and wake the other beats to
+        take them over (release.lua); returns how many it gave up."""
+        given = self.scripts.release(beat_id)
+        # "<n> entries": a bulk change to the listeners, which then claim every partition
+        self.client.publish(self.keys.changes, f"{given} entries")
+        return given
 
     def gone(self, beat_id: str) -> None:
         """Tell every partition that ``beat_id`` stopped."""

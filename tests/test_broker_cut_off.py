@@ -1,0 +1,119 @@
+"""A beat alive but cut off from its broker: the others take its ticks over.
+
+Two beats and a worker, ten entries every second. One beat reaches the schedule's
+Redis as before, but its broker connections are refused, or answered by nothing at
+all (a partition with no reset). It must stop claiming and hand what it holds to the
+other beat at once, say so once, and rejoin when its broker answers again; when every
+beat loses the broker, the claims wait in flight until it returns.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from celery_periodiq.localredis import LocalRedis
+from tests.processes import Cluster, cluster, wait_for
+from tests.proxy import Proxy
+from tests.test_faults import let_pass, tally
+
+pytestmark = pytest.mark.slow
+
+LEASE = 2.0
+NAMES = [f"cut-{index}" for index in range(10)]
+WINDOW = 10.0
+"""Seconds of ticks counted, from two leases after the cut."""
+
+
+def _started(running: Cluster, proxy: Proxy) -> tuple[object, object]:
+    api = running.api()
+    for name in NAMES:
+        api.add(name, "record", every=1)
+    worker = running.worker()
+    cut_off = running.beat("beat-cut", TEST_BROKER_URL=proxy.url)
+    other = running.beat("beat-other")
+    wait_for(lambda: "ready" in worker.output(), 60, "the worker to be ready")
+    wait_for(
+        lambda: all(" ready; " in beat.output() for beat in (cut_off, other)), 60, "both beats"
+    )
+    wait_for(lambda: all(running.runs_of(name) for name in NAMES), 30, "a run of each entry")
+    return cut_off, other
+
+
+def _ran_own(runs: list[dict[str, object]], start_ms: float, end_ms: float) -> Counter[str]:
+    """Per entry, the ticks in ``[start_ms, end_ms)`` that a run of their own began for."""
+    ran: Counter[str] = Counter()
+    seen: set[tuple[object, object]] = set()
+    for run in runs:
+        tick = run["tick"]
+        key = (run["entry"], tick)
+        if run["entry"] in NAMES and isinstance(tick, int) and start_ms <= tick < end_ms:
+            ran[str(run["entry"])] += key not in seen
+            seen.add(key)
+    return ran
+
+
+@pytest.mark.parametrize("fault", ["refused", "hung"])
+def test_a_beat_cut_off_from_its_broker_hands_its_ticks_to_the_other_beat_and_rejoins(
+    tmp_path: Path, redis_url: str, fault: str
+) -> None:
+    with (
+        LocalRedis(tmp_path / "broker") as broker,
+        Proxy(broker.port) as proxy,
+        cluster(tmp_path, redis_url, broker.url, lease=LEASE) as running,
+    ):
+        cut_off, _ = _started(running, proxy)
+        cut = time.time()
+        if fault == "refused":
+            proxy.refuse()
+        else:
+            proxy.blackhole()
+        let_pass(2 * LEASE + WINDOW + 1.5)
+        start_ms, end_ms = (cut + 2 * LEASE) * 1000, (cut + 2 * LEASE + WINDOW) * 1000
+        runs = running.runs()
+        ran = sum(_ran_own(runs, start_ms, end_ms).values())
+        due = tally(runs, NAMES, 1000, int(start_ms), int(end_ms))
+        assert not due.twice, running.logs()
+        assert ran >= 0.8 * due.due, f"{ran} of {due.due} ran\n{running.logs()}"
+        assert cut_off.output().count("cannot reach its broker") == 1, running.logs()
+        proxy.accept()
+        wait_for(lambda: "rejoins" in cut_off.output(), 30, "the cut-off beat to rejoin")
+        twice = running.twice()
+    assert not twice
+
+
+def test_when_every_beat_loses_the_broker_the_claims_wait_in_flight_and_run_when_it_returns(
+    tmp_path: Path, redis_url: str
+) -> None:
+    with (
+        LocalRedis(tmp_path / "broker") as broker,
+        Proxy(broker.port) as proxy,
+        cluster(tmp_path, redis_url, broker.url, lease=LEASE) as running,
+    ):
+        api = running.api()
+        api.add("through-it-all", "record", every=1, catchup="all", overlap="allow")
+        worker = running.worker()
+        beats = [running.beat(f"beat-{n}", TEST_BROKER_URL=proxy.url) for n in range(2)]
+        wait_for(lambda: "ready" in worker.output(), 60, "the worker to be ready")
+        wait_for(lambda: all(" ready; " in beat.output() for beat in beats), 60, "both beats")
+        wait_for(lambda: running.runs_of("through-it-all"), 30, "a run")
+        proxy.refuse()
+        down = time.time()
+        let_pass(3 * LEASE)
+        proxy.accept()
+        wait_for(
+            lambda: any(
+                r["tick"] > (down + 3 * LEASE) * 1000 for r in running.runs_of("through-it-all")
+            ),
+            30,
+            "runs after the broker returned",
+        )
+        runs = running.runs_of("through-it-all")
+        logs = running.logs()
+    ticks = sorted(int(run["tick"]) for run in runs)
+    assert len(ticks) == len(set(ticks)), logs
+    # catchup="all": every tick due while no beat could publish ran once it returned
+    assert ticks == list(range(ticks[0], ticks[-1] + 1, 1000)), logs
