@@ -54,7 +54,6 @@ def plan(
     default_grace: float = 10.0,
     sent_at: datetime | None = None,
     owed: int = 0,
-    taken: bool = False,
 ) -> Plan:
     return plan_tick(
         entry,
@@ -67,7 +66,6 @@ def plan(
         default_grace=default_grace,
         sent_at=sent_at,
         owed=owed,
-        taken=taken,
     )
 
 
@@ -130,7 +128,7 @@ def test_due_ticks_of_a_huge_cron_backlog_keep_the_newest_and_count_at_least_the
 def test_catchup_last_publishes_the_newest_due_tick_standing_for_all_of_them() -> None:
     entry = every_minute(catchup="last")
 
-    result = plan(entry, at(0), at(5, 30))
+    result = plan(entry, at(0), at(5, 20))
 
     assert published(result) == [(at(5), 6)]
     assert result.missed == [at(0), at(1), at(2), at(3), at(4)]
@@ -219,7 +217,7 @@ def test_catchup_window_turns_ticks_older_than_the_window_into_missed_ones(
 ) -> None:
     entry = every_minute(catchup=catchup, catchup_window=150)
 
-    result = plan(entry, at(0), at(5, 30))
+    result = plan(entry, at(0), at(5, 20))
 
     assert published(result) == expected_published
     assert result.missed == expected_missed
@@ -351,24 +349,45 @@ def test_the_final_tick_of_a_bounded_schedule_expires_after_it_is_sent() -> None
 # A tick that cannot keep its place: folded, missed, or a catch-up run
 
 
-def test_a_taken_over_tick_too_late_to_keep_its_place_is_folded_into_the_next_run() -> None:
-    entry = every_minute()  # tolerance 6 s: the next run may follow 54 s after this one
+def test_a_tick_sent_within_about_half_an_interval_of_the_next_is_folded_into_it() -> None:
+    entry = every_minute()  # the next tick is due at 2:00: 24 s are 40 % of an interval
 
-    result = plan(entry, at(1), at(1, 0.1), sent_at=at(1, 6.1), taken=True)
+    result = plan(entry, at(1), at(1, 0.1), sent_at=at(1, 24.1))
 
     assert result.publish == []
     assert (result.folded, result.owed, result.missed_count) == (at(1), 1, 1)
     assert (result.next_nominal, result.next_due) == (at(2), at(2))
 
 
-def test_a_taken_over_tick_still_on_time_runs() -> None:
+@pytest.mark.parametrize("late", [0.1, 6, 23.9])  # claimed late, or sent late by a beat
+def test_a_tick_late_by_less_than_half_an_interval_runs(late: float) -> None:
     entry = every_minute()
 
-    result = plan(entry, at(1), at(1, 0.1), sent_at=at(1, 6), taken=True)
+    result = plan(entry, at(1), at(1, late), sent_at=at(1, late))
 
     assert published(result) == [(at(1), 1)]
     assert (result.folded, result.owed) == (None, 0)
-    assert not result.publish[0].catchup
+    assert result.publish[0].catchup == (late > 6)  # the tolerance: 6 s
+
+
+def test_a_tick_claimed_late_within_half_an_interval_of_the_next_is_folded_too() -> None:
+    entry = every_minute()  # the beats were down: claimed (not only sent) late
+
+    result = plan(entry, at(1), at(1, 45))
+
+    assert result.publish == []
+    assert (result.folded, result.owed) == (at(1), 1)
+
+
+def test_a_long_interval_tick_hours_late_still_runs_at_once() -> None:
+    entry = build_entry("nightly", "proj.tasks.nightly", cron="0 2 * * *")
+    nominal = datetime(2024, 1, 2, 2, tzinfo=UTC)
+
+    result = plan(entry, nominal, nominal + timedelta(hours=3))
+
+    assert published(result) == [(nominal, 1)]
+    assert result.publish[0].catchup
+    assert result.next_nominal == nominal + timedelta(days=1)
 
 
 def test_the_run_after_a_fold_stands_for_the_folded_ticks() -> None:
@@ -383,16 +402,16 @@ def test_the_run_after_a_fold_stands_for_the_folded_ticks() -> None:
 def test_a_fold_after_a_fold_owes_them_all() -> None:
     entry = every_minute()
 
-    result = plan(entry, at(2), at(2, 0.1), sent_at=at(2, 40), taken=True, owed=2)
+    result = plan(entry, at(2), at(2, 0.1), sent_at=at(2, 40), owed=2)
 
     assert result.publish == []
     assert (result.owed, result.missed_count, result.next_nominal) == (3, 1, at(3))
 
 
-def test_with_catchup_skip_a_taken_over_tick_too_late_is_missed_not_owed() -> None:
+def test_with_catchup_skip_a_tick_too_late_is_missed_not_owed() -> None:
     entry = every_minute(catchup="skip")
 
-    result = plan(entry, at(1), at(1, 0.1), sent_at=at(1, 7), taken=True)
+    result = plan(entry, at(1), at(1, 0.1), sent_at=at(1, 25))
 
     assert result.publish == []
     assert (result.owed, result.missed_count) == (0, 1)
@@ -410,7 +429,7 @@ def test_a_tick_sent_late_by_a_busy_beat_runs_as_a_catch_up_run() -> None:
 def test_a_tick_claimed_late_runs_as_a_catch_up_run_standing_for_the_missed_ones() -> None:
     entry = every_minute()
 
-    result = plan(entry, at(0), at(5, 30), taken=True)
+    result = plan(entry, at(0), at(5, 20))
 
     assert published(result) == [(at(5), 6)]
     assert result.publish[0].catchup
@@ -426,19 +445,19 @@ def test_catchup_all_ticks_sent_late_are_catch_up_runs_and_an_on_time_one_is_not
     ]  # fmt: skip
 
 
-def test_catchup_all_never_folds_a_taken_over_tick() -> None:
+def test_catchup_all_never_folds_a_late_tick() -> None:
     entry = every_minute(catchup="all")
 
-    result = plan(entry, at(1), at(1, 0.1), sent_at=at(1, 7), taken=True)
+    result = plan(entry, at(1), at(1, 0.1), sent_at=at(1, 50))
 
     assert published(result) == [(at(1), 1)]
     assert result.publish[0].catchup
 
 
-def test_a_taken_over_tick_past_its_expiry_is_folded() -> None:
+def test_a_tick_sent_past_its_expiry_is_folded() -> None:
     entry = every_minute(expires=2, tolerance=30)  # on time until 0:30, expired after 0:02
 
-    result = plan(entry, at(1), at(1, 0.1), sent_at=at(1, 3), taken=True)
+    result = plan(entry, at(1), at(1, 0.1), sent_at=at(1, 3))
 
     assert result.publish == []
     assert result.owed == 1

@@ -321,7 +321,13 @@ def test_from_now_the_first_tick_is_the_stored_next_tick(api: Periodiq) -> None:
 
 def test_from_now_an_overdue_entry_is_caught_up_at_once_as_a_beat_would(api: Periodiq) -> None:
     now = api.now()
-    entry = put(api, "e", now - timedelta(minutes=10, seconds=30), every=60)
+    entry = put(
+        api,
+        "e",
+        now - timedelta(minutes=10, seconds=15),
+        every=60,
+        start_at=now - timedelta(minutes=10, seconds=15),
+    )
     stored = api.get("e").next_run
     assert stored is not None
 
@@ -340,7 +346,13 @@ def test_from_now_an_overdue_entry_is_caught_up_at_once_as_a_beat_would(api: Per
 
 def test_from_now_a_down_window_that_began_earlier_counts_from_now(api: Periodiq) -> None:
     now = api.now()
-    put(api, "e", now - timedelta(minutes=10, seconds=30), every=60)
+    put(
+        api,
+        "e",
+        now - timedelta(minutes=10, seconds=15),
+        every=60,
+        start_at=now - timedelta(minutes=10, seconds=15),
+    )
     stored = api.get("e").next_run
     assert stored is not None
 

@@ -34,6 +34,7 @@ from celery_periodiq.protocol.headers import (
     HEADER_CATCHUP,
     HEADER_ENTRY,
     HEADER_EXPIRES,
+    HEADER_FLOOR,
     HEADER_INTERVAL,
     HEADER_MANUAL,
     HEADER_MIN_GAP,
@@ -73,6 +74,9 @@ def message_options(
         headers[HEADER_INTERVAL] = tick.interval
         headers[HEADER_MISSED] = tick.missed
         headers[HEADER_MIN_GAP] = policy.min_gap_ms(entry, tick.gap_before)
+        floor = policy.floor_ms(entry.catchup, tick.interval, tick.gap_before)
+        if floor:
+            headers[HEADER_FLOOR] = floor
         if tick.catchup:
             headers[HEADER_CATCHUP] = True
         options["task_id"] = tick.task_id

@@ -121,7 +121,6 @@ class Settler:
             previous=None if claim.prev_ms is None else from_ms(claim.prev_ms),
             runs=claim.runs,
             owed=claim.owed,
-            taken=claim.taken > 0,
         )
         for tick in plan.publish:
             self._publisher.send(entry, tick, producer)

@@ -40,6 +40,11 @@ _MAX_COUNTED = 10_000
 _SAMPLE = 20
 # The interval given to a lone last tick whose schedule has no earlier one to measure.
 _FALLBACK_INTERVAL = 3600.0
+_FOLD_SHARE = 0.6
+"""A late run sent less than this share of an interval before the next tick's run is
+folded into it: the worker keeps half an interval between two runs whatever made them
+late (:func:`~celery_periodiq.model.policy.floor_ms`); the rest is room for the
+message's way to a worker, so that the next run is not the one dropped."""
 _LOOKBACK = (
     timedelta(minutes=1),
     timedelta(hours=1),
@@ -214,7 +219,6 @@ def plan_tick(
     previous: datetime | None = None,
     runs: int = 0,
     owed: int = 0,
-    taken: bool = False,
 ) -> Plan:
     """Decide what a claimed tick becomes.
 
@@ -235,15 +239,16 @@ def plan_tick(
             the gap since that tick, not with the gap to the next one.
         runs: ticks published for the entry so far (what ``max_runs`` counts).
         owed: ticks folded into this entry's next run by earlier claims.
-        taken: the claim was taken over from a beat that died or was stopped with it.
 
-    A tick sent so late that the entry's next tick, on time, would be dropped as too
-    soon after it (or past its own expiry) runs as a catch-up run: the worker's
-    too-soon rule neither drops it nor counts the next run from it. Except when it
-    was claimed in time and is late only because it was taken over (from a beat that
-    died or was stopped with it, one lease later): then, with ``catchup="last"``, it
-    is folded into the next run, which stands for it, and with ``"skip"`` it is
-    missed.
+    Under ``catchup="last"`` and ``"skip"`` no two runs start less than half an
+    interval apart, whatever made a tick late (a dead beat, a busy one, a failover, an
+    outage): a tick sent so late that it would start within about half an interval of
+    the next tick's run (:data:`_FOLD_SHARE`), or past its own expiry, is folded into
+    that run, which stands for it (``"last"``; with ``"skip"`` it is missed). A tick
+    sent late but earlier than that runs as a catch-up run: the worker's too-soon rule
+    neither drops it nor counts the next run from it (the worker still keeps half an
+    interval between two runs: :func:`~celery_periodiq.model.policy.floor_ms`).
+    ``catchup="all"`` runs every tick, back to back.
     """
     sent_at = now if sent_at is None else max(sent_at, now)
     schedule = entry.parsed_schedule()
@@ -278,20 +283,12 @@ def plan_tick(
     upcoming = next_tick(entry, schedule, newest, following)
     stands_for = count if entry.catchup == "last" else 1
     plan.owed = owed
-    if entry.catchup != "all" and chosen:
-        tick = chosen[-1]  # the only one: "last" and "skip" choose one
-        # taken over, and late only because of that (its first beat died or stopped
-        # with it): folded. Claimed late (no beat was there) or sent late by a busy
-        # beat, it is a catch-up run instead.
-        if (
-            taken
-            and _behind(entry, tick, upcoming, sent_at)
-            and not _behind(entry, tick, upcoming, now)
-        ):
-            plan.folded = tick
-            chosen = []
-            if entry.catchup == "last":
-                plan.owed = owed + stands_for
+    if entry.catchup != "all" and chosen and _crowds(entry, chosen[-1], upcoming, sent_at):
+        # the only one ("last" and "skip" choose one) would run too close to the next
+        plan.folded = chosen[-1]
+        chosen = []
+        if entry.catchup == "last":
+            plan.owed = owed + stands_for
     plan.missed_count = count - len(chosen) - len(plan.skipped_overlap)
     plan.missed = [t for t in ticks if t not in chosen and t not in plan.skipped_overlap][-_SAMPLE:]
 
@@ -330,6 +327,25 @@ def plan_tick(
     if upcoming is not None:
         plan.next_nominal, plan.next_due = upcoming
     return plan
+
+
+def _crowds(
+    entry: Entry,
+    tick: datetime,
+    upcoming: tuple[datetime, datetime] | None,
+    sent_at: datetime,
+) -> bool:
+    """Whether a run of ``tick`` sent at ``sent_at`` would be worth nothing on its own:
+    past its own ``expires``, or starting less than half an interval before the next
+    tick's run (``upcoming``: that tick and its due instant) is due, and a little more
+    (:data:`_FOLD_SHARE`)."""
+    expires, late = entry.expires, (sent_at - tick).total_seconds()
+    if expires is not None and expires != AUTO and late >= float(expires):
+        return True
+    if upcoming is None:
+        return False
+    following, due = upcoming
+    return (due - sent_at).total_seconds() < (following - tick).total_seconds() * _FOLD_SHARE
 
 
 def _behind(

@@ -26,6 +26,7 @@ __all__ = [
     "Limits",
     "Policied",
     "alert_after",
+    "floor_ms",
     "grace",
     "interval_at",
     "limits",
@@ -181,6 +182,16 @@ def min_gap_ms(entry: Policied, gap_before: float) -> int:
     """The earliest a scheduled run may follow the last run's start, in ms: the gap
     since the previous tick minus the tolerance."""
     return int((gap_before - tolerance(entry, gap_before)) * 1000)
+
+
+def floor_ms(catchup: str, interval: float, gap_before: float) -> int:
+    """The least time the worker keeps between the start of a scheduled run and the
+    start of the run before it, in ms, whatever made either late: half an interval (the
+    shorter of the one before the run's tick and the one after it). 0 under
+    ``catchup="all"``, whose missed ticks run back to back."""
+    if catchup == "all":
+        return 0
+    return max(int(min(interval, gap_before) * 500), 0)
 
 
 def marker_ttl(time_limit: float | None, interval: float | None) -> float:

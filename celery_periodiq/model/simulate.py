@@ -141,6 +141,8 @@ class _Walk:
         self.missed = 0
         self.counted = 0
         self.exact = True
+        self.owed = 0
+        """Ticks folded into the next run, which stands for them (as the state keeps it)."""
 
     def fire(self, fire: Fire) -> None:
         self.fire_count += 1
@@ -305,7 +307,9 @@ def _claim(
         default_grace=settings.default_grace,
         sent_at=at,
         runs=runs + walk.fire_count,
+        owed=walk.owed,
     )
+    walk.owed = plan.owed
     # every message of a late claim is a catch-up (even a tick due just as the beats
     # come back: the claim decides it with the ticks it missed)
     kind: FireKind = "caught_up" if at_ms > due_ms else "on_time"
@@ -356,6 +360,7 @@ def _count_on_time(
         count, last = 1 + more, nominal + schedule.period * more
     walk.fire_count += count
     walk.counted += count if count == 1 else 1
+    walk.owed = 0  # the first of them stood for what was folded
     return next_tick(entry, schedule, past_ms(last))
 
 

@@ -17,6 +17,7 @@ __all__ = [
     "HEADER_CATCHUP",
     "HEADER_ENTRY",
     "HEADER_EXPIRES",
+    "HEADER_FLOOR",
     "HEADER_INTERVAL",
     "HEADER_MANUAL",
     "HEADER_MIN_GAP",
@@ -39,6 +40,9 @@ HEADER_MANUAL = "periodiq_manual"
 HEADER_MIN_GAP = "periodiq_min_gap"
 """Milliseconds: the gap since the previous tick minus the tolerance, the earliest this
 run may follow the last one."""
+HEADER_FLOOR = "periodiq_floor"
+"""Milliseconds: the least time between this run's start and the last run's, whatever
+made either late (half an interval; absent under ``catchup="all"``)."""
 HEADER_OVERLAP = "periodiq_overlap"
 """The entry's overlap policy, for the worker's non-final check."""
 HEADER_EXPIRES = "periodiq_expires"

@@ -157,8 +157,11 @@ class RunStart:
     """A run sent too late to keep its place: no tolerance drop, and the next run's
     counts from the last run that kept its place."""
     plain: bool = False
-    """A plain task's run (no ``PeriodicTask``): the duplicate and expiry checks only,
-    no running marker."""
+    """A plain task's run (no ``PeriodicTask``): the duplicate, expiry and floor checks
+    only, no running marker."""
+    floor_ms: int = 0
+    """The least time between this run's start and the last run's (half an interval;
+    0: none): a scheduled run, catch-up or not, that would start sooner is dropped."""
 
 
 @dataclass(frozen=True, slots=True)

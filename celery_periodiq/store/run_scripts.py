@@ -102,6 +102,7 @@ class RunScripts(ScriptCalls):
             BACKFILL_MEMORY_MS,
             "1" if run.catchup else "0",
             "1" if run.plain else "0",
+            run.floor_ms,
         ]
         if self.replica_acks:
             [(reply, behind)] = self._replicated_calls(

@@ -43,6 +43,7 @@ from celery_periodiq.protocol.headers import (
     HEADER_BACKFILL,
     HEADER_ENTRY,
     HEADER_EXPIRES,
+    HEADER_FLOOR,
     HEADER_MANUAL,
     HEADER_TICK,
     HEADER_TTL,
@@ -141,6 +142,7 @@ def _begin(task: Task, task_id: str) -> None:  # type: ignore[type-arg]
         attempt=uuid.uuid4().hex[:8],
         backfill=bool(request_header(request, HEADER_BACKFILL)),
         plain=True,
+        floor_ms=int(request_header(request, HEADER_FLOOR) or 0),
     )
     try:
         admission = store.scripts.begin(entry, start)

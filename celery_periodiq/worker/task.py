@@ -33,6 +33,7 @@ from celery_periodiq.protocol.headers import (
     HEADER_CATCHUP,
     HEADER_ENTRY,
     HEADER_EXPIRES,
+    HEADER_FLOOR,
     HEADER_INTERVAL,
     HEADER_MANUAL,
     HEADER_MIN_GAP,
@@ -180,6 +181,7 @@ class PeriodicTask(Task):  # type: ignore[type-arg]
             attempt=uuid.uuid4().hex[:8],
             backfill=not manual and bool(request_header(request, HEADER_BACKFILL)),
             catchup=not manual and bool(request_header(request, HEADER_CATCHUP)),
+            floor_ms=0 if manual else int(request_header(request, HEADER_FLOOR) or 0),
         )
         context = RunContext(
             entry=entry,

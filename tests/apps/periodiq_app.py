@@ -3,6 +3,7 @@
 Configured from the environment: TEST_BROKER_URL, TEST_REDIS_URL,
 TEST_LEASE (claim lease, s), TEST_BEAT_SCHEDULE (JSON: name -> {"task", "every"}),
 TEST_REDIS_CLUSTER=1 (TEST_REDIS_URL names Redis Cluster nodes), TEST_REPLICA_ACKS,
+TEST_HISTORY_LENGTH (``periodiq_history_length``),
 TEST_ALERT_TASK (``periodiq_alert_task``; the task ``alert`` records each payload in
 the list "alerts").
 Every run records itself in the Redis list "runs" of TEST_RUNS_URL, else of
@@ -31,6 +32,7 @@ app.conf.periodiq_redis_options = json.loads(os.environ.get("TEST_REDIS_OPTIONS"
 app.conf.periodiq_redis_cluster = os.environ.get("TEST_REDIS_CLUSTER") == "1"
 app.conf.periodiq_replica_acks = int(os.environ.get("TEST_REPLICA_ACKS", "0"))
 app.conf.periodiq_alert_task = os.environ.get("TEST_ALERT_TASK") or None
+app.conf.periodiq_history_length = int(os.environ.get("TEST_HISTORY_LENGTH", "40"))
 app.conf.beat_max_loop_interval = 5
 app.conf.broker_connection_retry_on_startup = True
 app.conf.worker_prefetch_multiplier = 1

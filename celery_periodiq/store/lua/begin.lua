@@ -58,8 +58,12 @@
 --          dropped as too soon, and the next on-time run's too-soon rule still counts
 --          from the last run that kept its place ("paced" in the state)
 -- ARGV[18] "1" for a plain task's run (a task without PeriodicTask, run by an entry):
---          only the duplicate and expiry checks; no too-soon drop, no overlap check,
---          no running marker
+--          only the duplicate, expiry and floor checks; no too-soon drop, no overlap
+--          check, no running marker
+-- ARGV[19] floor (ms), or "" / absent for none: a scheduled run (catch-up and plain
+--          runs too, not a backfill) starting less than this after the last run began
+--          (any run) is dropped as too soon: no two runs closer than half an interval,
+--          whatever made either late
 --
 -- Returns {outcome, now_ms, last_run_ms or -1, note} where outcome is "started",
 -- "resumed" (a retry), "duplicate", "dropped_too_soon", "skipped_overlap",
@@ -73,6 +77,7 @@ local ttl, retries, host, keep = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7], 
 local name, shown_id = ARGV[10], ARGV[13]
 
 local catchup, plain = ARGV[17] == '1', ARGV[18] == '1'
+local floor = tonumber(ARGV[19] or '') or 0
 
 local now = clock_ms(ARGV[9])
 if redis.call('HEXISTS', entries, name) == 0 then
@@ -149,6 +154,10 @@ local paced = tonumber(state.paced) or last
 if nominal and not backfill and not catchup and not plain and paced
     and now < paced + min_gap then
   return refuse('dropped_too_soon', 'last run began ' .. (now - paced) .. ' ms ago')
+end
+if nominal and not backfill and last and now < last + floor then
+  return refuse('dropped_too_soon', 'last run began ' .. (now - last) .. ' ms ago, less '
+    .. 'than half an interval')
 end
 if overlap == 'skip' and not plain and holds(state.running, now)
     and state.running[1] ~= task_id then
