@@ -73,9 +73,12 @@ def test_damaged_entries_leave_the_others_on_a_one_second_cadence(
         for name in [*HEALTHY, *DAMAGE]:
             api.add(name, "plain", every=1, timebox=None)
         worker = running.worker()
-        running.beat("beat-1")
-        running.beat("beat-2")
+        beats = [running.beat("beat-1"), running.beat("beat-2")]
         wait_for(lambda: "ready" in worker.output(), 60, "the worker to be ready")
+        # a beat that starts reconciles in full a lease later (it writes declared entries
+        # again, which repairs them): the damage comes after that
+        wait_for(lambda: all(" declared entries {" in beat.output() for beat in beats), 30,
+                 "both beats to reconcile")  # fmt: skip
         every = [*HEALTHY, *DAMAGE, "declared-plain"]
         wait_for(lambda: all(starts(running, n) for n in every), 30, "a run of every entry")
 

@@ -17,6 +17,7 @@ import pytest
 from celery_periodiq import Periodiq
 from celery_periodiq.localredis import LocalRedis
 from tests.processes import Celery, Cluster, api_for, cluster, wait_for
+from tests.test_faults import let_pass
 
 pytestmark = pytest.mark.slow
 
@@ -141,7 +142,47 @@ def test_a_beat_back_from_a_redis_outage_waits_a_lease_before_it_replaces_or_rem
     assert after.runs > before.runs
     assert {tuple(run["args"]) for run in x_runs} == {("new",)}  # type: ignore[arg-type]
     assert "no longer declared" not in old_log
-    assert "missing declared entries written again" in old_log
+    assert "missing declared entries written" in old_log
+
+
+def test_a_beat_that_starts_as_redis_returns_from_an_outage_replaces_and_removes_nothing(
+    tmp_path: Path, redis_server: LocalRedis, redis_url: str, broker_url: str
+) -> None:
+    """Mid deploy, Redis stops for longer than the lease; the new beat is frozen through
+    it, and the old pod restarts: its fresh beat, which never saw the outage, meets
+    Redis first as it returns. It cannot tell the new beat (alive, its heartbeat ran
+    out meanwhile) from a gone one, so for a lease it writes what is missing only."""
+    lease = 4
+    with cluster(tmp_path, redis_url, broker_url, app="deploy_new", lease=lease) as running:
+        api = api_for(redis_url, broker_url, "deploy")
+        old, new = old_and_new(running)
+        worker = running.worker()
+        wait_for(lambda: "ready" in worker.output(), 60, "the worker to be ready")
+        more_runs(running, "acc.y", 1)
+        before = api.get("acc.y")
+
+        assert new.process is not None
+        redis_server.stop()
+        os.killpg(new.process.pid, signal.SIGSTOP)  # the new beat reaches Redis last
+        old.kill()  # the old pod restarts
+        let_pass(lease + 1)  # the outage: longer than the lease, every heartbeat runs out
+        redis_server.start()
+        fresh = running.beat("old-2", app="deploy_old")  # meets Redis first
+        ready(fresh)  # it reconciled
+        os.killpg(new.process.pid, signal.SIGCONT)
+        ready(fresh, 2)  # and again a lease later
+        x_runs_from = len(running.runs_of("acc.x"))
+        more_runs(running, "acc.y", 2)
+        x_runs = more_runs(running, "acc.x", 2)[x_runs_from:]
+        after = api.get("acc.y")
+        fresh_log = fresh.output()
+
+    assert after.state["created"] == before.state["created"]
+    assert after.state["inc"] == before.state["inc"]
+    assert {tuple(run["args"]) for run in x_runs} == {("new",)}  # type: ignore[arg-type]
+    assert "no longer declared" not in fresh_log
+    assert "{'replaced'" not in fresh_log
+    assert "cannot be told yet" in fresh_log
 
 
 def test_a_beat_frozen_past_its_lease_declares_again_what_was_removed_meanwhile(

@@ -13,7 +13,6 @@ worked again, each having had an answer from Redis.
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 
@@ -36,9 +35,11 @@ class Outage:
         self._told: set[str] = set()
         """The kinds of failure logged since the outage began."""
         self._since = 0.0
-        self._redis_back: float | None = -math.inf
+        self._redis_back: float | None = None
         """When Redis answered again after it last failed a part (monotonic); None while
-        it fails."""
+        it fails, and before it first answered: a beat that starts cannot tell a live
+        peer from a heartbeat that ran out while no beat could reach Redis (an outage
+        it never saw) any better than one that lost Redis."""
 
     def answered(self) -> None:
         """Redis answered a part (after failing, it is back from now)."""
@@ -47,9 +48,10 @@ class Outage:
                 self._redis_back = time.monotonic()
 
     def redis_answered_for(self) -> float:
-        """Seconds since Redis answered again after it last failed a part (inf: it never
-        failed; 0 while it fails). Until a heartbeat's lease has passed, the beats seen
-        live are not all that live: theirs may have run out while no beat reached Redis."""
+        """Seconds since Redis first answered, or answered again after it last failed a
+        part (0 until then, and while it fails). Until a heartbeat's lease has passed, the
+        beats seen live are not all that live: theirs may have run out while no beat
+        reached Redis."""
         with self._lock:
             if self._redis_back is None:
                 return 0.0

@@ -13,10 +13,11 @@ side by side, so the rule is:
   that wrote it lives (remove.lua): both decided atomically in the entry's partition,
   whatever this beat's view of the others. Once the newer beats are gone (a rollback),
   the older definitions are written again;
-- a view of the live beats taken less than a lease after Redis failed is not trusted:
-  their heartbeats may have run out while no beat could reach Redis. Until a lease has
-  passed, a beat only writes its declared entries that are missing (Redis may have lost
-  them), and replaces and removes nothing.
+- a view of the live beats taken less than a lease after Redis failed, or after the beat
+  started (it may meet Redis as it comes back from an outage it never saw), is not
+  trusted: their heartbeats may have run out while no beat could reach Redis. Until a
+  lease has passed, a beat only writes its declared entries that are missing (Redis may
+  have lost them, or they are new), and replaces and removes nothing.
 """
 
 from __future__ import annotations
@@ -137,8 +138,9 @@ class Declarations:
             created += written.count("created")
         self._reconciled = None
         logger.info(
-            "periodiq: Redis failed a moment ago, so the live beats cannot be told yet: %d "
-            "missing declared entries written again; the rest is reconciled in %.1f s",
+            "periodiq: this beat started or Redis failed less than a lease ago, so the live "
+            "beats cannot be told yet: %d missing declared entries written; the rest is "
+            "reconciled in %.1f s",
             created,
             unsure,
         )
