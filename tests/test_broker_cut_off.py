@@ -76,6 +76,7 @@ def test_a_beat_cut_off_from_its_broker_hands_its_ticks_to_the_other_beat_and_re
         runs = running.runs()
         ran = sum(_ran_own(runs, start_ms, end_ms).values())
         due = tally(runs, NAMES, 1000, int(start_ms), int(end_ms))
+        print(f"{fault}: {ran} of {due.due} due ticks ran, {len(due.twice)} twice")
         assert not due.twice, running.logs()
         assert ran >= 0.8 * due.due, f"{ran} of {due.due} ran\n{running.logs()}"
         assert cut_off.output().count("cannot reach its broker") == 1, running.logs()

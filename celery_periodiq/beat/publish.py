@@ -255,6 +255,10 @@ class Publisher:
         """
         try:
             options = message_options(entry, tick)
+            # A beat does not retry inside a publish: a broker that does not take a message
+            # at once leaves its claim in flight, planned afresh when it is sent again
+            # (a message kombu sent after a long retry would carry an expiry long past).
+            options["retry"] = False
             if not self._plain():
                 return _send_task(self.app, entry, options, producer)
             key = (
