@@ -9,14 +9,16 @@ beat loses the broker, the claims wait in flight until it returns.
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from celery_periodiq.localredis import LocalRedis
-from tests.processes import Cluster, cluster, wait_for
+from tests.processes import Celery, Cluster, cluster, wait_for
 from tests.proxy import Proxy
 from tests.test_faults import let_pass, tally
 
@@ -28,7 +30,7 @@ WINDOW = 10.0
 """Seconds of ticks counted, from two leases after the cut."""
 
 
-def _started(running: Cluster, proxy: Proxy) -> tuple[object, object]:
+def _started(running: Cluster, proxy: Proxy) -> tuple[Celery, Celery]:
     api = running.api()
     for name in NAMES:
         api.add(name, "record", every=1)
@@ -41,6 +43,12 @@ def _started(running: Cluster, proxy: Proxy) -> tuple[object, object]:
     )
     wait_for(lambda: all(running.runs_of(name) for name in NAMES), 30, "a run of each entry")
     return cut_off, other
+
+
+def _beats(running: Cluster) -> list[dict[str, Any]]:
+    listed = running.cli("beats", "--json")
+    assert listed.returncode == 0, listed.stderr
+    return list(json.loads(listed.stdout))
 
 
 def _ran_own(runs: list[dict[str, object]], start_ms: float, end_ms: float) -> Counter[str]:
@@ -80,10 +88,19 @@ def test_a_beat_cut_off_from_its_broker_hands_its_ticks_to_the_other_beat_and_re
         assert not due.twice, running.logs()
         assert ran >= 0.8 * due.due, f"{ran} of {due.due} ran\n{running.logs()}"
         assert cut_off.output().count("cannot reach its broker") == 1, running.logs()
+        shown = {beat["pid"]: beat["publishing"] for beat in _beats(running)}
+        doctor = running.cli("doctor")
         proxy.accept()
         wait_for(lambda: "rejoins" in cut_off.output(), 30, "the cut-off beat to rejoin")
         twice = running.twice()
+        back = {beat["pid"]: beat["publishing"] for beat in _beats(running)}
     assert not twice
+    assert cut_off.process is not None
+    assert sorted(shown.items()) == sorted({**back, cut_off.process.pid: False}.items())
+    assert all(back.values())
+    assert "cannot reach the broker, the others claim their share" in " ".join(
+        doctor.stdout.split()
+    )
 
 
 def test_when_every_beat_loses_the_broker_the_claims_wait_in_flight_and_run_when_it_returns(

@@ -614,7 +614,7 @@ def test_beats_lists_live_beats(api: Periodiq) -> None:
     assert text.stdout.splitlines()[1].split()[-1] == "none"
     assert list(shapes[0]) == [
         "id", "host", "pid", "version", "started", "seen", "last_tick", "ticks_claimed",
-        "partitions", "uptime_s", "last_tick_age_s", "declared",
+        "partitions", "uptime_s", "last_tick_age_s", "declared", "publishing",
     ]  # fmt: skip
     assert (shapes[0]["pid"], shapes[0]["ticks_claimed"], shapes[0]["declared"]) == (
         4242, 7, "none"

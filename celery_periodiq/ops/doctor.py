@@ -127,6 +127,18 @@ def _check_beats(runtime: Runtime) -> Check:
     hosts = ", ".join(sorted({f"{beat.host}:{beat.pid}" for beat in beats}))
     noun = "beat" if len(beats) == 1 else "beats"
     found = f"{len(beats)} live {noun} ({hosts})"
+    cut_off = [f"{beat.host}:{beat.pid}" for beat in beats if not beat.publishing]
+    if len(cut_off) == len(beats):
+        return Check(
+            "beats", "fail", f"{found}; none can reach the broker: nothing is sent meanwhile"
+        )
+    if cut_off:
+        return Check(
+            "beats",
+            "warn",
+            f"{found}; cannot reach the broker, the others claim their share: "
+            f"{', '.join(sorted(cut_off))}",
+        )
     try:
         mixed = _declaration_sets(runtime, beats)
     except redis.RedisError as error:

@@ -22,8 +22,9 @@ _HINTS = {
 
 
 def beats_text(beats: Sequence[BeatInfo], now: datetime, style: Style, width: int) -> str:
-    """Live beats: host, pid, version, uptime, last tick, ticks claimed, and the digest
-    of the declaration set each runs with (beats of one version of the code share it)."""
+    """Live beats: host, pid, version, uptime, last tick (or that it is cut off from its
+    broker), ticks claimed, and the digest of the declaration set each runs with (beats
+    of one version of the code share it)."""
     if not beats:
         return "No live beats: nothing is being scheduled."
     columns = [
@@ -39,6 +40,8 @@ def beats_text(beats: Sequence[BeatInfo], now: datetime, style: Style, width: in
     for beat in beats:
         uptime = span((now - beat.started).total_seconds()) if beat.started else "?"
         last = relative(beat.last_tick, now) if beat.last_tick else "never"
+        if not beat.publishing:
+            last = "cut off from its broker"
         texts = [
             beat.host,
             str(beat.pid),

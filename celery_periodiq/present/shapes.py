@@ -31,7 +31,8 @@ Every key is always present (null when there is no value). Instants are ISO
 - **next**: spec, form, description, tz, from, runs (instants).
 - **beat** (``beats`` prints an array of them): id, host, pid, version,
   started, seen, last_tick, ticks_claimed, partitions (how many it watches), uptime_s,
-  last_tick_age_s, declared (the digest of its declaration set; "" when it says none).
+  last_tick_age_s, declared (the digest of its declaration set; "" when it says none),
+  publishing (false while it cannot reach its broker: the others have its share).
 - **doctor**: ok (false when a check failed), checks ([{name, status
   (ok|warn|fail|skip), detail}]).
 - **simulate**::
@@ -242,6 +243,7 @@ def beat_json(beat: BeatInfo, now: datetime) -> dict[str, Any]:
             None if beat.last_tick is None else (now - beat.last_tick).total_seconds()
         ),
         "declared": beat.declared,
+        "publishing": beat.publishing,
     }
 
 

@@ -361,6 +361,7 @@ class Reads:
                     partitions=_int(info.get("partitions")),
                     declared=declarers.get(beat_id, "") if isinstance(declarers, dict) else "",
                     indexes=str(info.get("indexes", "")),
+                    publishing=info.get("publishing") != "0",
                 )
             )
         return beats

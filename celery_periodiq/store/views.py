@@ -210,6 +210,9 @@ class BeatInfo:
     indexes: str = ""
     """The version of the read side's indexes its scripts keep ("": an older beat, whose
     scripts keep none)."""
+    publishing: bool = True
+    """False while it cannot reach its broker: it claims nothing, the others have its
+    share (a beat of an older version always says True)."""
 
 
 @dataclass(frozen=True, slots=True)
