@@ -92,11 +92,20 @@ def message_options(
 
 def send_backfill(app: Celery, entry: Entry, tick: Tick, overlap: str, producer: Any) -> str:
     """Publish a backfill run of ``entry``'s past ``tick``; ``overlap`` is what the worker's
-    non-final check applies to it ("skip" or "allow"). Returns its task id."""
-    options = message_options(entry, tick)
-    options["headers"][HEADER_BACKFILL] = True
-    options["headers"][HEADER_OVERLAP] = overlap
-    return _send_task(app, entry, options, producer)
+    non-final check applies to it ("skip" or "allow"). Returns its task id.
+
+    Raises:
+        BrokerUnavailableError: the broker failed (its connection or channel).
+        MessageError: anything else: the message could not be built or encoded.
+    """
+
+    def options() -> dict[str, Any]:
+        built = message_options(entry, tick)
+        built["headers"][HEADER_BACKFILL] = True
+        built["headers"][HEADER_OVERLAP] = overlap
+        return built
+
+    return _send_told(app, entry, options, producer)
 
 
 def send(
@@ -113,8 +122,16 @@ def send(
         BrokerUnavailableError: the broker failed (its connection or channel).
         MessageError: anything else: the message could not be built or encoded.
     """
+    return _send_told(app, entry, lambda: message_options(entry, tick, manual), producer)
+
+
+def _send_told(
+    app: Celery, entry: Entry, options: Callable[[], dict[str, Any]], producer: Any
+) -> str:
+    """Publish the message of ``entry`` that ``options()`` describes; what fails is told
+    as the broker's failure or the message's own (see :func:`send`)."""
     try:
-        return _send_task(app, entry, message_options(entry, tick, manual), producer)
+        return _send_task(app, entry, options(), producer)
     except Exception as error:
         if producer is not None:
             raise publish_failure(error, _connection(producer), entry) from error
