@@ -150,7 +150,7 @@ def test_a_declaration_that_swaps_or_drops_a_key_breaks_the_contract() -> None:
 
 REPLIES: dict[str, Any] = {
     "claim": [1000, -1, -1, 0, ""],
-    "ack": 1,
+    "ack": [1, 0],
     "put": ["created"],
     "remove": ["a"],
     "pause": "ok",

@@ -4,15 +4,25 @@ heartbeat) and declare.lua (declaration sets), with their typed results."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from celery_periodiq.protocol.keys import Partition
 from celery_periodiq.protocol.records import Settlement
 from celery_periodiq.store.scripts import INDEXES, ScriptCalls, ScriptKeys, _warn_now_and_then
 
-__all__ = ["ACK", "BEAT", "CLAIM", "DECLARE", "BeatScripts", "Claim", "ClaimBatch", "Pulse"]
+__all__ = [
+    "ACK",
+    "BEAT",
+    "CLAIM",
+    "DECLARE",
+    "Acked",
+    "BeatScripts",
+    "Claim",
+    "ClaimBatch",
+    "Pulse",
+]
 
 DECLARATION_TTL_MS = 24 * 3600 * 1000
 """How long a declaration set (and its generation) is kept after its last beat: an old
@@ -124,6 +134,29 @@ def _decode_claims(partition: int, raw: list[Any]) -> ClaimBatch:
     )
 
 
+class Acked(NamedTuple):
+    """What ack.lua answered for settlements of claimed ticks."""
+
+    settled: int
+    """Settled: claims the caller still owned."""
+    refused: int
+    """Refused: another beat took the claims over (it holds them, or took them from the
+    caller and settled them since). Those neither settled nor refused were settled
+    already: by the caller's own earlier call whose reply it did not get."""
+
+
+def _acked(reply: Any) -> Acked:
+    settled, refused = reply
+    return Acked(int(settled), int(refused))
+
+
+def _summed(answers: Iterable[Acked]) -> Acked:
+    settled = refused = 0
+    for answer in answers:
+        settled, refused = settled + answer.settled, refused + answer.refused
+    return Acked(settled, refused)
+
+
 @dataclass(frozen=True, slots=True)
 class Pulse:
     """What a heartbeat (beat.lua) answered."""
@@ -208,46 +241,49 @@ class BeatScripts(ScriptCalls):
 
     def ack(
         self, part: Partition, beat_id: str, history_length: int, settlements: list[Settlement]
-    ) -> int:
-        """Settle claimed ticks of one partition (see ack.lua); returns how many were ours."""
+    ) -> Acked:
+        """Settle claimed ticks of one partition (see ack.lua); says how many were ours and
+        how many another beat had taken over."""
         if not settlements:
-            return 0
-        return int(self._run("ack", *self._ack_call(part, beat_id, history_length, settlements)))
+            return Acked(0, 0)
+        return _acked(self._run("ack", *self._ack_call(part, beat_id, history_length, settlements)))
 
     def ack_many(
         self,
         batches: list[tuple[Partition, list[Settlement]]],
         beat_id: str,
         history_length: int,
-    ) -> int:
+    ) -> Acked:
         """:meth:`ack` for several partitions in one round trip (a pipeline); one call
-        after the other on a Redis Cluster. Returns how many were ours in all."""
+        after the other on a Redis Cluster. Says what they answered in all."""
         batches = [(part, items) for part, items in batches if items]
         if self._clustered or len(batches) < 2:
-            return sum(self.ack(part, beat_id, history_length, items) for part, items in batches)
+            return _summed(
+                self.ack(part, beat_id, history_length, items) for part, items in batches
+            )
         pipe = self._client.pipeline(transaction=False)
         for part, items in batches:
             self._run("ack", *self._ack_call(part, beat_id, history_length, items), client=pipe)
-        return sum(int(settled) for settled in pipe.execute())
+        return _summed(map(_acked, pipe.execute()))
 
     def ack_later(
         self,
         batches: list[tuple[Partition, list[Settlement]]],
         beat_id: str,
         history_length: int,
-    ) -> Callable[[], int]:
+    ) -> Callable[[], Acked]:
         """:meth:`ack_many`, sent now and waited for when the returned function is called:
-        Redis runs the scripts while the caller goes on. The function returns how many
-        settlements were ours, or raises what the calls raised."""
+        Redis runs the scripts while the caller goes on. The function says what they
+        answered in all, or raises what the calls raised."""
         batches = [(part, items) for part, items in batches if items]
         if self._clustered or not batches:
-            settled = self.ack_many(batches, beat_id, history_length)
-            return lambda: settled
+            acked = self.ack_many(batches, beat_id, history_length)
+            return lambda: acked
         wait = self._later(
             "ack", [self._ack_call(part, beat_id, history_length, items) for part, items in batches]
         )
-        return lambda: sum(
-            int(reply) if reply is not None else self.ack(part, beat_id, history_length, items)
+        return lambda: _summed(
+            _acked(reply) if reply is not None else self.ack(part, beat_id, history_length, items)
             for reply, (part, items) in zip(wait(), batches, strict=True)
         )
 
