@@ -234,7 +234,7 @@ class Publisher:
                     if buffered is not None:
                         buffered.flush()
                     for client, messages in lists.values():
-                        _push(client, messages)
+                        redis_publish.push(client, messages)
                 except Exception as error:
                     # messages were encoded when buffered: what fails here is the broker
                     failure = broker_failure(error, _connection(producer))
@@ -423,24 +423,6 @@ class Publisher:
 
 
 _MISSING: Any = object()
-# Messages per LPUSH: one command puts a list's messages of a flush in the order given.
-_PUSH_MOST = 500
-
-
-def _push(client: Any, messages: dict[str, list[str]]) -> None:
-    """LPUSH each list's messages, in order, in one round trip; ``messages`` is emptied
-    (also when that fails: what was not sent is discarded, as kombu's batch does)."""
-    if not messages:
-        return
-    pipe = client.pipeline(transaction=False)
-    try:
-        for key, values in messages.items():
-            for start in range(0, len(values), _PUSH_MOST):
-                pipe.lpush(key, *values[start : start + _PUSH_MOST])
-        pipe.execute()
-    finally:
-        messages.clear()
-        pipe.reset()
 
 
 def _send_task(app: Celery, entry: Entry, options: dict[str, Any], producer: Any) -> str:
