@@ -22,6 +22,7 @@ from celery.app.routes import MapRoute
 from celery.utils.saferepr import saferepr
 
 from celery_periodiq.beat import redis_publish
+from celery_periodiq.beat.exchanges import Checked, Exchanges
 from celery_periodiq.beat.publish_errors import broker_failure, publish_failure
 from celery_periodiq.beat.redis_publish import RawTemplate
 from celery_periodiq.errors import BrokerUnavailableError
@@ -131,7 +132,8 @@ def _send_told(
     """Publish the message of ``entry`` that ``options()`` describes; what fails is told
     as the broker's failure or the message's own (see :func:`send`)."""
     try:
-        return _send_task(app, entry, options(), producer)
+        with app.producer_or_acquire(producer) as used:
+            return _send_task(app, entry, options(), Checked(used, Exchanges()))
     except Exception as error:
         if producer is not None:
             raise publish_failure(error, _connection(producer), entry) from error
@@ -209,6 +211,8 @@ class Publisher:
         self._channel: Any = None
         self._declared: set[tuple[Any, ...]] = set()
         """Templates whose queues were declared on ``_channel``."""
+        self._exchanges = Exchanges()
+        """The exchanges messages name, found on the broker (AMQP)."""
         self._lists: dict[int, tuple[Any, dict[str, list[str]]]] | None = None
         """Inside :meth:`batch`: per Redis broker channel (by its id), its client and the
         messages to put in each list, in order."""
@@ -269,7 +273,7 @@ class Publisher:
         try:
             options = message_options(entry, tick)
             if not self._plain():
-                return _send_task(self.app, entry, options, producer)
+                return _send_task(self.app, entry, options, Checked(producer, self._exchanges))
             key = (
                 threading.get_ident(),
                 entry.task,
@@ -287,7 +291,7 @@ class Publisher:
                 self._templates[key] = template
                 return str(options["task_id"])  # the build published it
             if template is None:
-                return _send_task(self.app, entry, options, producer)
+                return _send_task(self.app, entry, options, Checked(producer, self._exchanges))
             self._publish(key, template, entry, options, producer)
             return str(options["task_id"])
         except BrokerUnavailableError:  # a flush of what was buffered before (see _build)
@@ -332,6 +336,7 @@ class Publisher:
         )
         assert recorder.published is not None, "send_task published nothing"
         body, publish = recorder.published
+        self._exchanges.check(producer, publish)
         if self._flush is not None:  # what was buffered goes first
             self._flush()
         channel = producer.channel
@@ -413,6 +418,8 @@ class Publisher:
         # Declaring costs more than the rest of a publish; once per channel is enough.
         if producer.channel is not self._channel:
             self._channel, self._declared = producer.channel, set()
+        if key not in self._declared:
+            self._exchanges.check(producer, {**publish, "declare": template.declare})
         publish["declare"] = [] if key in self._declared else list(template.declare)
         try:
             producer.publish((args or (), kwargs or {}, template.embed), **publish)
