@@ -160,6 +160,7 @@ REPLIES: dict[str, Any] = {
     "begin": ["started", 1000, -1, ""],
     "finish": 1,
     "index": 0,
+    "alerts": [],
 }
 """What each script answers the recording client (enough for its wrapper to decode)."""
 
@@ -204,6 +205,7 @@ def test_the_wrappers_send_the_keys_their_headers_document() -> None:
     scripts.begin("a", start)
     scripts.finish("a", RunEnd("id", None, "succeeded", "", 1, "h", 10))
     scripts.index(part)
+    scripts.take_alerts([part], 10, 1000)
 
     for name, sent in client.calls:  # one item each: one tick, one entry
         documented = header(name)

@@ -1,5 +1,6 @@
 """The beat's scripts: claim.lua and ack.lua (the pass over due ticks), beat.lua (the
-heartbeat) and declare.lua (declaration sets), with their typed results."""
+heartbeat), declare.lua (declaration sets) and alerts.lua (alert transitions to send),
+with their typed results."""
 
 from __future__ import annotations
 
@@ -8,12 +9,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
+import redis
+
 from celery_periodiq.protocol.keys import Partition
 from celery_periodiq.protocol.records import Settlement
 from celery_periodiq.store.scripts import INDEXES, ScriptCalls, ScriptKeys, _warn_now_and_then
 
 __all__ = [
     "ACK",
+    "ALERTS",
     "BEAT",
     "CLAIM",
     "DECLARE",
@@ -51,6 +55,7 @@ ACK = ScriptKeys(
 )
 BEAT = ScriptKeys("beat", ("beats", "beat:beat_id", "declarers", "declaration:declared"))
 DECLARE = ScriptKeys("declare", ("declaration:digest", "generation"))
+ALERTS = ScriptKeys("alerts", ("alerts", "sending"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -341,3 +346,39 @@ class BeatScripts(ScriptCalls):
         keys = DECLARE.keys(self.keys, digest=digest)
         args = [names, "" if hint is None else hint, DECLARATION_TTL_MS]
         return int(self._run(DECLARE.script, keys, args))
+
+    def take_alerts(
+        self, parts: list[Partition], most: int, lease_ms: int, now_ms: int | None = None
+    ) -> list[list[str] | Exception]:
+        """Take up to ``most`` alert transitions of each of ``parts`` to send, oldest first,
+        for ``lease_ms`` (alerts.lua), in one round trip (one call after the other on a
+        Redis Cluster). A partition whose call failed gives its error in its place."""
+        args = ["take", most, lease_ms, "" if now_ms is None else now_ms]
+        if self._clustered or len(parts) < 2:
+            replies: list[Any] = []
+            for part in parts:
+                try:
+                    replies.append(self._run(ALERTS.script, ALERTS.keys(part), args))
+                except redis.RedisError as error:
+                    replies.append(error)
+        else:
+            pipe = self._client.pipeline(transaction=False)
+            for part in parts:
+                self._run(ALERTS.script, ALERTS.keys(part), args, client=pipe)
+            replies = pipe.execute(raise_on_error=False)
+        return [reply if isinstance(reply, Exception) else list(reply) for reply in replies]
+
+    def alerts_done(self, done: list[tuple[Partition, list[str]]], back: bool = False) -> None:
+        """Say that transitions taken were sent, or, ``back``, put them back at the front of
+        their lists, in their order, to be taken again at once (alerts.lua), in one round
+        trip (one call after the other on a Redis Cluster)."""
+        calls = [(ALERTS.keys(part), ["back" if back else "sent", *items]) for part, items in done]
+        calls = [(keys, args) for keys, args in calls if len(args) > 1]
+        if self._clustered or len(calls) < 2:
+            for keys, args in calls:
+                self._run(ALERTS.script, keys, args)
+            return
+        pipe = self._client.pipeline(transaction=False)
+        for keys, args in calls:
+            self._run(ALERTS.script, keys, args, client=pipe)
+        pipe.execute()
