@@ -7,7 +7,10 @@ client is), ``refuse()``/``accept()`` turn new connections away and back,
 (connections are accepted and what crosses is dropped, in both directions); a
 ``delay`` holds what clients send that long before it goes on (a slow network);
 ``hold_next(pattern, seconds)`` holds only the next chunk that carries ``pattern``
-(one slow request among quick ones), and sets ``holding`` when it does.
+(one slow request among quick ones), and sets ``holding`` when it does;
+``lose_next_reply(pattern)`` lets the next chunk that carries ``pattern`` reach Redis
+and cuts its connection when Redis answers, so the command ran and its reply is
+lost (sets ``lost`` when it did).
 """
 
 from __future__ import annotations
@@ -32,6 +35,9 @@ class Proxy:
         self._slow: tuple[bytes, float] | None = None
         self.holding = threading.Event()
         """Set once the chunk carrying the ``hold_next`` pattern is being held."""
+        self._lose: bytes | None = None
+        self.lost = threading.Event()
+        """Set once the reply to the ``lose_next_reply`` chunk was dropped."""
         self._writers: set[asyncio.StreamWriter] = set()
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
@@ -95,6 +101,12 @@ class Proxy:
         self.holding.clear()
         self._slow = (pattern, seconds)
 
+    def lose_next_reply(self, pattern: bytes) -> None:
+        """Forward the next chunk a client sends that contains ``pattern``, then cut that
+        connection, both ways, as soon as Redis answers it: the reply never arrives."""
+        self.lost.clear()
+        self._lose = pattern
+
     def _hold(self, chunk: bytes) -> float:
         """How long to hold what a client sent."""
         slow = self._slow
@@ -134,9 +146,24 @@ class Proxy:
             client_w.transport.abort()
             return
         self._writers.update((client_w, server_w))
+        doomed = threading.Event()  # this connection's next reply is to be lost
+
+        def forward(chunk: bytes) -> float:
+            lose = self._lose
+            if lose is not None and lose in chunk:
+                self._lose = None
+                doomed.set()
+            return self._hold(chunk)
+
+        def answer(chunk: bytes) -> bool:
+            if doomed.is_set():
+                self.lost.set()
+                return False
+            return True
+
         await asyncio.gather(
-            _pipe(client_r, server_w, self._hold, self._dropping),
-            _pipe(server_r, client_w, None, self._dropping),
+            _pipe(client_r, server_w, hold=forward, dropping=self._dropping),
+            _pipe(server_r, client_w, keep=answer, dropping=self._dropping),
         )
         self._writers.discard(client_w)
         self._writers.discard(server_w)
@@ -146,12 +173,18 @@ async def _pipe(
     reader: asyncio.StreamReader,
     writer: asyncio.StreamWriter,
     hold: Callable[[bytes], float] | None = None,
+    keep: Callable[[bytes], bool] | None = None,
     dropping: Callable[[], bool] | None = None,
 ) -> None:
+    """Copy ``reader`` to ``writer``, each chunk held ``hold(chunk)`` seconds first; stop
+    (closing ``writer``) at a chunk that ``keep`` says not to forward; drop chunks while
+    ``dropping()`` says so."""
     try:
         while chunk := await reader.read(65536):
             if dropping is not None and dropping():
                 continue
+            if keep is not None and not keep(chunk):
+                break
             pause = hold(chunk) if hold is not None else 0.0
             if pause:
                 await asyncio.sleep(pause)

@@ -8,6 +8,7 @@ finish.lua) with ticks on an injected clock; overdue through the beat's Dispatch
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import logging
 from collections.abc import Iterator
@@ -18,7 +19,7 @@ from typing import Any
 import pytest
 import redis
 from celery import Celery
-from celery.signals import before_task_publish
+from celery.signals import after_task_publish, before_task_publish
 from kombu.exceptions import OperationalError
 
 from celery_periodiq import PeriodicTask, Periodiq, periodiq
@@ -29,6 +30,8 @@ from celery_periodiq.errors import ConfigurationError, EntryError
 from celery_periodiq.localredis import LocalRedis
 from celery_periodiq.model.plan import to_ms
 from celery_periodiq.protocol.headers import HEADER_ENTRY, HEADER_TICK
+from tests.processes import wait_for
+from tests.proxy import Proxy
 from tests.test_cli import cli
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -283,6 +286,81 @@ def test_a_partition_whose_pop_fails_does_not_cost_the_others_their_transitions(
 
     assert delivered(broker_url) == [("flaky", "failing")]
     assert pending(api, "flaky") == []
+
+
+def test_a_transition_whose_pop_reply_was_lost_is_sent_by_a_beat_after_the_lease(
+    redis_server: LocalRedis, broker_url: str
+) -> None:
+    # Redis hands one beat the transitions, and the reply never reaches it (the
+    # connection cut after the command ran): after the lease, a beat sends them.
+    with Proxy(redis_server.port) as proxy:
+        app = Celery("alerting-cut", broker=broker_url, set_as_current=False)
+        app.conf.periodiq_redis_url = proxy.url
+        app.conf.periodiq_claim_lease = 1
+        api = periodiq(app)
+        api.add("flaky", "proj.flaky", every=60, start_at=START, failure_threshold=1)
+        run_ticks(runs_of(app, ["fail", "ok"]), "flaky", 2)
+        api.store.load_scripts()  # the reply lost is the pop's own
+        parts = api.store.keys.all()
+        proxy.lose_next_reply(api.store.keys.of("flaky").alerts.encode())
+
+        with contextlib.suppress(redis.RedisError):
+            Alerts(app, api.store, "proj.alert").send(parts)
+        assert proxy.lost.is_set()
+        other = Alerts(app, api.store, "proj.alert")
+
+        def both_sent() -> bool:
+            other.send(parts)
+            return len(delivered(broker_url)) >= 2
+
+        wait_for(both_sent, 15, "both transitions sent by a beat")
+        api.store.client.close()
+    assert delivered(broker_url) == [("flaky", "failing"), ("flaky", "recovered")]
+
+
+def test_a_beat_stopped_right_after_sending_costs_one_duplicate_of_the_same_payload(
+    app: Celery, broker_url: str
+) -> None:
+    # The cost of sending each transition at least once: a beat stopped between its
+    # message and saying it was sent; after the lease another beat sends it again.
+    app.conf.periodiq_claim_lease = 1
+    api = periodiq(app)
+    api.add("flaky", "proj.flaky", every=60, start_at=START, failure_threshold=1)
+    run_ticks(runs_of(app, ["fail"]), "flaky", 1)
+    parts = api.store.keys.all()
+
+    def stopped(**_: Any) -> None:
+        raise KeyboardInterrupt  # as a beat killed the moment its message went out
+
+    after_task_publish.connect(stopped, weak=False)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            Alerts(app, api.store, "proj.alert").send(parts)
+    finally:
+        after_task_publish.disconnect(stopped)
+    other = Alerts(app, api.store, "proj.alert")
+
+    def sent_again() -> bool:
+        other.send(parts)
+        return len(delivered(broker_url)) >= 2
+
+    wait_for(sent_again, 15, "the transition sent again after the lease")
+    other.send(parts)  # and not a third time
+
+    assert delivered(broker_url) == [("flaky", "failing")] * 2
+    assert len(set(queued_payloads(broker_url))) == 1  # the same payload, its "at" too
+
+
+def queued_payloads(broker_url: str) -> list[str]:
+    """The alert payloads on the broker, as JSON text."""
+    broker = redis.Redis.from_url(broker_url)
+    try:
+        raw = broker.lrange("celery", 0, -1)
+    finally:
+        broker.close()
+    return [
+        json.dumps(json.loads(base64.b64decode(json.loads(item)["body"]))[0][0]) for item in raw
+    ]
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ import redis
 from celery import Celery
 
 from celery_periodiq import Periodiq, periodiq
-from celery_periodiq.errors import EntryError, EntryNotFoundError
+from celery_periodiq.errors import EntryError, EntryNotFoundError, MessageError
 from celery_periodiq.model.plan import task_id_for, to_ms
 from celery_periodiq.ops.backfill import BACKFILL_MOST, backfill_task_id, backfill_ticks
 from celery_periodiq.protocol.headers import (
@@ -235,6 +235,26 @@ def test_allow_publishes_every_tick_not_yet_run_at_once_as_backfill_runs(
     assert all(h[HEADER_ENTRY] == "report" and h["task"] == "proj.report" for h in headers)
     assert [h["id"] for h in headers] == [report.ticks[0].task_id, report.ticks[2].task_id]
     assert all("expires" not in h or h["expires"] is None for h in headers)
+
+
+@pytest.mark.parametrize("overlap", ["allow", "buffer_all"])
+def test_a_message_that_cannot_be_encoded_is_the_entrys_error_not_the_brokers(
+    api: Periodiq, broker_url: str, overlap: str
+) -> None:
+    top = hourly(api)
+    part = api.store.keys.of("report")  # a serializer written behind periodiq's back
+    definition = json.loads(api.store.client.hget(part.entries, "report"))
+    definition["options"] = {"serializer": "nosuch"}
+    api.store.client.hset(part.entries, "report", json.dumps(definition))
+
+    with pytest.raises(MessageError) as raised:
+        api.backfill("report", top - 2 * HOUR, top, overlap=overlap, timeout=1)
+
+    said = str(raised.value)
+    assert said.startswith("entry 'report': its message could not be published")
+    assert "No encoder installed for nosuch" in said
+    assert "broker" not in said
+    assert queued(broker_url) == []
 
 
 # with a real worker

@@ -145,7 +145,7 @@ def test_a_history_key_damaged_after_the_claim_never_publishes_the_tick_twice(
 
     settled = world.store.scripts.ack(world.part, "test-beat", 100, settlements)
 
-    assert settled == 1
+    assert settled.settled == 1
     assert world.client.hlen(world.part.ticks) == 0
     after_lease = world.store.scripts.claim(world.part, "other-beat", 10, 2000, to_ms(FIRST) + 5000)
     assert after_lease.claims == []

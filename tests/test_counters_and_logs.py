@@ -10,6 +10,7 @@ worker's guard run in this process on an injected clock.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 from collections.abc import Iterator
@@ -22,12 +23,16 @@ from celery.signals import before_task_publish
 
 from celery_periodiq import PeriodicTask, Periodiq, periodiq
 from celery_periodiq.beat.dispatch import Dispatcher
+from celery_periodiq.beat.ledger import Ledger
 from celery_periodiq.beat.scheduler import Scheduler
 from celery_periodiq.config import Settings
 from celery_periodiq.localredis import LocalRedis
 from celery_periodiq.model.plan import tick_text, to_ms
 from celery_periodiq.protocol.headers import HEADER_ENTRY, HEADER_TICK
+from celery_periodiq.protocol.records import Settlement
+from celery_periodiq.store.scripts import script_source
 from celery_periodiq.store.store import Store
+from tests.proxy import Proxy
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -244,3 +249,56 @@ def test_settlements_the_schedule_redis_refused_are_written_next_pass_and_nothin
         assert stored.counters == {"enqueued": 1}
         assert stored.next_run == START + timedelta(seconds=120)
     assert sum(api.store.client.zcard(part.inflight) for part in api.store.keys.all()) == 0
+
+
+def test_a_settlement_written_again_after_its_reply_was_lost_is_not_said_refused(
+    app: Celery, redis_server: LocalRedis, caplog: pytest.LogCaptureFixture
+) -> None:
+    # ack.lua ran and settled the claims, but its reply never came back: the ledger
+    # writes those settlements again and finds the claims gone. That is its own first
+    # call's doing, not another beat's takeover.
+    with Proxy(redis_server.port) as proxy:
+        app.conf.periodiq_redis_url = proxy.url
+        api = tenants(app, 3)
+        api.store.load_scripts()  # the lost reply is ack.lua's own, not a NOSCRIPT
+        dispatcher = Dispatcher(app, api.store, "beat")
+        proxy.lose_next_reply(hashlib.sha1(script_source("ack").encode()).hexdigest().encode())
+        caplog.set_level(logging.INFO, logger="celery_periodiq")
+
+        done = dispatcher.dispatch(now_ms=to_ms(START + timedelta(seconds=60)))
+
+        assert proxy.lost.is_set()  # the reply of a call that ran was lost
+        assert (done.claimed, done.complete) == (3, True)
+        assert "settlements refused" not in caplog.text
+        assert "another beat" not in caplog.text
+        for stored in api.list():  # settled once: written twice, counted once
+            assert stored.counters == {"enqueued": 1}
+            assert stored.next_run == START + timedelta(seconds=120)
+        assert sum(api.store.client.zcard(part.inflight) for part in api.store.keys.all()) == 0
+        api.store.client.close()
+
+
+@pytest.mark.parametrize("other", ["holds it", "settled it"])
+def test_a_settlement_of_a_claim_another_beat_took_over_is_said_refused(
+    app: Celery, caplog: pytest.LogCaptureFixture, other: str
+) -> None:
+    api = tenants(app, 1)
+    due = to_ms(START + timedelta(seconds=60))
+    lease_ms = int(api.settings.claim_lease * 1000)
+    part = api.store.keys.of("tenant-0")
+    [batch] = api.store.scripts.claim_many([part], "stopped-beat", 10, lease_ms, now_ms=due)
+    [claim] = batch.claims
+    # its lease ran out without a heartbeat: another beat takes the claim over
+    after = due + lease_ms + 1
+    if other == "holds it":
+        api.store.scripts.claim_many([part], "other-beat", 10, lease_ms, now_ms=after)
+    else:
+        Dispatcher(app, api.store, "other-beat").dispatch(now_ms=after)
+    ledger = Ledger(api.store, "stopped-beat")
+    caplog.set_level(logging.INFO, logger="celery_periodiq")
+
+    ledger.send({part.index: [Settlement(claim.id, claim.name, claim.version)]})
+    ledger.wait()
+
+    assert "1 settlements refused: another beat took their claims over" in caplog.text
+    assert ledger.refused == 1

@@ -83,6 +83,6 @@ def test_a_late_settlement_of_a_deleted_entry_changes_nothing_of_the_new_one(
     settled = api.store.scripts.ack(part, "dead-beat", 20, [settlement])
 
     after = api.get("job")
-    assert settled == 1  # its claim is settled: nobody sends it again
+    assert settled.settled == 1  # its claim is settled: nobody sends it again
     assert (after.next_run, after.runs, after.counters) == (before.next_run, 0, before.counters)
     assert api.history("job") == []

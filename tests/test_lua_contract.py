@@ -150,7 +150,7 @@ def test_a_declaration_that_swaps_or_drops_a_key_breaks_the_contract() -> None:
 
 REPLIES: dict[str, Any] = {
     "claim": [1000, -1, -1, 0, ""],
-    "ack": 1,
+    "ack": [1, 0],
     "put": ["created"],
     "remove": ["a"],
     "pause": "ok",
@@ -161,6 +161,7 @@ REPLIES: dict[str, Any] = {
     "finish": 1,
     "index": 0,
     "release": 0,
+    "alerts": [],
 }
 """What each script answers the recording client (enough for its wrapper to decode)."""
 
@@ -206,6 +207,7 @@ def test_the_wrappers_send_the_keys_their_headers_document() -> None:
     scripts.finish("a", RunEnd("id", None, "succeeded", "", 1, "h", 10))
     scripts.index(part)
     scripts.release("b", [part])
+    scripts.take_alerts([part], 10, 1000)
 
     for name, sent in client.calls:  # one item each: one tick, one entry
         documented = header(name)

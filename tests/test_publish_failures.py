@@ -16,17 +16,18 @@ into the queue list), RabbitMQ (if one runs on 127.0.0.1:5672) kombu's AMQP path
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 import redis
 from celery import Celery, signals
-from kombu import Connection
+from kombu import Connection, Exchange, Queue
 from kombu.serialization import register, unregister
 
 from celery_periodiq import Periodiq, Scheduler, periodiq
@@ -352,5 +353,100 @@ def test_on_rabbitmq_a_message_that_fails_quarantines_its_entry_and_the_others_g
     finally:
         with connection.channel() as cleanup:
             cleanup.queue_delete(queue)
+        connection.release()
+        world.close()
+
+
+def test_on_rabbitmq_an_exchange_that_does_not_exist_quarantines_its_entry_alone(
+    redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # RabbitMQ answers a publish to a missing exchange by closing the channel (404
+    # NOT_FOUND), asynchronously: the publish itself returns, and whatever the beat
+    # publishes on that channel afterwards is dropped by the broker until it notices.
+    connection = _rabbitmq()
+    queue = f"periodiq-test-{uuid.uuid4().hex}"
+    missing = f"periodiq-missing-{uuid.uuid4().hex}"
+    world = Beat(redis_url, RABBITMQ, options={"queue": queue})
+    try:
+        world.rewrite("victim", options={"exchange": missing, "routing_key": queue})
+        caplog.set_level(logging.INFO, logger="celery_periodiq")
+
+        done = world.dispatcher.dispatch(now_ms=to_ms(FIRST))
+
+        channel = connection.default_channel
+        got: list[str] = []
+
+        def arrived() -> bool:
+            while (message := channel.basic_get(queue, no_ack=True)) is not None:
+                got.append(message.headers["periodiq_entry"])
+            return len(got) >= len(HEALTHY)
+
+        wait_for(arrived, 10, "the healthy messages in the queue")
+        assert sorted(got) == HEALTHY  # the victim's neighbours in the same pass
+        assert done.complete
+        reason = quarantined(world.api)["victim"]
+        assert "could not be published" in reason
+        assert missing in reason
+        assert "broker unreachable" not in logged(caplog)
+        assert "broker refused" not in logged(caplog)
+        for name in HEALTHY:
+            assert world.api.get(name).next_run == FIRST + timedelta(seconds=60)
+    finally:
+        with connection.channel() as cleanup:
+            cleanup.queue_delete(queue)
+        connection.release()
+        world.close()
+
+
+def test_on_rabbitmq_an_exchange_deleted_while_the_beat_runs_costs_its_chunk_a_lease_only(
+    redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The victim's exchange exists, then goes: the broker closes the channel at the
+    # victim's next message. That chunk stays in flight; after the lease, the lookup on
+    # a new channel finds the exchange missing: the victim alone is quarantined.
+    connection = _rabbitmq()
+    queue = f"periodiq-test-{uuid.uuid4().hex}"
+    doomed = f"periodiq-doomed-{uuid.uuid4().hex}"
+    world = Beat(redis_url, RABBITMQ, lease=2, options={"queue": queue})
+    channel = connection.default_channel
+    try:
+        Exchange(doomed, "direct", channel=channel).declare()
+        Queue(queue, Exchange(queue), queue, channel=channel).declare()
+        channel.queue_bind(queue, doomed, routing_key=queue)
+        world.rewrite("victim", options={"exchange": doomed, "routing_key": queue})
+        got: list[tuple[str, int]] = []
+
+        def arrived(count: int) -> Callable[[], bool]:
+            def enough() -> bool:
+                while (message := channel.basic_get(queue, no_ack=True)) is not None:
+                    got.append(
+                        (message.headers["periodiq_entry"], message.headers["periodiq_tick"])
+                    )
+                return len(got) >= count
+
+            return enough
+
+        world.dispatcher.dispatch(now_ms=to_ms(FIRST))
+        wait_for(arrived(len(HEALTHY) + 1), 10, "the first ticks, the victim's too")
+        channel.exchange_delete(doomed)
+        caplog.set_level(logging.INFO, logger="celery_periodiq")
+        second = to_ms(FIRST + timedelta(seconds=60))
+
+        refused = world.dispatcher.dispatch(now_ms=second)
+        after_the_lease = world.dispatcher.dispatch(now_ms=second + 2100)
+
+        wait_for(arrived(2 * len(HEALTHY) + 1), 10, "the healthy ticks of the second pass")
+        assert not refused.complete  # that chunk stayed in flight
+        assert after_the_lease.complete
+        assert {name for name, tick in got if tick == second} == set(HEALTHY)
+        assert "the broker has no exchange" in quarantined(world.api)["victim"]
+        assert list(quarantined(world.api)) == ["victim"]
+        for name in HEALTHY:
+            assert world.api.get(name).counters == {"enqueued": 2}
+    finally:
+        with connection.channel() as cleanup:
+            cleanup.queue_delete(queue)
+            with contextlib.suppress(Exception):
+                cleanup.exchange_delete(doomed)
         connection.release()
         world.close()

@@ -298,7 +298,7 @@ def test_one_claim_and_one_ack_take_more_entries_than_lua_unpacks_at_once(
 
     client = api.store.client
     assert len(batch.claims) == 4500
-    assert settled == 4500
+    assert settled.settled == 4500
     assert client.hlen(part.ticks) == client.zcard(part.inflight) == 0
     assert client.zcount(part.due, "-inf", "+inf") == 4500
     assert api.count() == 4500
@@ -320,7 +320,7 @@ def test_a_settlement_given_twice_in_one_ack_counts_once(api: Periodiq) -> None:
     settled = api.store.scripts.ack(part, "beat-1", 10, [settlement, settlement])
 
     stored = api.get("tenant")
-    assert settled == 1
+    assert settled.settled == 1
     assert stored.state.get("runs") == "1"
     assert stored.state["n:enqueued"] == "1"
     assert len(api.store.client.lrange(part.history("tenant"), 0, -1)) == 1

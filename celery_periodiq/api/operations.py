@@ -57,6 +57,9 @@ class Operations(Client, Protocol):
             EntryNotFoundError: no entry has that name.
             EntryError: a bad range, overlap or timeout, or more than
                 ``BACKFILL_MOST`` ticks in the range (nothing is published).
+            MessageError: the entry's message cannot be built or encoded here (a
+                serializer or compression not installed, arguments its encoder refuses;
+                nothing is published).
             BrokerUnavailableError: the broker could not be reached.
         """
         with self.runtime.guard():

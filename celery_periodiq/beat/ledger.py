@@ -4,7 +4,9 @@ A published chunk's settlements are sent without waiting: Redis runs them while 
 next chunk is published. Those that failed, or could not even be sent, are kept and
 written first in the next pass (dropping them would leave their claims to be taken
 over after the lease and published again); a settlement written twice changes nothing
-the second time.
+the second time. ack.lua tells a settlement refused because another beat took its
+claim over from one written already (by this beat's own call whose reply was lost):
+only the first is warned about.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import logging
 from collections.abc import Callable
 
 from celery_periodiq.protocol.records import Settlement
+from celery_periodiq.store.beat_scripts import Acked
 from celery_periodiq.store.store import Store
 
 __all__ = ["Ledger"]
@@ -29,7 +32,7 @@ class Ledger:
         self.beat_id = beat_id
         self.refused = 0
         """Settlements Redis refused since the start: claims another beat had taken over."""
-        self._settling: Callable[[], int] | None = None
+        self._settling: Callable[[], Acked] | None = None
         """Waits for the settlements of the last chunk published (see :meth:`send`)."""
         self._unsettled_chunk: dict[int, list[Settlement]] = {}
         self._unsettled: dict[int, list[Settlement]] = {}
@@ -63,7 +66,7 @@ class Ledger:
             except Exception:  # kept below, with the others not written yet
                 pass
             else:
-                self._count_refused(sum(map(len, chunk.values())), settled)
+                self._count_refused(settled)
                 return
         # Not sent (ack_later raised) or failed: dropping them would leave their claims
         # to be taken over after the lease and published again.
@@ -83,22 +86,22 @@ class Ledger:
             settled = self.store.scripts.ack_many(
                 batches, self.beat_id, self.settings.history_length
             )
-            self._count_refused(sum(len(items) for _, items in batches), settled)
+            self._count_refused(settled)
             for index in list(self._unsettled):
                 del self._unsettled[index][:size]
                 if not self._unsettled[index]:
                     del self._unsettled[index]
 
-    def _count_refused(self, given: int, settled: int) -> None:
+    def _count_refused(self, acked: Acked) -> None:
         """ack.lua settles only claims this beat still owns: say how many it refused."""
-        if settled >= given:
+        if not acked.refused:
             return
-        self.refused += given - settled
+        self.refused += acked.refused
         logger.warning(
             "periodiq: %d settlements refused: another beat took their claims over while "
             "this one could not renew them (stopped, or cut off from Redis); its messages "
             "of those ticks were sent before, and the worker's guard drops a second copy "
             "(%d refused since this beat started)",
-            given - settled,
+            acked.refused,
             self.refused,
         )

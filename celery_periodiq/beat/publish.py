@@ -21,7 +21,8 @@ from celery import Celery, signals
 from celery.app.routes import MapRoute
 from celery.utils.saferepr import saferepr
 
-from celery_periodiq.beat import redis_publish
+from celery_periodiq.beat import exchanges, redis_publish
+from celery_periodiq.beat.exchanges import Checked, Exchanges
 from celery_periodiq.beat.publish_errors import broker_failure, publish_failure
 from celery_periodiq.beat.redis_publish import RawTemplate
 from celery_periodiq.errors import BrokerUnavailableError
@@ -96,11 +97,20 @@ def message_options(
 
 def send_backfill(app: Celery, entry: Entry, tick: Tick, overlap: str, producer: Any) -> str:
     """Publish a backfill run of ``entry``'s past ``tick``; ``overlap`` is what the worker's
-    non-final check applies to it ("skip" or "allow"). Returns its task id."""
-    options = message_options(entry, tick)
-    options["headers"][HEADER_BACKFILL] = True
-    options["headers"][HEADER_OVERLAP] = overlap
-    return _send_task(app, entry, options, producer)
+    non-final check applies to it ("skip" or "allow"). Returns its task id.
+
+    Raises:
+        BrokerUnavailableError: the broker failed (its connection or channel).
+        MessageError: anything else: the message could not be built or encoded.
+    """
+
+    def options() -> dict[str, Any]:
+        built = message_options(entry, tick)
+        built["headers"][HEADER_BACKFILL] = True
+        built["headers"][HEADER_OVERLAP] = overlap
+        return built
+
+    return _send_told(app, entry, options, producer)
 
 
 def send(
@@ -117,8 +127,17 @@ def send(
         BrokerUnavailableError: the broker failed (its connection or channel).
         MessageError: anything else: the message could not be built or encoded.
     """
+    return _send_told(app, entry, lambda: message_options(entry, tick, manual), producer)
+
+
+def _send_told(
+    app: Celery, entry: Entry, options: Callable[[], dict[str, Any]], producer: Any
+) -> str:
+    """Publish the message of ``entry`` that ``options()`` describes; what fails is told
+    as the broker's failure or the message's own (see :func:`send`)."""
     try:
-        return _send_task(app, entry, message_options(entry, tick, manual), producer)
+        with app.producer_or_acquire(producer) as used:
+            return _send_task(app, entry, options(), Checked(used, Exchanges()))
     except Exception as error:
         if producer is not None:
             raise publish_failure(error, _connection(producer), entry) from error
@@ -196,10 +215,14 @@ class Publisher:
         self._channel: Any = None
         self._declared: set[tuple[Any, ...]] = set()
         """Templates whose queues were declared on ``_channel``."""
+        self._exchanges = Exchanges()
+        """The exchanges messages name, found on the broker (AMQP)."""
         self._lists: dict[int, tuple[Any, dict[str, list[str]]]] | None = None
         """Inside :meth:`batch`: per Redis broker channel (by its id), its client and the
         messages to put in each list, in order."""
         self._flush: Callable[[], None] | None = None
+        self._unconfirmed = False
+        """Messages were published since the last flush confirmed what the broker said."""
 
     @contextlib.contextmanager
     def batch(self, producer: Any) -> Iterator[Callable[[], None]]:
@@ -221,7 +244,10 @@ class Publisher:
                     if buffered is not None:
                         buffered.flush()
                     for client, messages in lists.values():
-                        _push(client, messages)
+                        redis_publish.push(client, messages)
+                    if self._unconfirmed:
+                        exchanges.confirm(producer)
+                        self._unconfirmed = False
                 except Exception as error:
                     # messages were encoded when buffered: what fails here is the broker
                     failure = broker_failure(error, _connection(producer))
@@ -253,6 +279,7 @@ class Publisher:
             MessageError: anything else: the message could not be built or encoded
                 (nothing of it is buffered; what was buffered before is kept).
         """
+        self._unconfirmed = True
         try:
             options = message_options(entry, tick)
             # A beat does not retry inside a publish: a broker that does not take a message
@@ -260,7 +287,7 @@ class Publisher:
             # (a message kombu sent after a long retry would carry an expiry long past).
             options["retry"] = False
             if not self._plain():
-                return _send_task(self.app, entry, options, producer)
+                return _send_task(self.app, entry, options, Checked(producer, self._exchanges))
             key = (
                 threading.get_ident(),
                 entry.task,
@@ -278,7 +305,7 @@ class Publisher:
                 self._templates[key] = template
                 return str(options["task_id"])  # the build published it
             if template is None:
-                return _send_task(self.app, entry, options, producer)
+                return _send_task(self.app, entry, options, Checked(producer, self._exchanges))
             self._publish(key, template, entry, options, producer)
             return str(options["task_id"])
         except BrokerUnavailableError:  # a flush of what was buffered before (see _build)
@@ -323,6 +350,7 @@ class Publisher:
         )
         assert recorder.published is not None, "send_task published nothing"
         body, publish = recorder.published
+        self._exchanges.check(producer, publish)
         if self._flush is not None:  # what was buffered goes first
             self._flush()
         channel = producer.channel
@@ -404,6 +432,8 @@ class Publisher:
         # Declaring costs more than the rest of a publish; once per channel is enough.
         if producer.channel is not self._channel:
             self._channel, self._declared = producer.channel, set()
+        if key not in self._declared:
+            self._exchanges.check(producer, {**publish, "declare": template.declare})
         publish["declare"] = [] if key in self._declared else list(template.declare)
         try:
             producer.publish((args or (), kwargs or {}, template.embed), **publish)
@@ -414,24 +444,6 @@ class Publisher:
 
 
 _MISSING: Any = object()
-# Messages per LPUSH: one command puts a list's messages of a flush in the order given.
-_PUSH_MOST = 500
-
-
-def _push(client: Any, messages: dict[str, list[str]]) -> None:
-    """LPUSH each list's messages, in order, in one round trip; ``messages`` is emptied
-    (also when that fails: what was not sent is discarded, as kombu's batch does)."""
-    if not messages:
-        return
-    pipe = client.pipeline(transaction=False)
-    try:
-        for key, values in messages.items():
-            for start in range(0, len(values), _PUSH_MOST):
-                pipe.lpush(key, *values[start : start + _PUSH_MOST])
-        pipe.execute()
-    finally:
-        messages.clear()
-        pipe.reset()
 
 
 def _send_task(app: Celery, entry: Entry, options: dict[str, Any], producer: Any) -> str:

@@ -154,7 +154,7 @@ def backfill(
     entry = readable(runtime.store, name)
     try:
         return _backfill(runtime, entry, start, end, overlap, dry_run, timeout, progress)
-    except (KombuError, OSError) as error:
+    except (KombuError, OSError) as error:  # reaching the broker (a message's own: MessageError)
         raise BrokerUnavailableError(f"the broker is unreachable: {error}") from error
 
 

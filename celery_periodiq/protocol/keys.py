@@ -89,6 +89,12 @@ class Partition:
         return f"{self.tag}:alerts"
 
     @property
+    def sending(self) -> str:
+        """zset: alert transitions a beat took to send -> when its lease ends (ms * 1000,
+        plus the place in the take): taken again once it ran out (alerts.lua)."""
+        return f"{self.tag}:alerts:sending"
+
+    @property
     def stats(self) -> str:
         """hash: histogram buckets of the partition's ticks (lateness "l", start delay "s"),
         and its entries' run and skip counters summed ("n:<reason>")."""

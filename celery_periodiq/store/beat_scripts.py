@@ -1,12 +1,15 @@
 """The beat's scripts: claim.lua and ack.lua (the pass over due ticks), beat.lua (the
-heartbeat) and declare.lua (declaration sets), with their typed results."""
+heartbeat), declare.lua (declaration sets) and alerts.lua (alert transitions to send),
+with their typed results."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
+
+import redis
 
 from celery_periodiq.protocol.keys import Partition
 from celery_periodiq.protocol.records import Settlement
@@ -14,10 +17,12 @@ from celery_periodiq.store.scripts import INDEXES, ScriptCalls, ScriptKeys, _war
 
 __all__ = [
     "ACK",
+    "ALERTS",
     "BEAT",
     "CLAIM",
     "DECLARE",
     "RELEASE",
+    "Acked",
     "BeatScripts",
     "Claim",
     "ClaimBatch",
@@ -52,6 +57,7 @@ ACK = ScriptKeys(
 BEAT = ScriptKeys("beat", ("beats", "beat:beat_id", "declarers", "declaration:declared", "muted"))
 RELEASE = ScriptKeys("release", ("inflight", "ticks", "alive"))
 DECLARE = ScriptKeys("declare", ("declaration:digest", "generation"))
+ALERTS = ScriptKeys("alerts", ("alerts", "sending"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +139,29 @@ def _decode_claims(partition: int, raw: list[Any]) -> ClaimBatch:
         claims=claims,
         vanished=list(notices.get("vanished") or []),
     )
+
+
+class Acked(NamedTuple):
+    """What ack.lua answered for settlements of claimed ticks."""
+
+    settled: int
+    """Settled: claims the caller still owned."""
+    refused: int
+    """Refused: another beat took the claims over (it holds them, or took them from the
+    caller and settled them since). Those neither settled nor refused were settled
+    already: by the caller's own earlier call whose reply it did not get."""
+
+
+def _acked(reply: Any) -> Acked:
+    settled, refused = reply
+    return Acked(int(settled), int(refused))
+
+
+def _summed(answers: Iterable[Acked]) -> Acked:
+    settled = refused = 0
+    for answer in answers:
+        settled, refused = settled + answer.settled, refused + answer.refused
+    return Acked(settled, refused)
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,46 +255,49 @@ class BeatScripts(ScriptCalls):
 
     def ack(
         self, part: Partition, beat_id: str, history_length: int, settlements: list[Settlement]
-    ) -> int:
-        """Settle claimed ticks of one partition (see ack.lua); returns how many were ours."""
+    ) -> Acked:
+        """Settle claimed ticks of one partition (see ack.lua); says how many were ours and
+        how many another beat had taken over."""
         if not settlements:
-            return 0
-        return int(self._run("ack", *self._ack_call(part, beat_id, history_length, settlements)))
+            return Acked(0, 0)
+        return _acked(self._run("ack", *self._ack_call(part, beat_id, history_length, settlements)))
 
     def ack_many(
         self,
         batches: list[tuple[Partition, list[Settlement]]],
         beat_id: str,
         history_length: int,
-    ) -> int:
+    ) -> Acked:
         """:meth:`ack` for several partitions in one round trip (a pipeline); one call
-        after the other on a Redis Cluster. Returns how many were ours in all."""
+        after the other on a Redis Cluster. Says what they answered in all."""
         batches = [(part, items) for part, items in batches if items]
         if self._clustered or len(batches) < 2:
-            return sum(self.ack(part, beat_id, history_length, items) for part, items in batches)
+            return _summed(
+                self.ack(part, beat_id, history_length, items) for part, items in batches
+            )
         pipe = self._client.pipeline(transaction=False)
         for part, items in batches:
             self._run("ack", *self._ack_call(part, beat_id, history_length, items), client=pipe)
-        return sum(int(settled) for settled in pipe.execute())
+        return _summed(map(_acked, pipe.execute()))
 
     def ack_later(
         self,
         batches: list[tuple[Partition, list[Settlement]]],
         beat_id: str,
         history_length: int,
-    ) -> Callable[[], int]:
+    ) -> Callable[[], Acked]:
         """:meth:`ack_many`, sent now and waited for when the returned function is called:
-        Redis runs the scripts while the caller goes on. The function returns how many
-        settlements were ours, or raises what the calls raised."""
+        Redis runs the scripts while the caller goes on. The function says what they
+        answered in all, or raises what the calls raised."""
         batches = [(part, items) for part, items in batches if items]
         if self._clustered or not batches:
-            settled = self.ack_many(batches, beat_id, history_length)
-            return lambda: settled
+            acked = self.ack_many(batches, beat_id, history_length)
+            return lambda: acked
         wait = self._later(
             "ack", [self._ack_call(part, beat_id, history_length, items) for part, items in batches]
         )
-        return lambda: sum(
-            int(reply) if reply is not None else self.ack(part, beat_id, history_length, items)
+        return lambda: _summed(
+            _acked(reply) if reply is not None else self.ack(part, beat_id, history_length, items)
             for reply, (part, items) in zip(wait(), batches, strict=True)
         )
 
@@ -339,3 +371,39 @@ class BeatScripts(ScriptCalls):
         keys = DECLARE.keys(self.keys, digest=digest)
         args = [names, "" if hint is None else hint, DECLARATION_TTL_MS]
         return int(self._run(DECLARE.script, keys, args))
+
+    def take_alerts(
+        self, parts: list[Partition], most: int, lease_ms: int, now_ms: int | None = None
+    ) -> list[list[str] | Exception]:
+        """Take up to ``most`` alert transitions of each of ``parts`` to send, oldest first,
+        for ``lease_ms`` (alerts.lua), in one round trip (one call after the other on a
+        Redis Cluster). A partition whose call failed gives its error in its place."""
+        args = ["take", most, lease_ms, "" if now_ms is None else now_ms]
+        if self._clustered or len(parts) < 2:
+            replies: list[Any] = []
+            for part in parts:
+                try:
+                    replies.append(self._run(ALERTS.script, ALERTS.keys(part), args))
+                except redis.RedisError as error:
+                    replies.append(error)
+        else:
+            pipe = self._client.pipeline(transaction=False)
+            for part in parts:
+                self._run(ALERTS.script, ALERTS.keys(part), args, client=pipe)
+            replies = pipe.execute(raise_on_error=False)
+        return [reply if isinstance(reply, Exception) else list(reply) for reply in replies]
+
+    def alerts_done(self, done: list[tuple[Partition, list[str]]], back: bool = False) -> None:
+        """Say that transitions taken were sent, or, ``back``, put them back at the front of
+        their lists, in their order, to be taken again at once (alerts.lua), in one round
+        trip (one call after the other on a Redis Cluster)."""
+        calls = [(ALERTS.keys(part), ["back" if back else "sent", *items]) for part, items in done]
+        calls = [(keys, args) for keys, args in calls if len(args) > 1]
+        if self._clustered or len(calls) < 2:
+            for keys, args in calls:
+                self._run(ALERTS.script, keys, args)
+            return
+        pipe = self._client.pipeline(transaction=False)
+        for keys, args in calls:
+            self._run(ALERTS.script, keys, args, client=pipe)
+        pipe.execute()

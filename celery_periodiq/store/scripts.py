@@ -1,7 +1,7 @@
 """The Lua scripts in ``lua/``: their text, their registration on a client, the KEYS
 each declares, and the ways one is called (at once, pipelined, sent ahead, waited on by
 replicas). The typed wrappers build on :class:`ScriptCalls`, grouped by who calls them:
-:mod:`~celery_periodiq.store.beat_scripts` (claim, ack, beat, declare),
+:mod:`~celery_periodiq.store.beat_scripts` (claim, ack, beat, declare, alerts),
 :mod:`~celery_periodiq.store.run_scripts` (begin, finish, record) and
 :mod:`~celery_periodiq.store.entry_scripts` (put, remove, pause).
 
@@ -53,6 +53,7 @@ SCRIPT_NAMES = (
     "declare",
     "index",
     "release",
+    "alerts",
 )
 
 

@@ -339,26 +339,6 @@ class Store(Reads):
             pipe.zrem(part.alive, beat_id)
         pipe.execute()
 
-    def pop_alerts(self, parts: list[Partition], count: int) -> list[list[str] | Exception]:
-        """Pop up to ``count`` alert transitions of each of ``parts``, oldest first, in one
-        round trip (LPOP: whoever pops an item is the only one to have it). A partition
-        whose pop failed (a Cluster node down) gives its error in its place; the others
-        give what they popped, which is then only the caller's."""
-        pipe = self.client.pipeline(transaction=False)
-        for part in parts:
-            pipe.lpop(part.alerts, count)
-        replies = pipe.execute(raise_on_error=False)
-        return [reply if isinstance(reply, Exception) else reply or [] for reply in replies]
-
-    def push_alerts_back(self, unsent: list[tuple[Partition, list[str]]]) -> None:
-        """Put alert transitions back at the front of their lists, in their order (one
-        round trip)."""
-        pipe = self.client.pipeline(transaction=False)
-        for part, items in unsent:
-            if items:
-                pipe.lpush(part.alerts, *reversed(items))
-        pipe.execute()
-
     def changes(self) -> Any:
         """A pub/sub connection subscribed to the changes channel: each message names an
         entry created, changed, paused or deleted, or says ``"<n> entries"``. The caller

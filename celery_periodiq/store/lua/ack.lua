@@ -43,7 +43,11 @@
 --   inc         the entry's incarnation when claimed, or null: a settlement of an
 --               incarnation deleted since settles its claim and changes nothing else
 --
--- Returns the number of ticks settled.
+-- Returns {settled, refused}: the ticks settled (claims the caller owned), and those
+-- refused because another beat took their claims over (it holds them, or its claim.lua
+-- noted the handover from the caller in the entry's state and it settled them since).
+-- A tick neither settled nor refused was settled already: by the caller's own earlier
+-- call whose reply it did not get, or dropped with its deleted entry.
 
 local due, inflight, ticks, entries, states = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local quarantine = KEYS[6]
@@ -52,7 +56,7 @@ keep_indexes(stats, #KEYS - 6)
 local me, keep = ARGV[1], tonumber(ARGV[2])
 
 local now = clock_ms('')
-local settled = 0
+local settled, refused = 0, 0
 -- A claim is ours when its JSON (cjson's, as claim.lua wrote it) says so: found as text,
 -- which costs less than decoding the claim (an owner inside another value would have
 -- its quotes escaped, so it cannot match).
@@ -89,9 +93,16 @@ local changed, next_due, lateness, done = {}, {}, {}, {}
 
 for k, a in ipairs(settlements) do
   local history, failures = KEYS[5 + k * 2], KEYS[6 + k * 2]
-  local raw = not seen[a.id] and claims[k]
+  local first = not seen[a.id]
+  local raw = first and claims[k]
   seen[a.id] = true
   local mine = raw and string.find(raw, owned_by, 1, true) ~= nil
+  if raw and not mine then
+    refused = refused + 1 -- another beat holds it
+  elseif first and not raw and stored[k]
+      and string.find(stored[k], '"handover":' .. cjson.encode({a.id, me}), 1, true) then
+    refused = refused + 1 -- taken over from the caller, and settled since
+  end
   if mine and type(a.late) == 'table' then
     for _, ms in ipairs(a.late) do
       ms = math.max(tonumber(ms) or 0, 0)
@@ -227,4 +238,4 @@ end
 chunked('ZADD', due, scheduled)
 chunked('ZREM', due, dropped)
 for field, n in pairs(lateness) do redis.call('HINCRBY', stats, field, n) end
-return settled
+return {settled, refused}

@@ -16,7 +16,8 @@
 -- KEYS[3] ticks       hash  tick id -> claim JSON
 -- KEYS[4] entries     hash  entry name -> definition JSON
 -- KEYS[5] state       hash  entry name -> state JSON (read: next, version, prev, runs,
---                           markers; written for a limited entry: claim)
+--                           markers; written for a limited entry: claim; for a claim
+--                           taken over from another beat: handover)
 -- KEYS[6] quarantine  hash  entry name -> why it is quarantined
 -- KEYS[7] alive       zset  beat id -> heartbeat expiry (ms)
 -- KEYS[8] alerts      list  alert transitions (an entry newly quarantined is pushed)
@@ -47,6 +48,10 @@
 -- instant stands in for it; owed: ticks folded into the entry's next run; inc: the
 -- entry's incarnation, which a delete ends: a claim of an incarnation that is gone
 -- is dropped, not handed out)
+--
+-- A claim taken over from another beat is noted in its entry's state, as handover =
+-- [tick id, that beat's id]: that beat's late settlement of it, once this one settled
+-- it, is then told "taken over" (ack.lua), not "settled already".
 --
 -- An entry with max_runs has at most one unsettled claim: its state names it ("claim"),
 -- and while that claim is in flight a new tick of the entry (scheduled by a writer
@@ -85,6 +90,13 @@ for _, id in ipairs(expired) do
       -- look again the moment the owner's heartbeat would run out
       redis.call('ZADD', inflight, tonumber(owned), id)
     else
+      local stored = type(claim.owner) == 'string' and claim.owner ~= me
+        and redis.call('HGET', states, claim.name)
+      local state = stored and parse_state(stored)
+      if state then
+        state.handover = {id, claim.owner}
+        redis.call('HSET', states, claim.name, cjson.encode(state))
+      end
       claim.owner = me
       claim.taken = (tonumber(claim.taken) or 0) + 1
       raw = cjson.encode(claim)
