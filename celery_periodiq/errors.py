@@ -68,6 +68,11 @@ class BrokerUnavailableError(PeriodiqError):
     connection or channel failed): the message is not the cause."""
 
 
+class BrokerRefusedError(BrokerUnavailableError):
+    """The broker is reached but refused a publish (its channel failed): a beat keeps
+    claiming, the claims of that chunk stay in flight."""
+
+
 class MessageError(EntryError):
     """An entry's message could not be built or encoded: its serializer or compression is
     not installed in this process, or its encoder refused the arguments. The broker is

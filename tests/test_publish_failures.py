@@ -408,6 +408,8 @@ def test_on_rabbitmq_an_exchange_deleted_while_the_beat_runs_costs_its_chunk_a_l
     queue = f"periodiq-test-{uuid.uuid4().hex}"
     doomed = f"periodiq-doomed-{uuid.uuid4().hex}"
     world = Beat(redis_url, RABBITMQ, lease=2, options={"queue": queue})
+    cut_off: list[str] = []  # what the beat would be cut off from its broker for
+    world.dispatcher = Dispatcher(world.app, world.store, "test-beat", on_cut_off=cut_off.append)
     channel = connection.default_channel
     try:
         Exchange(doomed, "direct", channel=channel).declare()
@@ -437,6 +439,7 @@ def test_on_rabbitmq_an_exchange_deleted_while_the_beat_runs_costs_its_chunk_a_l
 
         wait_for(arrived(2 * len(HEALTHY) + 1), 10, "the healthy ticks of the second pass")
         assert not refused.complete  # that chunk stayed in flight
+        assert cut_off == []  # a channel refused is not a broker out of reach
         assert after_the_lease.complete
         assert {name for name, tick in got if tick == second} == set(HEALTHY)
         assert "the broker has no exchange" in quarantined(world.api)["victim"]

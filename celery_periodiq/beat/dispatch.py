@@ -29,7 +29,7 @@ from celery_periodiq.beat.publish import Publisher
 from celery_periodiq.beat.settle import Settler
 from celery_periodiq.clock import SAFE_SHARE, elapsed
 from celery_periodiq.config import Settings
-from celery_periodiq.errors import BrokerUnavailableError
+from celery_periodiq.errors import BrokerRefusedError, BrokerUnavailableError
 from celery_periodiq.model.plan import Tick, tick_text, to_ms
 from celery_periodiq.protocol.keys import Partition
 from celery_periodiq.protocol.records import Settlement
@@ -223,7 +223,9 @@ class Dispatcher:
             # Only the broker's connection or channel failing gets here (the Publisher
             # tells them from a message's own failure, which quarantines its entry); a
             # failure of the schedule's Redis (claims, settlements) goes up as what it is.
-            if self._on_cut_off is not None:
+            # A broker that refused a publish (its channel failed) is still reached: the
+            # beat keeps claiming; one that does not answer cuts the beat off.
+            if self._on_cut_off is not None and not isinstance(error, BrokerRefusedError):
                 self._on_cut_off(str(error))
             elif not self._broker_down:
                 left = sum(len(got.batch.claims) for got in batches) - sum(

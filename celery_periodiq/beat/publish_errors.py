@@ -21,7 +21,12 @@ from kombu.exceptions import (
     SerializerNotInstalled,
 )
 
-from celery_periodiq.errors import BrokerUnavailableError, MessageError, shown
+from celery_periodiq.errors import (
+    BrokerRefusedError,
+    BrokerUnavailableError,
+    MessageError,
+    shown,
+)
 from celery_periodiq.model.entry import Entry
 
 __all__ = ["broker_failure", "publish_failure"]
@@ -50,7 +55,7 @@ def broker_failure(error: Exception, connection: Any) -> BrokerUnavailableError 
         return None
     refused = tuple(getattr(connection, "channel_errors", ()))
     if refused and isinstance(error, refused):
-        return BrokerUnavailableError(f"broker refused a publish ({error})")
+        return BrokerRefusedError(f"broker refused a publish ({error})")
     unreachable = _UNREACHABLE + tuple(getattr(connection, "connection_errors", ()))
     if isinstance(error, unreachable):
         return BrokerUnavailableError(f"broker unreachable ({error})")
