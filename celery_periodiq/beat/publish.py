@@ -221,8 +221,7 @@ class Publisher:
         """Inside :meth:`batch`: per Redis broker channel (by its id), its client and the
         messages to put in each list, in order."""
         self._flush: Callable[[], None] | None = None
-        self._unconfirmed = False
-        """Messages were published since the last flush confirmed what the broker said."""
+        self._unconfirmed = False  # published since a flush last confirmed (exchanges)
 
     @contextlib.contextmanager
     def batch(self, producer: Any) -> Iterator[Callable[[], None]]:
@@ -282,9 +281,7 @@ class Publisher:
         self._unconfirmed = True
         try:
             options = message_options(entry, tick)
-            # A beat does not retry inside a publish: a broker that does not take a message
-            # at once leaves its claim in flight, planned afresh when it is sent again
-            # (a message kombu sent after a long retry would carry an expiry long past).
+            # no retry inside a publish: the claim stays in flight, planned afresh when sent
             options["retry"] = False
             if not self._plain():
                 return _send_task(self.app, entry, options, Checked(producer, self._exchanges))
