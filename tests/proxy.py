@@ -5,7 +5,9 @@ Put it between a process and its Redis to inject the faults of a flaky network:
 client is), ``refuse()``/``accept()`` turn new connections away and back; a
 ``delay`` holds what clients send that long before it goes on (a slow network);
 ``hold_next(pattern, seconds)`` holds only the next chunk that carries ``pattern``
-(one slow request among quick ones), and sets ``holding`` when it does.
+(one slow request among quick ones), and sets ``holding`` when it does;
+``drop_replies()`` drops what the server sends from then on, on connections that stay
+open (a replica behind it stays attached to its primary and hears nothing more).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ class Proxy:
         self.cuts = 0
         self._refusing = False
         self._slow: tuple[bytes, float] | None = None
+        self._dropping = False
         self.holding = threading.Event()
         """Set once the chunk carrying the ``hold_next`` pattern is being held."""
         self._writers: set[asyncio.StreamWriter] = set()
@@ -82,6 +85,11 @@ class Proxy:
         self.holding.clear()
         self._slow = (pattern, seconds)
 
+    def drop_replies(self) -> None:
+        """From now on, deliver nothing the server sends: it is read and dropped, no
+        connection closes, and what clients send still goes through."""
+        self._dropping = True
+
     def _hold(self, chunk: bytes) -> float:
         """How long to hold what a client sent."""
         slow = self._slow
@@ -121,7 +129,10 @@ class Proxy:
             client_w.transport.abort()
             return
         self._writers.update((client_w, server_w))
-        await asyncio.gather(_pipe(client_r, server_w, self._hold), _pipe(server_r, client_w))
+        await asyncio.gather(
+            _pipe(client_r, server_w, self._hold),
+            _pipe(server_r, client_w, drop=lambda: self._dropping),
+        )
         self._writers.discard(client_w)
         self._writers.discard(server_w)
 
@@ -130,12 +141,15 @@ async def _pipe(
     reader: asyncio.StreamReader,
     writer: asyncio.StreamWriter,
     hold: Callable[[bytes], float] | None = None,
+    drop: Callable[[], bool] | None = None,
 ) -> None:
     try:
         while chunk := await reader.read(65536):
             pause = hold(chunk) if hold is not None else 0.0
             if pause:
                 await asyncio.sleep(pause)
+            if drop is not None and drop():
+                continue
             writer.write(chunk)
             await writer.drain()
     except (ConnectionError, OSError):
