@@ -1,11 +1,12 @@
-"""periodiq_replica_acks: a beat publishes only claims a replica has, and a worker runs
-a body only once a replica has its start (``WAIT``).
+"""periodiq_replica_acks: a beat publishes only claims its replicas have, and a worker
+runs a body only once they have its start (``WAIT``): every replica attached to the
+primary, and at least ``periodiq_replica_acks``.
 
-A real primary and a real replica on loopback. With the replica gone the claims are
+A real primary and real replicas on loopback. With the replica gone the claims are
 refused (ReplicasBehindError) and nothing reaches the broker; with it back, the
 claims are taken over after their lease and published, each tick once. A run whose
-start no replica acknowledged waits (its start written again) until one has it, and is
-refused only once its tick expired, saying why.
+start the replicas did not acknowledge waits (its start written again) until they have
+it, and is refused only once its tick expired, saying why.
 """
 
 from __future__ import annotations
@@ -43,19 +44,19 @@ def primary(tmp_path: Path) -> Iterator[LocalRedis]:
         yield server
 
 
-def replica_of(tmp_path: Path, primary: LocalRedis) -> LocalRedis:
-    return LocalRedis(
-        tmp_path / "replica", extra_args=["--replicaof", "127.0.0.1", str(primary.port)]
-    )
+def replica_of(tmp_path: Path, primary: LocalRedis, name: str = "replica") -> LocalRedis:
+    return LocalRedis(tmp_path / name, extra_args=["--replicaof", "127.0.0.1", str(primary.port)])
 
 
-def in_sync(primary: LocalRedis) -> bool:
+def in_sync(primary: LocalRedis, replicas: int = 1) -> bool:
     client = redis.Redis(port=primary.port, decode_responses=True)
     try:
         info = client.info("replication")
     finally:
         client.close()
-    return info.get("connected_slaves") == 1 and info.get("slave0", {}).get("state") == "online"
+    return info.get("connected_slaves") == replicas and all(
+        info.get(f"slave{n}", {}).get("state") == "online" for n in range(replicas)
+    )
 
 
 def test_with_a_replica_missing_no_claim_is_published_and_with_it_back_each_once(
@@ -178,7 +179,7 @@ def test_a_run_waits_while_no_replica_has_its_start_and_runs_once_one_has(
     assert later.state == "SUCCESS", later.state
     assert bodies == [first, second]  # each once
     assert waited > 0.2  # it waited past one replica timeout, and was not refused
-    assert "run second: a replica has its start after " in caplog.text
+    assert "run second: the replicas have its start after " in caplog.text
     kinds = [event.kind for event in api.history("acked", limit=10)]
     assert kinds.count("started") == 2
     assert "revoked" not in kinds
@@ -283,4 +284,61 @@ def test_a_begin_sent_again_with_its_token_is_its_own_and_writes_its_start_again
     # written again (unchanged): a WAIT after it counts a write of its own connection
     assert written is not None
     assert written["data"] == "hset"
+    api.store.client.close()
+
+
+def start_of(attempt: str) -> RunStart:
+    tick = to_ms(START + timedelta(seconds=60))
+    return RunStart(
+        task_id="same-id", tick_ms=tick, min_gap_ms=0, overlap="skip", ttl_ms=60_000,
+        retries=0, host="h", history_length=10, attempt=attempt,
+    )  # fmt: skip
+
+
+def test_a_start_waits_for_every_attached_replica_however_few_replica_acks_asks_for(
+    tmp_path: Path, primary: LocalRedis, broker_url: str
+) -> None:
+    # WAIT 1 would be answered by either replica; a failover may promote the other one
+    # (tests/test_failover_promotion.py), so both must have the start.
+    answering = replica_of(tmp_path, primary, "answering").start()
+    lagging = replica_of(tmp_path, primary, "lagging").start()
+    wait_for(lambda: in_sync(primary, replicas=2), 30, "both replicas to sync")
+    app, _, _ = acked_app(primary, broker_url, "acked-every-replica")  # replica acks 1
+    api = periodiq(app)
+    api.add("acked", "proj.acked", every=60, start_at=START)
+    assert lagging.pid is not None
+    os.kill(lagging.pid, signal.SIGSTOP)  # attached, but it acknowledges nothing
+    try:
+        with pytest.raises(ReplicasBehindError, match="1 of the 2 replicas required"):
+            api.store.scripts.begin("acked", start_of("a1"))
+    finally:
+        os.kill(lagging.pid, signal.SIGCONT)
+    again = api.store.scripts.begin("acked", start_of("a1"))  # written again: both have it
+
+    assert again.outcome == "started"
+    assert api.get("acked").counters == {"started": 1}
+    for replica in (answering, lagging):
+        replica.close()
+    api.store.client.close()
+
+
+def test_a_redis_user_without_info_waits_for_replica_acks_replicas_and_is_told_why(
+    tmp_path: Path, primary: LocalRedis, broker_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    replica = replica_of(tmp_path, primary).start()
+    wait_for(lambda: in_sync(primary), 30, "the replica to sync")
+    admin = redis.Redis(port=primary.port)
+    admin.acl_setuser("runner", enabled=True, passwords=["+pw"], keys=["*"], channels=["*"],
+                      commands=["+@all", "-info"])  # fmt: skip
+    app, _, _ = acked_app(primary, broker_url, "acked-no-info")
+    app.conf.periodiq_redis_url = f"redis://runner:pw@127.0.0.1:{primary.port}/0"
+    api = periodiq(app)
+    api.add("acked", "proj.acked", every=60, start_at=START)
+
+    started = api.store.scripts.begin("acked", start_of("a1"))
+
+    assert started.outcome == "started"  # the one replica acks 1 asks for has it
+    assert "INFO replication is refused (grant +info to this Redis user)" in caplog.text
+    replica.close()
+    admin.close()
     api.store.client.close()

@@ -231,7 +231,7 @@ def test_a_failover_during_a_burst_of_5000_ticks_runs_each_exactly_once_none_ref
             ) from None
         took = time.monotonic() - killed_at
         waits = [float(seconds) for seconds in re.findall(
-            r"a replica has its start after (\d+\.\d+) s", worker.output())]  # fmt: skip
+            r"the replicas have its start after (\d+\.\d+) s", worker.output())]  # fmt: skip
 
         print(
             f"burst: {in_flight_at_kill} of 5000 ticks sent when the primary was killed; "
