@@ -91,7 +91,7 @@ local last = tonumber(state.last_run)
 
 if ARGV[14] ~= '' and type(state.running) == 'table' and state.running[3] == ARGV[14] then
   -- written again, unchanged: a WAIT after this call then counts a write of this
-  -- connection, so it says whether the replicas have the start (the reply may have been lost
+  -- connection, so it says whether a replica has the start (the reply may have been lost
   -- on another connection, or the replicas were behind when it was first written)
   save_state(states, name, state)
   return {'started', now, last or -1, ''}
