@@ -342,3 +342,41 @@ def test_a_redis_user_without_info_waits_for_replica_acks_replicas_and_is_told_w
     replica.close()
     admin.close()
     api.store.client.close()
+
+
+@pytest.mark.parametrize(
+    ("acks", "status", "words"),
+    [
+        (0, "warn", ["1 replica, and periodiq_replica_acks = 0", "run a tick twice"]),
+        (1, "ok", ["wait for every replica attached (the primary has 1)"]),
+        (2, "fail", ["periodiq_replica_acks = 2, but the primary has 1 replica attached"]),
+    ],
+)
+def test_doctor_says_what_replica_acks_can_count_on(
+    tmp_path: Path, primary: LocalRedis, broker_url: str, acks: int, status: str, words: list[str]
+) -> None:
+    replica = replica_of(tmp_path, primary).start()
+    wait_for(lambda: in_sync(primary), 30, "the replica to sync")
+    app = Celery("acked-doctor", broker=broker_url, set_as_current=False)
+    app.conf.periodiq_redis_url = primary.url
+    app.conf.periodiq_replica_acks = acks
+    api = periodiq(app)
+
+    checks = api.diagnose()
+
+    assert [check.name for check in checks[:2]] == ["redis", "replicas"]
+    assert checks[1].status == status
+    assert all(word in checks[1].detail for word in words), checks[1].detail
+    replica.close()
+    api.store.client.close()
+
+
+def test_doctor_says_nothing_of_replicas_without_replicas_or_replica_acks(
+    primary: LocalRedis, broker_url: str
+) -> None:
+    app = Celery("alone-doctor", broker=broker_url, set_as_current=False)
+    app.conf.periodiq_redis_url = primary.url
+
+    names = [check.name for check in periodiq(app).diagnose()]
+
+    assert "replicas" not in names

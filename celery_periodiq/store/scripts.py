@@ -35,6 +35,7 @@ from redis.exceptions import (
 from celery_periodiq.errors import ReplicasBehindError
 from celery_periodiq.protocol.keys import Keys, Partition
 from celery_periodiq.store.cluster_client import is_cluster
+from celery_periodiq.store.topology import attached
 
 __all__ = ["INDEXES", "SCRIPT_NAMES", "ScriptCalls", "ScriptKeys", "script_source"]
 
@@ -216,17 +217,22 @@ def _connection(client: Any) -> Iterator[Any]:
         pool.release(connection)
 
 
-_REPLICA_LINE = re.compile(r"^slave\d+:.*?\bport=(\d+)", re.MULTILINE)
+_REPLICA_KEY = re.compile(r"slave\d+")
 
 
 def _attached(info: Any) -> int | None:
-    """How many replicas a primary's ``INFO replication`` lists, syncing or in sync, but
-    a tool attached as one (``redis-cli --replica``: no port, so no failover promotes it);
-    None when INFO was refused (an ACL without ``+info``)."""
+    """How many replicas a primary's raw ``INFO replication`` lists that replica acks wait
+    for (:func:`~celery_periodiq.store.topology.attached`); None when INFO was refused
+    (an ACL without ``+info``)."""
     if isinstance(info, Exception):
         return None
     text = info.decode() if isinstance(info, bytes) else str(info)
-    return sum(1 for port in _REPLICA_LINE.findall(text) if port != "0")
+    listed = {
+        key: dict(pair.partition("=")[::2] for pair in value.split(","))
+        for key, _, value in (line.strip().partition(":") for line in text.splitlines())
+        if _REPLICA_KEY.fullmatch(key)
+    }
+    return attached(listed)
 
 
 _warned_at = 0.0
