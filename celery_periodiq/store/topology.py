@@ -48,30 +48,30 @@ def replica_report(settings: Settings, client: Any) -> tuple[str, str] | None:
     else:
         infos = [client.info("replication")]
     counts = [attached(info) for info in infos]
-    fewest, acks = min(counts, default=0), settings.replica_acks
-    where = "the primary has" if len(counts) == 1 else "the primaries have at least"
+    fewest, acks, one = min(counts, default=0), settings.replica_acks, len(counts) == 1
+    noun = "replica" if fewest == 1 else "replicas"
     if not acks:
         if not fewest:
             return None
         return "warn", (
-            f"{where} {fewest} {'replica' if fewest == 1 else 'replicas'}, and "
-            "periodiq_replica_acks = 0: a failover can lose claims and run starts the "
+            f"{'the primary has' if one else 'each primary has at least'} {fewest} {noun}, "
+            "and periodiq_replica_acks = 0: a failover can lose claims and run starts the "
             "primary had not passed on, and run a tick twice (set periodiq_replica_acks = 1)"
         )
     if fewest < acks:
         return "fail", (
-            f"periodiq_replica_acks = {acks}, but {where} {fewest} "
-            f"{'replica' if fewest == 1 else 'replicas'} attached: nothing is published "
-            f"and runs wait until {acks} are"
+            f"periodiq_replica_acks = {acks}, but {'the' if one else 'a'} primary has "
+            f"{fewest} {noun} attached: nothing is published and runs wait until {acks} are"
         )
     detail = (
-        f"claims and run starts wait for every replica attached ({where} {fewest}), "
+        "claims and run starts wait for every replica attached "
+        f"({f'the primary has {fewest}' if one else f'at least {fewest} per primary'}), "
         f"and at least periodiq_replica_acks = {acks}"
     )
     if acks < fewest:
         detail += (
-            f"; a replica cut off from its primary is not waited for "
-            f"(periodiq_replica_acks = {fewest} would wait for it, and stop while it is away)"
+            "; a replica cut off from its primary is not waited for (periodiq_replica_acks "
+            "= the number of replicas would wait for it, and stop while it is away)"
         )
     return "ok", detail
 
