@@ -44,10 +44,22 @@ def client_of(node: LocalRedis) -> Any:
     return redis.Redis(port=node.port, decode_responses=True, socket_timeout=5)
 
 
+def replication_of(node: LocalRedis) -> dict[str, Any]:
+    with client_of(node) as client:
+        return client.info("replication")
+
+
+def started_on(node: LocalRedis, state: str) -> bool:
+    """Whether ``node`` has the start of the run "the-tick"."""
+    with client_of(node) as client:
+        return "the-tick" in (client.hget(state, "acked") or "")
+
+
 def never_promoted(sentinel: LocalSentinel, node: LocalRedis) -> None:
     """Make ``node`` a replica Sentinel never promotes, and wait until every sentinel
     has read so (they read a replica's INFO every 10 s)."""
-    client_of(node).config_set("replica-priority", 0)
+    with client_of(node) as client:
+        client.config_set("replica-priority", 0)
 
     def seen() -> bool:
         for port in sentinel.sentinel_ports:
@@ -71,12 +83,13 @@ def replicating_through(sentinel: LocalSentinel, node: LocalRedis, link: Proxy) 
         watcher: Any = redis.Redis(port=port, decode_responses=True, socket_timeout=1)
         watcher.execute_command("SENTINEL", "SET", MASTER, "failover-timeout", 60000)
         watcher.close()
-    client_of(node).replicaof("127.0.0.1", link.port)
+    with client_of(node) as client:
+        client.replicaof("127.0.0.1", link.port)
     primary = sentinel.nodes[0]
 
     def attached() -> bool:
-        info = client_of(node).info("replication")
-        online = replicas(client_of(primary).info("replication"), "online")
+        info = replication_of(node)
+        online = replicas(replication_of(primary), "online")
         return (
             info.get("master_port") == link.port
             and info.get("master_link_status") == "up"
@@ -87,7 +100,7 @@ def replicating_through(sentinel: LocalSentinel, node: LocalRedis, link: Proxy) 
 
 
 def test_a_failover_to_the_replica_that_lacks_a_runs_start_runs_its_tick_once(
-    sentinel: LocalSentinel, broker_url: str
+    sentinel: LocalSentinel, broker_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     primary, acknowledging, lagging = sentinel.nodes
     never_promoted(sentinel, acknowledging)
@@ -117,8 +130,11 @@ def test_a_failover_to_the_replica_that_lacks_a_runs_start_runs_its_tick_once(
             target=lambda: acked.apply(args=[tick], task_id="the-tick", headers=message)
         )
         taken_up.start()  # a worker takes the tick up
-        wait_for(lambda: "the-tick" in (client_of(primary).hget(state, "acked") or ""), 10,
-                 "the run's start to be written on the primary")  # fmt: skip
+        # WAIT 1 was answered (the body ran), or the run waits for the lagging replica
+        wait_for(lambda: bodies or "run the-tick waits" in caplog.text, 30,
+                 "the run to start or to wait for the replicas")  # fmt: skip
+        wait_for(lambda: started_on(acknowledging, state), 10, "one replica to have the start")
+        assert not started_on(lagging, state)  # and the other not
         sentinel.kill_primary()
         promoted = wait_for(lambda: sentinel.primary() not in (None, primary)
                             and sentinel.primary(), 30, "a promotion")  # fmt: skip

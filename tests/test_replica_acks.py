@@ -241,14 +241,17 @@ def test_a_begin_sent_again_with_its_token_writes_its_start_again_for_the_replic
             periodiq(fresh).store.scripts.begin("acked", start)  # its reply was lost
     finally:
         os.kill(replica.pid, signal.SIGCONT)
-    again = periodiq(fresh).store.scripts.begin("acked", start)  # now a replica has it
+    patient = acked_app(primary, broker_url, "acked-resent")[0]  # a third client
+    patient.conf.periodiq_replica_timeout = 5  # the replica catches up, on a loaded machine too
+    again = periodiq(patient).store.scripts.begin("acked", start)  # now a replica has it
 
     assert again.outcome == "started"
     assert api.get("acked").counters == {"started": 1}
     replica_client = redis.Redis(port=replica.port, decode_responses=True)
     assert '"a1"' in (replica_client.hget(api.store.keys.of("acked").state, "acked") or "")
     replica_client.close()
-    periodiq(fresh).store.client.close()
+    for client in (fresh, patient):
+        periodiq(client).store.client.close()
     replica.close()
     api.store.client.close()
 
@@ -300,48 +303,49 @@ def test_a_start_waits_for_every_attached_replica_however_few_replica_acks_asks_
 ) -> None:
     # WAIT 1 would be answered by either replica; a failover may promote the other one
     # (tests/test_failover_promotion.py), so both must have the start.
-    answering = replica_of(tmp_path, primary, "answering").start()
-    lagging = replica_of(tmp_path, primary, "lagging").start()
-    wait_for(lambda: in_sync(primary, replicas=2), 30, "both replicas to sync")
-    app, _, _ = acked_app(primary, broker_url, "acked-every-replica")  # replica acks 1
-    api = periodiq(app)
-    api.add("acked", "proj.acked", every=60, start_at=START)
-    assert lagging.pid is not None
-    os.kill(lagging.pid, signal.SIGSTOP)  # attached, but it acknowledges nothing
-    try:
-        with pytest.raises(ReplicasBehindError, match="1 of the 2 replicas required"):
-            api.store.scripts.begin("acked", start_of("a1"))
-    finally:
-        os.kill(lagging.pid, signal.SIGCONT)
-    again = api.store.scripts.begin("acked", start_of("a1"))  # written again: both have it
+    with (
+        replica_of(tmp_path, primary, "answering"),
+        replica_of(tmp_path, primary, "lagging") as lagging,
+    ):
+        wait_for(lambda: in_sync(primary, replicas=2), 30, "both replicas to sync")
+        app, _, _ = acked_app(primary, broker_url, "acked-every-replica")  # replica acks 1
+        app.conf.periodiq_replica_timeout = 2  # time enough for the answering one, loaded
+        api = periodiq(app)
+        api.add("acked", "proj.acked", every=60, start_at=START)
+        assert lagging.pid is not None
+        os.kill(lagging.pid, signal.SIGSTOP)  # attached, but it acknowledges nothing
+        try:
+            with pytest.raises(ReplicasBehindError, match="1 of the 2 replicas required"):
+                api.store.scripts.begin("acked", start_of("a1"))
+        finally:
+            os.kill(lagging.pid, signal.SIGCONT)
+        again = api.store.scripts.begin("acked", start_of("a1"))  # written again: both have it
 
-    assert again.outcome == "started"
-    assert api.get("acked").counters == {"started": 1}
-    for replica in (answering, lagging):
-        replica.close()
-    api.store.client.close()
+        assert again.outcome == "started"
+        assert api.get("acked").counters == {"started": 1}
+        api.store.client.close()
 
 
 def test_a_redis_user_without_info_waits_for_replica_acks_replicas_and_is_told_why(
     tmp_path: Path, primary: LocalRedis, broker_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    replica = replica_of(tmp_path, primary).start()
-    wait_for(lambda: in_sync(primary), 30, "the replica to sync")
-    admin = redis.Redis(port=primary.port)
-    admin.acl_setuser("runner", enabled=True, passwords=["+pw"], keys=["*"], channels=["*"],
-                      commands=["+@all", "-info"])  # fmt: skip
-    app, _, _ = acked_app(primary, broker_url, "acked-no-info")
-    app.conf.periodiq_redis_url = f"redis://runner:pw@127.0.0.1:{primary.port}/0"
-    api = periodiq(app)
-    api.add("acked", "proj.acked", every=60, start_at=START)
+    with replica_of(tmp_path, primary):
+        wait_for(lambda: in_sync(primary), 30, "the replica to sync")
+        admin = redis.Redis(port=primary.port)
+        admin.acl_setuser("runner", enabled=True, passwords=["+pw"], keys=["*"], channels=["*"],
+                          commands=["+@all", "-info"])  # fmt: skip
+        admin.close()
+        app, _, _ = acked_app(primary, broker_url, "acked-no-info")
+        app.conf.periodiq_redis_url = f"redis://runner:pw@127.0.0.1:{primary.port}/0"
+        app.conf.periodiq_replica_timeout = 2  # time enough for the replica, loaded
+        api = periodiq(app)
+        api.add("acked", "proj.acked", every=60, start_at=START)
 
-    started = api.store.scripts.begin("acked", start_of("a1"))
+        started = api.store.scripts.begin("acked", start_of("a1"))
 
-    assert started.outcome == "started"  # the one replica acks 1 asks for has it
-    assert "INFO replication is refused (grant +info to this Redis user)" in caplog.text
-    replica.close()
-    admin.close()
-    api.store.client.close()
+        assert started.outcome == "started"  # the one replica acks 1 asks for has it
+        assert "INFO replication is refused (grant +info to this Redis user)" in caplog.text
+        api.store.client.close()
 
 
 @pytest.mark.parametrize(
@@ -355,20 +359,19 @@ def test_a_redis_user_without_info_waits_for_replica_acks_replicas_and_is_told_w
 def test_doctor_says_what_replica_acks_can_count_on(
     tmp_path: Path, primary: LocalRedis, broker_url: str, acks: int, status: str, words: list[str]
 ) -> None:
-    replica = replica_of(tmp_path, primary).start()
-    wait_for(lambda: in_sync(primary), 30, "the replica to sync")
-    app = Celery("acked-doctor", broker=broker_url, set_as_current=False)
-    app.conf.periodiq_redis_url = primary.url
-    app.conf.periodiq_replica_acks = acks
-    api = periodiq(app)
+    with replica_of(tmp_path, primary):
+        wait_for(lambda: in_sync(primary), 30, "the replica to sync")
+        app = Celery("acked-doctor", broker=broker_url, set_as_current=False)
+        app.conf.periodiq_redis_url = primary.url
+        app.conf.periodiq_replica_acks = acks
+        api = periodiq(app)
 
-    checks = api.diagnose()
+        checks = api.diagnose()
 
-    assert [check.name for check in checks[:2]] == ["redis", "replicas"]
-    assert checks[1].status == status
-    assert all(word in checks[1].detail for word in words), checks[1].detail
-    replica.close()
-    api.store.client.close()
+        assert [check.name for check in checks[:2]] == ["redis", "replicas"]
+        assert checks[1].status == status
+        assert all(word in checks[1].detail for word in words), checks[1].detail
+        api.store.client.close()
 
 
 def test_doctor_says_nothing_of_replicas_without_replicas_or_replica_acks(
