@@ -94,9 +94,10 @@ def shown(value: object, most: int = _SHOWN) -> str:
 
 
 class ReplicasBehindError(PeriodiqError, redis.RedisError):
-    """Fewer replicas than ``periodiq_replica_acks`` acknowledged a write in time: what it
-    decided is not acted on (a beat publishes none of the claims; they are taken over
-    after their lease; a worker writes its run's start again until one has it)."""
+    """Not every replica attached to the primary (or fewer than ``periodiq_replica_acks``)
+    acknowledged a write in time: what it decided is not acted on (a beat publishes none
+    of the claims; they are taken over after their lease; a worker writes its run's start
+    again until they have it)."""
 
     now_ms: int | None = None
     """The Redis clock (ms) when the write was made, where the reply said."""

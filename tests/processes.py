@@ -54,6 +54,24 @@ def wait_for(condition: Callable[[], T], timeout: float, what: str, interval: fl
         time.sleep(interval)
 
 
+def wait_while_growing(
+    count: Callable[[], int], target: int, stalled: float, what: str, interval: float = 1.0
+) -> int:
+    """Poll ``count`` until it reaches ``target``; fail naming ``what`` once it has not
+    grown for ``stalled`` seconds. A loaded machine makes it slow; only a stall fails it."""
+    best, grew = count(), time.monotonic()
+    while best < target:
+        time.sleep(interval)
+        now = count()
+        if now > best:
+            best, grew = now, time.monotonic()
+        elif time.monotonic() - grew > stalled:
+            raise AssertionError(
+                f"no progress for {stalled} s waiting for {what}: {best} of {target}"
+            )
+    return best
+
+
 class Celery:
     """One ``celery`` subprocess with its log in a file."""
 

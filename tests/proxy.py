@@ -10,7 +10,9 @@ client is), ``refuse()``/``accept()`` turn new connections away and back,
 (one slow request among quick ones), and sets ``holding`` when it does;
 ``lose_next_reply(pattern)`` lets the next chunk that carries ``pattern`` reach Redis
 and cuts its connection when Redis answers, so the command ran and its reply is
-lost (sets ``lost`` when it did).
+lost (sets ``lost`` when it did); ``drop_replies()`` drops what the server sends from
+then on, on connections that stay open (a replica behind it stays attached to its
+primary and hears nothing more).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ class Proxy:
         self._refusing = False
         self._blackholed = False
         self._slow: tuple[bytes, float] | None = None
+        self._replies_dropped = False
         self.holding = threading.Event()
         """Set once the chunk carrying the ``hold_next`` pattern is being held."""
         self._lose: bytes | None = None
@@ -107,6 +110,11 @@ class Proxy:
         self.lost.clear()
         self._lose = pattern
 
+    def drop_replies(self) -> None:
+        """From now on, deliver nothing the server sends: it is read and dropped, no
+        connection closes, and what clients send still goes through."""
+        self._replies_dropped = True
+
     def _hold(self, chunk: bytes) -> float:
         """How long to hold what a client sent."""
         slow = self._slow
@@ -163,7 +171,12 @@ class Proxy:
 
         await asyncio.gather(
             _pipe(client_r, server_w, hold=forward, dropping=self._dropping),
-            _pipe(server_r, client_w, keep=answer, dropping=self._dropping),
+            _pipe(
+                server_r,
+                client_w,
+                keep=answer,
+                dropping=lambda: self._dropping() or self._replies_dropped,
+            ),
         )
         self._writers.discard(client_w)
         self._writers.discard(server_w)

@@ -71,6 +71,32 @@ def test_partitions_spread_the_schedule_over_every_master(
     assert len(cluster_api.list(owner="tests")) == 64
 
 
+def test_doctor_counts_the_replicas_of_every_master_for_replica_acks(
+    redis_cluster: LocalRedisCluster, broker_url: str
+) -> None:
+    def report(acks: int) -> tuple[str, str] | None:
+        app = Celery(f"acks-{acks}", broker=broker_url, set_as_current=False)
+        app.conf.periodiq_redis_url = redis_cluster.url
+        app.conf.periodiq_redis_cluster = True
+        app.conf.periodiq_replica_acks = acks
+        store = periodiq(app).store
+        try:
+            return store.replica_report()
+        finally:
+            store.client.close()
+
+    asking_two, asking_one = report(2), report(1)
+
+    assert asking_two == (
+        "fail",
+        "periodiq_replica_acks = 2, but a primary has 1 replica attached: nothing is "
+        "published and runs wait until 2 are",
+    )
+    assert asking_one is not None
+    assert asking_one[0] == "ok"
+    assert "(at least 1 per primary)" in asking_one[1]
+
+
 def test_every_script_runs_on_the_cluster(cluster_api: Periodiq) -> None:
     api, store = cluster_api, cluster_api.store
     app = api.app

@@ -1,11 +1,12 @@
-"""periodiq_replica_acks: a beat publishes only claims a replica has, and a worker runs
-a body only once a replica has its start (``WAIT``).
+"""periodiq_replica_acks: a beat publishes only claims its replicas have, and a worker
+runs a body only once they have its start (``WAIT``): every replica attached to the
+primary, and at least ``periodiq_replica_acks``.
 
-A real primary and a real replica on loopback. With the replica gone the claims are
+A real primary and real replicas on loopback. With the replica gone the claims are
 refused (ReplicasBehindError) and nothing reaches the broker; with it back, the
 claims are taken over after their lease and published, each tick once. A run whose
-start no replica acknowledged waits (its start written again) until one has it, and is
-refused only once its tick expired, saying why.
+start the replicas did not acknowledge waits (its start written again) until they have
+it, and is refused only once its tick expired, saying why.
 """
 
 from __future__ import annotations
@@ -43,19 +44,19 @@ def primary(tmp_path: Path) -> Iterator[LocalRedis]:
         yield server
 
 
-def replica_of(tmp_path: Path, primary: LocalRedis) -> LocalRedis:
-    return LocalRedis(
-        tmp_path / "replica", extra_args=["--replicaof", "127.0.0.1", str(primary.port)]
-    )
+def replica_of(tmp_path: Path, primary: LocalRedis, name: str = "replica") -> LocalRedis:
+    return LocalRedis(tmp_path / name, extra_args=["--replicaof", "127.0.0.1", str(primary.port)])
 
 
-def in_sync(primary: LocalRedis) -> bool:
+def in_sync(primary: LocalRedis, replicas: int = 1) -> bool:
     client = redis.Redis(port=primary.port, decode_responses=True)
     try:
         info = client.info("replication")
     finally:
         client.close()
-    return info.get("connected_slaves") == 1 and info.get("slave0", {}).get("state") == "online"
+    return info.get("connected_slaves") == replicas and all(
+        info.get(f"slave{n}", {}).get("state") == "online" for n in range(replicas)
+    )
 
 
 def test_with_a_replica_missing_no_claim_is_published_and_with_it_back_each_once(
@@ -178,7 +179,7 @@ def test_a_run_waits_while_no_replica_has_its_start_and_runs_once_one_has(
     assert later.state == "SUCCESS", later.state
     assert bodies == [first, second]  # each once
     assert waited > 0.2  # it waited past one replica timeout, and was not refused
-    assert "run second: a replica has its start after " in caplog.text
+    assert "run second: the replicas have its start after " in caplog.text
     kinds = [event.kind for event in api.history("acked", limit=10)]
     assert kinds.count("started") == 2
     assert "revoked" not in kinds
@@ -240,14 +241,17 @@ def test_a_begin_sent_again_with_its_token_writes_its_start_again_for_the_replic
             periodiq(fresh).store.scripts.begin("acked", start)  # its reply was lost
     finally:
         os.kill(replica.pid, signal.SIGCONT)
-    again = periodiq(fresh).store.scripts.begin("acked", start)  # now a replica has it
+    patient = acked_app(primary, broker_url, "acked-resent")[0]  # a third client
+    patient.conf.periodiq_replica_timeout = 5  # the replica catches up, on a loaded machine too
+    again = periodiq(patient).store.scripts.begin("acked", start)  # now a replica has it
 
     assert again.outcome == "started"
     assert api.get("acked").counters == {"started": 1}
     replica_client = redis.Redis(port=replica.port, decode_responses=True)
     assert '"a1"' in (replica_client.hget(api.store.keys.of("acked").state, "acked") or "")
     replica_client.close()
-    periodiq(fresh).store.client.close()
+    for client in (fresh, patient):
+        periodiq(client).store.client.close()
     replica.close()
     api.store.client.close()
 
@@ -284,3 +288,98 @@ def test_a_begin_sent_again_with_its_token_is_its_own_and_writes_its_start_again
     assert written is not None
     assert written["data"] == "hset"
     api.store.client.close()
+
+
+def start_of(attempt: str) -> RunStart:
+    tick = to_ms(START + timedelta(seconds=60))
+    return RunStart(
+        task_id="same-id", tick_ms=tick, min_gap_ms=0, overlap="skip", ttl_ms=60_000,
+        retries=0, host="h", history_length=10, attempt=attempt,
+    )  # fmt: skip
+
+
+def test_a_start_waits_for_every_attached_replica_however_few_replica_acks_asks_for(
+    tmp_path: Path, primary: LocalRedis, broker_url: str
+) -> None:
+    # WAIT 1 would be answered by either replica; a failover may promote the other one
+    # (tests/test_failover_promotion.py), so both must have the start.
+    with (
+        replica_of(tmp_path, primary, "answering"),
+        replica_of(tmp_path, primary, "lagging") as lagging,
+    ):
+        wait_for(lambda: in_sync(primary, replicas=2), 30, "both replicas to sync")
+        app, _, _ = acked_app(primary, broker_url, "acked-every-replica")  # replica acks 1
+        app.conf.periodiq_replica_timeout = 2  # time enough for the answering one, loaded
+        api = periodiq(app)
+        api.add("acked", "proj.acked", every=60, start_at=START)
+        assert lagging.pid is not None
+        os.kill(lagging.pid, signal.SIGSTOP)  # attached, but it acknowledges nothing
+        try:
+            with pytest.raises(ReplicasBehindError, match="1 of the 2 replicas required"):
+                api.store.scripts.begin("acked", start_of("a1"))
+        finally:
+            os.kill(lagging.pid, signal.SIGCONT)
+        again = api.store.scripts.begin("acked", start_of("a1"))  # written again: both have it
+
+        assert again.outcome == "started"
+        assert api.get("acked").counters == {"started": 1}
+        api.store.client.close()
+
+
+def test_a_redis_user_without_info_waits_for_replica_acks_replicas_and_is_told_why(
+    tmp_path: Path, primary: LocalRedis, broker_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with replica_of(tmp_path, primary):
+        wait_for(lambda: in_sync(primary), 30, "the replica to sync")
+        admin = redis.Redis(port=primary.port)
+        admin.acl_setuser("runner", enabled=True, passwords=["+pw"], keys=["*"], channels=["*"],
+                          commands=["+@all", "-info"])  # fmt: skip
+        admin.close()
+        app, _, _ = acked_app(primary, broker_url, "acked-no-info")
+        app.conf.periodiq_redis_url = f"redis://runner:pw@127.0.0.1:{primary.port}/0"
+        app.conf.periodiq_replica_timeout = 2  # time enough for the replica, loaded
+        api = periodiq(app)
+        api.add("acked", "proj.acked", every=60, start_at=START)
+
+        started = api.store.scripts.begin("acked", start_of("a1"))
+
+        assert started.outcome == "started"  # the one replica acks 1 asks for has it
+        assert "INFO replication is refused (grant +info to this Redis user)" in caplog.text
+        api.store.client.close()
+
+
+@pytest.mark.parametrize(
+    ("acks", "status", "words"),
+    [
+        (0, "warn", ["1 replica, and periodiq_replica_acks = 0", "run a tick twice"]),
+        (1, "ok", ["wait for every replica attached (the primary has 1)"]),
+        (2, "fail", ["periodiq_replica_acks = 2, but the primary has 1 replica attached"]),
+    ],
+)
+def test_doctor_says_what_replica_acks_can_count_on(
+    tmp_path: Path, primary: LocalRedis, broker_url: str, acks: int, status: str, words: list[str]
+) -> None:
+    with replica_of(tmp_path, primary):
+        wait_for(lambda: in_sync(primary), 30, "the replica to sync")
+        app = Celery("acked-doctor", broker=broker_url, set_as_current=False)
+        app.conf.periodiq_redis_url = primary.url
+        app.conf.periodiq_replica_acks = acks
+        api = periodiq(app)
+
+        checks = api.diagnose()
+
+        assert [check.name for check in checks[:2]] == ["redis", "replicas"]
+        assert checks[1].status == status
+        assert all(word in checks[1].detail for word in words), checks[1].detail
+        api.store.client.close()
+
+
+def test_doctor_says_nothing_of_replicas_without_replicas_or_replica_acks(
+    primary: LocalRedis, broker_url: str
+) -> None:
+    app = Celery("alone-doctor", broker=broker_url, set_as_current=False)
+    app.conf.periodiq_redis_url = primary.url
+
+    names = [check.name for check in periodiq(app).diagnose()]
+
+    assert "replicas" not in names

@@ -24,7 +24,7 @@ from celery_periodiq.config import Settings, redacted, sentinel_hosts
 from celery_periodiq.errors import ConfigurationError
 from celery_periodiq.localredis import LocalRedis, LocalSentinel
 from celery_periodiq.store.topology import replicas
-from tests.processes import cluster, wait_for
+from tests.processes import cluster, wait_for, wait_while_growing
 
 MASTER = {"master_name": "mymaster"}
 
@@ -186,6 +186,7 @@ def test_beats_and_a_worker_follow_two_failovers_in_a_row_running_no_tick_twice(
         api.store.client.close()
 
 
+@pytest.mark.timeout(600)  # 5,000 runs at a loaded machine's pace
 def test_a_failover_during_a_burst_of_5000_ticks_runs_each_exactly_once_none_refused(
     tmp_path: Path, sentinel: LocalSentinel
 ) -> None:
@@ -218,9 +219,9 @@ def test_a_failover_during_a_burst_of_5000_ticks_runs_each_exactly_once_none_ref
         def done() -> set[str]:
             return {r["entry"] for r in running.runs()}
 
-        try:
-            wait_for(lambda: len(done()) == len(names), 120, "every tick of the burst to run",
-                     interval=1.0)  # fmt: skip
+        try:  # the pace is the machine's: only a stall fails
+            wait_while_growing(lambda: len(done()), len(names), 60,
+                               "every tick of the burst to run")  # fmt: skip
         except AssertionError as error:  # what was left, and what the processes said
             left = api.store.client
             raise AssertionError(
@@ -231,12 +232,12 @@ def test_a_failover_during_a_burst_of_5000_ticks_runs_each_exactly_once_none_ref
             ) from None
         took = time.monotonic() - killed_at
         waits = [float(seconds) for seconds in re.findall(
-            r"a replica has its start after (\d+\.\d+) s", worker.output())]  # fmt: skip
+            r"the replicas have its start after (\d+\.\d+) s", worker.output())]  # fmt: skip
 
         print(
             f"burst: {in_flight_at_kill} of 5000 ticks sent when the primary was killed; "
-            f"all 5000 had run {took:.1f} s after the kill; {len(waits)} runs waited for a "
-            f"replica to have their start, the longest {max(waits, default=0.0):.1f} s"
+            f"all 5000 had run {took:.1f} s after the kill; {len(waits)} runs waited for the "
+            f"replicas to have their start, the longest {max(waits, default=0.0):.1f} s"
         )
         assert in_flight_at_kill < 5000  # the kill came during the burst
         assert running.twice() == []

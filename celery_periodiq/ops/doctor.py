@@ -81,6 +81,9 @@ def diagnose(runtime: Runtime, sample: int | None = DEFAULT_SAMPLE) -> list[Chec
     ]
     if runtime.settings.redis_url.startswith("sentinel://"):
         checks.insert(1, Check("sentinel", *runtime.store.sentinel_report()))
+    replicas = _check_replicas(runtime)
+    if replicas is not None:
+        checks.insert(checks.index(first) + 1, replicas)
     try:
         entries = check_entries(runtime, sample)
     except redis.RedisError as error:
@@ -95,6 +98,15 @@ def _check_indexes(runtime: Runtime) -> Check:
         return Check("indexes", *index_report(runtime.store))
     except redis.RedisError as error:
         return Check("indexes", "fail", f"cannot read the indexes: {error}")
+
+
+def _check_replicas(runtime: Runtime) -> Check | None:
+    """What ``periodiq_replica_acks`` can count on; None with no replica and no acks."""
+    try:
+        found = runtime.store.replica_report()
+    except redis.RedisError as error:
+        return Check("replicas", "warn", f"cannot read INFO replication: {error}")
+    return None if found is None else Check("replicas", *found)
 
 
 def _check_redis(runtime: Runtime) -> Check:

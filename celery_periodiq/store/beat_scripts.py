@@ -233,9 +233,9 @@ class BeatScripts(ScriptCalls):
         ]
 
     def _replicated_claims(self, parts: list[Partition], args: list[Any]) -> list[ClaimBatch]:
-        """Claims that ``replica_acks`` replicas have, per partition: a node whose replicas
-        fell behind gives no claims (they are taken over after their lease), the others
-        go on; when no node's replicas kept up, :class:`ReplicasBehindError`."""
+        """Claims that the replicas have (see ``_replicated_calls``), per partition: a node
+        whose replicas fell behind gives no claims (they are taken over after their lease),
+        the others go on; when no node's replicas kept up, :class:`ReplicasBehindError`."""
         replied = self._replicated_calls(
             CLAIM.script,
             [(CLAIM.keys(part), args) for part in parts],

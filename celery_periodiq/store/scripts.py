@@ -15,9 +15,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -34,6 +35,7 @@ from redis.exceptions import (
 from celery_periodiq.errors import ReplicasBehindError
 from celery_periodiq.protocol.keys import Keys, Partition
 from celery_periodiq.store.cluster_client import is_cluster
+from celery_periodiq.store.topology import attached
 
 __all__ = ["INDEXES", "SCRIPT_NAMES", "ScriptCalls", "ScriptKeys", "script_source"]
 
@@ -154,40 +156,85 @@ def _resolved(
     return keys
 
 
+def _send(connection: Any, commands: list[tuple[Any, ...]]) -> None:
+    """Send ``commands`` in one write on ``connection``."""
+    connection.send_packed_command(connection.pack_commands(commands))
+
+
+def _exchange(connection: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
+    """Send ``commands`` on ``connection`` and read their replies (see :func:`_replies`)."""
+    _send(connection, commands)
+    return _replies(connection, len(commands))
+
+
+def _replies(connection: Any, count: int) -> list[Any]:
+    """Read ``count`` replies from ``connection``: an error reply in its place, the others
+    read all the same."""
+    replies: list[Any] = []
+    for _ in range(count):
+        try:
+            replies.append(connection.read_response())
+        except redis.ResponseError as error:
+            replies.append(error)
+    return replies
+
+
 def _sent(client: Any, commands: list[tuple[Any, ...]]) -> Callable[[], list[Any]]:
     """Send ``commands`` in one write on one connection of ``client``, without waiting;
-    the returned function reads every reply (an error reply in its place, the others
-    read all the same) and gives the connection back."""
+    the returned function reads every reply (see :func:`_replies`) and gives the connection
+    back."""
     pool = client.connection_pool
     connection = pool.get_connection()
     try:
-        connection.send_packed_command(connection.pack_commands(commands))
+        _send(connection, commands)
     except BaseException:
         connection.disconnect()
         pool.release(connection)
         raise
 
     def read() -> list[Any]:
-        replies: list[Any] = []
         try:
-            for _ in commands:
-                try:
-                    replies.append(connection.read_response())
-                except redis.ResponseError as error:
-                    replies.append(error)
+            return _replies(connection, len(commands))
         except BaseException:
             connection.disconnect()
             raise
         finally:
             pool.release(connection)
-        return replies
 
     return read
 
 
-def _one_request(client: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
-    """:func:`_sent`, waited for at once."""
-    return _sent(client, commands)()
+@contextlib.contextmanager
+def _connection(client: Any) -> Iterator[Any]:
+    """One connection of ``client``, for several requests in turn (``WAIT`` counts the
+    writes of its own connection); given back afterwards, dropped after an error."""
+    pool = client.connection_pool
+    connection = pool.get_connection()
+    try:
+        yield connection
+    except BaseException:
+        connection.disconnect()
+        raise
+    finally:
+        pool.release(connection)
+
+
+_REPLICA_KEY = re.compile(r"slave\d+")
+
+
+def _attached(info: Any) -> int | None:
+    """How many replicas a primary's raw ``INFO replication`` lists that replica acks wait
+    for (:func:`~celery_periodiq.store.topology.attached`); None when INFO was refused
+    (an ACL without ``+info``)."""
+    if isinstance(info, Exception):
+        return None
+    text = info.decode() if isinstance(info, bytes) else str(info)
+    listed = {
+        key: dict(pair.partition("=")[::2] for pair in value.split(","))
+        for key, _, value in (line.strip().partition(":") for line in text.splitlines())
+        if _REPLICA_KEY.fullmatch(key)
+    }
+    return attached(listed)
 
 
 _warned_at = 0.0
@@ -215,6 +262,9 @@ class ScriptCalls:
         self._wait_ms = max(int(replica_timeout * 1000), 1)
         self._clustered = is_cluster(client)
         self._scripts = {name: client.register_script(script_source(name)) for name in SCRIPT_NAMES}
+        self._attached: dict[str, int] = {}
+        """How many replicas each node ("" off a cluster) had attached when last asked."""
+        self._told_info_refused = False
 
     def _run(self, name: str, keys: list[str], args: list[Any], client: Any = None) -> Any:
         return self._scripts[name](keys=keys, args=args, client=client)
@@ -222,26 +272,29 @@ class ScriptCalls:
     def _replicated_calls(
         self, name: str, calls: list[tuple[list[str], list[Any]]], what: str, then: str
     ) -> list[tuple[Any, ReplicasBehindError | None]]:
-        """Run calls of one script, then ``WAIT`` for ``replica_acks`` replicas on the
-        same connection (WAIT counts that connection's writes), one request per node.
-        Each call's reply, with the error of its node's replicas falling behind, if so."""
+        """Run calls of one script, then ``WAIT`` on the same connection (WAIT counts that
+        connection's writes) until every replica attached to the primary has them, and at
+        least ``replica_acks`` (:meth:`_wait_for_replicas`), one request per node. Each
+        call's reply, with the error of its node's replicas falling behind, if so."""
         by_node: dict[str, tuple[Any, list[int]]] = {}
         for position, (keys, _) in enumerate(calls):
             node, client = self._node_of(keys[0])
             by_node.setdefault(node, (client, []))[1].append(position)
         replies: list[tuple[Any, ReplicasBehindError | None]] = [(None, None)] * len(calls)
         script = self._scripts[name]
-        for client, positions in by_node.values():
+        for node, (client, positions) in by_node.items():
             commands = [
                 ("EVALSHA", script.sha, len(keys), *keys, *args)
                 for keys, args in (calls[position] for position in positions)
             ]
-            commands.append(("WAIT", self.replica_acks, self._wait_ms))
             try:
-                answered = _one_request(client, commands)
-                if isinstance(answered[0], NoScriptError):  # then none of them ran
-                    client.script_load(script.script)
-                    answered = _one_request(client, commands)
+                with _connection(client) as connection:
+                    answered, acked, needed = self._wait_for_replicas(node, connection, commands)
+                    if isinstance(answered[0], NoScriptError):  # then none of them ran
+                        client.script_load(script.script)
+                        answered, acked, needed = self._wait_for_replicas(
+                            node, connection, commands
+                        )
             except (redis.ConnectionError, redis.TimeoutError):
                 self._relearn()  # a master failed or a slot moved
                 raise
@@ -250,17 +303,58 @@ class ScriptCalls:
                 if isinstance(failed, AskError | ClusterDownError | TryAgainError):
                     self._relearn()  # MOVED, ASK: the slot is elsewhere now
                 raise failed
-            acked = int(answered.pop())
             behind = None
-            if acked < self.replica_acks:
+            if acked < needed:
                 behind = ReplicasBehindError(
-                    f"{acked} of the {self.replica_acks} replicas required "
-                    f"(periodiq_replica_acks) acknowledged the {what} within "
-                    f"{self._wait_ms} ms" + (f"; {then}" if then else "")
+                    f"{acked} of the {needed} replicas required acknowledged the {what} "
+                    f"within {self._wait_ms} ms (every replica attached to the primary, "
+                    f"and at least periodiq_replica_acks = {self.replica_acks})"
+                    + (f"; {then}" if then else "")
                 )
             for position, reply in zip(positions, answered, strict=True):
                 replies[position] = (reply, behind)
         return replies
+
+    def _wait_for_replicas(
+        self, node: str, connection: Any, commands: list[tuple[Any, ...]]
+    ) -> tuple[list[Any], int, int]:
+        """Send ``commands`` on ``connection``, then ``WAIT`` and ``INFO replication``;
+        returns their replies, how many replicas acknowledged them and how many had to.
+
+        WAIT N says that N replicas have the writes, not which: a failover may promote
+        another, one that lagged (Sentinel ranks replicas by the offsets it last read,
+        seconds ago), and the writes are lost though acknowledged. So every replica
+        attached to the primary (syncing or in sync) must have them, and at least
+        ``replica_acks``. The WAIT asks for as many as the node had attached last time;
+        when more are attached now, it is asked again for them all.
+        """
+        wanted = max(self.replica_acks, self._attached.get(node, 0))
+        replies = _exchange(
+            connection, [*commands, ("WAIT", wanted, self._wait_ms), ("INFO", "replication")]
+        )
+        for asked in range(3):
+            if isinstance(replies[-2], Exception):  # the scripts' own error says more
+                if any(isinstance(reply, Exception) for reply in replies[: len(commands)]):
+                    return replies[: len(commands)], 0, self.replica_acks
+                raise replies[-2]
+            acked, attached = int(replies[-2]), _attached(replies[-1])
+            if attached is None and not self._told_info_refused:
+                self._told_info_refused = True
+                logger.warning(
+                    "periodiq: INFO replication is refused (grant +info to this Redis "
+                    "user): only periodiq_replica_acks = %d replicas are waited for, and a "
+                    "failover that promotes another replica can lose what they acknowledged",
+                    self.replica_acks,
+                )
+            self._attached[node] = attached or 0
+            needed = max(self.replica_acks, attached or 0)
+            if acked >= needed or wanted >= needed or asked == 2:  # done, or it timed out
+                break
+            wanted = needed  # replicas attached meanwhile: wait for them all
+            replies[-2:] = _exchange(
+                connection, [("WAIT", wanted, self._wait_ms), ("INFO", "replication")]
+            )
+        return replies[: len(commands)], acked, needed
 
     def _node_of(self, key: str) -> tuple[str, Any]:
         """The node holding ``key`` and a client of it alone (this client off a cluster)."""

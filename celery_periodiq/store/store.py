@@ -35,7 +35,7 @@ from celery_periodiq.store.entry_scripts import EntryScripts, PutItem
 from celery_periodiq.store.reads import Reads
 from celery_periodiq.store.run_scripts import RunScripts
 from celery_periodiq.store.scripts import SCRIPT_NAMES, script_source
-from celery_periodiq.store.topology import sentinel_report
+from celery_periodiq.store.topology import replica_report, sentinel_report
 from celery_periodiq.store.views import _int
 
 __all__ = ["Scripts", "Store"]
@@ -355,6 +355,12 @@ class Store(Reads):
                 pubsub.close()
             raise
         return pubsub
+
+    def replica_report(self) -> tuple[str, str] | None:
+        """``(status, detail)`` of the replicas ``periodiq_replica_acks`` counts on, None
+        when there is nothing to say (see
+        :func:`~celery_periodiq.store.topology.replica_report`)."""
+        return replica_report(self.settings, self.client)
 
     def sentinel_report(self) -> tuple[str, str]:
         """``(status, detail)`` of the Sentinel setup the client goes through (see

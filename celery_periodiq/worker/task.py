@@ -292,9 +292,10 @@ class PeriodicTask(Task):  # type: ignore[type-arg]
         this run's, not taken for a duplicate, and writes the start again):
 
         - while Redis does not answer (a failover), up to ``_FAILOVER_PATIENCE``;
-        - while fewer replicas than ``periodiq_replica_acks`` have the start, until the
-          tick's expiry or, for a run without one, until its running marker would end
-          (:func:`_replica_limit_ms`), on the Redis clock; then ReplicasBehindError.
+        - while not every replica attached to the primary (and at least
+          ``periodiq_replica_acks``) has the start, until the tick's expiry or, for a run
+          without one, until its running marker would end (:func:`_replica_limit_ms`), on
+          the Redis clock; then ReplicasBehindError.
         """
         began = answered = give_up = time.monotonic()
         pause, limit_ms, told = 0.1, None, False
@@ -311,7 +312,7 @@ class PeriodicTask(Task):  # type: ignore[type-arg]
                     give_up = answered + (limit_ms - now_ms) / 1000
                     logger.warning(
                         "periodiq: entry %r run %s waits: %s; its start is written again "
-                        "until one has it, for up to %.1f s",
+                        "until the replicas have it, for up to %.1f s",
                         entry,
                         start.task_id,
                         behind,
@@ -324,7 +325,7 @@ class PeriodicTask(Task):  # type: ignore[type-arg]
                         else ("its running marker ended")
                     )
                     raise ReplicasBehindError(
-                        f"{behind}, and none had it {time.monotonic() - began:.1f} s later, "
+                        f"{behind}, and they had not {time.monotonic() - began:.1f} s later, "
                         f"when {until}: it is not run; a copy of its tick is dropped as a "
                         "duplicate unless a failover lost the start, then the copy runs"
                     ) from behind
@@ -346,7 +347,7 @@ class PeriodicTask(Task):  # type: ignore[type-arg]
             else:
                 if limit_ms is not None:
                     logger.info(
-                        "periodiq: entry %r run %s: a replica has its start after %.1f s",
+                        "periodiq: entry %r run %s: the replicas have its start after %.1f s",
                         entry,
                         start.task_id,
                         time.monotonic() - began,
@@ -369,7 +370,7 @@ class PeriodicTask(Task):  # type: ignore[type-arg]
 
 
 def _replica_limit_ms(start: RunStart, now_ms: int) -> int:
-    """Until when (Redis clock, ms) a run whose start no replica has yet waits for one:
+    """Until when (Redis clock, ms) a run whose start the replicas lack waits for them:
     its tick's expiry, and never past the end of its running marker (its hard time limit,
     else two intervals, else an hour), after which it would no longer keep other runs off.
     """
