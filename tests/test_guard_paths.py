@@ -1,0 +1,91 @@
+"""Guard paths that could lose or repeat a run, on a real Redis and an injected clock.
+
+A begin sent again with its attempt token (its reply lost, its replicas behind) while
+another tick began; a settlement written late, after the entry was updated; a copy of a
+tick discarded (expired or revoked in the queue) while the tick's run goes on. Each is
+driven through the real scripts (begin.lua, finish.lua, claim.lua, ack.lua), the beat's
+real Settler and the real guard of a PeriodicTask run eagerly in this process.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from celery import Celery
+
+from celery_periodiq import periodiq
+from celery_periodiq.model.plan import to_ms
+from celery_periodiq.protocol.records import RunStart
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def at(seconds: float) -> int:
+    return to_ms(T0 + timedelta(seconds=seconds))
+
+
+def start(task_id: str, tick: int | None, attempt: str, **options: Any) -> RunStart:
+    return RunStart(
+        task_id=task_id, tick_ms=tick, min_gap_ms=0, overlap=options.pop("overlap", "skip"),
+        ttl_ms=90_000, retries=0, host="h", history_length=20, attempt=attempt, **options,
+    )  # fmt: skip
+
+
+def app_on(redis_url: str, name: str, **settings: Any) -> Celery:
+    app = Celery(name, broker="memory://", set_as_current=False)
+    app.conf.periodiq_redis_url = redis_url
+    app.conf.update(settings)
+    return app
+
+
+def raw_state(api: Any) -> dict[str, Any]:
+    """The entry's state as stored (markers included, whatever the real clock says)."""
+    return dict(json.loads(api.store.client.hget(api.store.keys.of("job").state, "job")))
+
+
+# a begin sent again with its token
+
+
+@pytest.mark.parametrize(
+    "how",
+    [{"overlap": "allow"}, {"overlap": "buffer_one"}, {"overlap": "allow", "plain": True}],
+    ids=["allow", "buffer_one", "plain"],
+)
+def test_a_begin_sent_again_is_its_own_though_another_tick_began_meanwhile(
+    redis_url: str, how: dict[str, Any]
+) -> None:
+    # 3 of 4 catch-up runs were lost: each re-sent its begin (its replicas behind) after
+    # the next tick's run had begun, and was refused as a duplicate of itself.
+    api = periodiq(app_on(redis_url, "resent"))
+    api.add("job", "proj.t", every=60, start_at=T0)
+    scripts = api.store.scripts
+
+    first = scripts.begin("job", start("run-1", at(60), "a1", **how), at(60))
+    other = scripts.begin("job", start("run-2", at(120), "b2", **how), at(61))
+    again = scripts.begin("job", start("run-1", at(60), "a1", **how), at(62))  # reply lost
+    copy = scripts.begin("job", start("run-1", at(60), "c3", **how), at(63))  # another copy
+
+    assert (first.outcome, other.outcome, again.outcome) == ("started", "started", "started")
+    assert copy.outcome == "duplicate"
+    assert api.get("job").counters == {"started": 2, "duplicate": 1}
+    api.store.client.close()
+
+
+def test_a_begin_sent_again_is_recognised_among_the_newest_starts_only(redis_url: str) -> None:
+    # each start keeps its token among the entry's newest starts, no more (memory)
+    api = periodiq(app_on(redis_url, "resent-window"))
+    api.add("job", "proj.t", every=60, start_at=T0)
+    scripts = api.store.scripts
+    scripts.begin("job", start("run-0", at(60), "first", overlap="allow"), at(60))
+    for n in range(1, 17):
+        scripts.begin("job", start(f"run-{n}", at(60 + 60 * n), f"t{n}", overlap="allow"), at(61))
+
+    again = scripts.begin("job", start("run-0", at(60), "first", overlap="allow"), at(62))
+    latest = scripts.begin("job", start("run-16", at(1020), "t16", overlap="allow"), at(62))
+
+    assert again.outcome == "duplicate"  # 16 starts later: taken for a copy, never run twice
+    assert latest.outcome == "started"
+    api.store.client.close()
