@@ -153,6 +153,34 @@ def test_a_dropped_duplicate_sends_nothing_and_a_skipped_tick_reports_ok(
         assert received.pings_of(stale) == ["/ping/once/fail"]
 
 
+def test_a_copy_expired_in_the_queue_while_its_tick_runs_leaves_the_run_and_its_check_in(
+    tmp_path: Path, redis_url: str, broker_url: str
+) -> None:
+    # The copy (the same task id) cleared the run's marker, set its status to "expired"
+    # while it ran, and checked the run in as an error before the run's own "ok".
+    with monitored(tmp_path, redis_url, broker_url) as (running, received):
+        api = running.api()
+        api.add("long", "fine", cron="@yearly", args=[3], timebox=None)
+        _worker_ready(running, pool="threads")
+        tick = int(time.time() * 1000)
+        live = "6f0c9e0e-0000-4000-8000-000000000005"
+        headers = {HEADER_ENTRY: "long", HEADER_TICK: tick}
+        api.app.send_task("fine", args=[3], task_id=live, headers=headers)
+        wait_for(lambda: "in_progress" in _statuses(received, "long", live), 20, "the run")
+        api.app.send_task("fine", args=[3], task_id=live, expires=-5, headers=headers)
+        counted = wait_for(
+            lambda: {"duplicate", "expired"} & set(api.get("long").counters), 20, "the copy"
+        )
+        during = api.get("long")
+        wait_for(lambda: "ok" in _statuses(received, "long", live), 20, "the run's end")
+
+        assert (during.running, during.state["last_status"]) == (live, "running")
+        assert counted == {"duplicate"}
+        assert _statuses(received, "long", live) == ["in_progress", "ok"]
+        assert received.pings_of(live) == ["/ping/long/start", "/ping/long"]
+        assert len(running.runs_of("long")) == 2  # the run's start and end: once
+
+
 def test_a_monitor_that_never_answers_costs_a_run_less_than_the_timeout(
     tmp_path: Path, redis_url: str, broker_url: str
 ) -> None:

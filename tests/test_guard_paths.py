@@ -18,7 +18,7 @@ from celery import Celery
 
 from celery_periodiq import periodiq
 from celery_periodiq.model.plan import to_ms
-from celery_periodiq.protocol.records import RunStart
+from celery_periodiq.protocol.records import RunEnd, RunStart
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -88,4 +88,79 @@ def test_a_begin_sent_again_is_recognised_among_the_newest_starts_only(redis_url
 
     assert again.outcome == "duplicate"  # 16 starts later: taken for a copy, never run twice
     assert latest.outcome == "started"
+    api.store.client.close()
+
+
+# a copy of a tick discarded while its run goes on
+
+
+def test_a_discarded_copy_of_a_tick_leaves_its_live_run_alone(redis_url: str) -> None:
+    # A copy of a tick (the same task id) that expired in the queue, or was revoked by
+    # id, cleared the marker of the tick's run that was going on: the next tick started
+    # beside it despite overlap "skip", and the status said "expired" while it ran.
+    api = periodiq(app_on(redis_url, "discarded"))
+    api.add("job", "proj.t", every=60, start_at=T0)
+    scripts = api.store.scripts
+    scripts.begin("job", start("run-1", at(60), "a1"), at(60))
+
+    copies = [
+        scripts.finish("job", RunEnd("run-1", at(60), outcome, "", 0, "h", 20, ran=False), at(61))
+        for outcome in ("expired", "revoked")
+    ]
+    stored, marker = api.get("job"), raw_state(api)["running"]
+    next_tick = scripts.begin("job", start("run-2", at(120), "b2"), at(120))
+
+    assert marker[0] == "run-1"  # the run's marker is still its own
+    assert stored.state["last_status"] == "running"
+    assert next_tick.outcome == "skipped_overlap"
+    assert copies == ["duplicate", "duplicate"]  # neither changed the run: no check-in
+    assert api.get("job").counters == {"started": 1, "duplicate": 2, "skipped_overlap": 1}
+    api.store.client.close()
+
+
+def test_a_discarded_copy_of_a_tick_whose_run_ended_is_a_duplicate(redis_url: str) -> None:
+    api = periodiq(app_on(redis_url, "discarded-late"))
+    api.add("job", "proj.t", every=60, start_at=T0)
+    scripts = api.store.scripts
+    scripts.begin("job", start("run-1", at(60), "a1"), at(60))
+    scripts.finish("job", RunEnd("run-1", at(60), "succeeded", "", 5, "h", 20), at(61))
+
+    copy = scripts.finish("job", RunEnd("run-1", at(60), "expired", "", 0, "h", 20, ran=False))
+
+    assert copy == "duplicate"
+    assert api.get("job").state["last_status"] == "succeeded"
+    assert api.get("job").counters == {"started": 1, "succeeded": 1, "duplicate": 1}
+    api.store.client.close()
+
+
+def test_a_retry_revoked_in_the_queue_ends_its_run(redis_url: str) -> None:
+    # the one message that never ran yet holds its run's marker: a retry waiting
+    api = periodiq(app_on(redis_url, "retry-revoked"))
+    api.add("job", "proj.t", every=60, start_at=T0)
+    scripts = api.store.scripts
+    scripts.begin("job", start("run-1", at(60), "a1"), at(60))
+    retrying = RunEnd("run-1", at(60), "retrying", "", 5, "h", 20, final=False, retry_ttl_ms=9000)
+    scripts.finish("job", retrying, at(61))
+
+    ended = scripts.finish("job", RunEnd("run-1", at(60), "revoked", "", 0, "h", 20, ran=False))
+
+    assert ended == "revoked"
+    assert "running" not in raw_state(api)
+    assert api.get("job").state["last_status"] == "revoked"
+    api.store.client.close()
+
+
+def test_a_message_that_expired_before_its_tick_ran_is_recorded_as_expired(
+    redis_url: str,
+) -> None:
+    api = periodiq(app_on(redis_url, "expired"))
+    api.add("job", "proj.t", every=60, start_at=T0)
+
+    outcome = api.store.scripts.finish(
+        "job", RunEnd("run-1", at(60), "expired", "", 0, "h", 20, ran=False)
+    )
+
+    assert outcome == "expired"
+    assert api.get("job").counters == {"expired": 1}
+    assert api.get("job").state.get("last_status") is None
     api.store.client.close()

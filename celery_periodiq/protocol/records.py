@@ -199,7 +199,11 @@ class RunEnd:
     final: bool = True
     retry_ttl_ms: int = 0
     ran: bool = True
-    """False for a message dropped before its run (revoked or expired in the queue)."""
+    """False for a message dropped before its run (revoked or expired in the queue, or
+    refused after its begin)."""
+    attempt: str = ""
+    """The delivery's attempt token (:attr:`RunStart.attempt`) if its begin wrote a start:
+    a run refused after its begin ends its own start, and no other delivery's."""
 
 
 def _number(value: int | None) -> str:

@@ -220,6 +220,7 @@ class PeriodicTask(Task):  # type: ignore[type-arg]
                     host=_HOST,
                     history_length=start.history_length,
                     ran=False,
+                    attempt=start.attempt,
                 ),
             )
             raise Ignore() from error
@@ -394,7 +395,8 @@ def _record_revoked(
     expired: bool = False,
     **_: Any,
 ) -> None:
-    """A guarded run revoked by the worker, or a message expired in the queue, is recorded."""
+    """A guarded run revoked by the worker, or a message expired in the queue, is recorded;
+    a copy of a tick whose run began (the same task id) changes nothing of that run."""
     if not isinstance(sender, PeriodicTask) or request is None:
         return
     entry = request_header(request, HEADER_ENTRY) or sender.periodiq_entry
@@ -412,9 +414,9 @@ def _record_revoked(
         history_length=store.settings.history_length,
         ran=bool(terminated),
     )
-    checkins.report(store, entry, end.task_id, end.outcome)
+    recorded = ""
     try:
-        store.scripts.finish(entry, end)
+        recorded = store.scripts.finish(entry, end)
     except redis.RedisError as failure:
         logger.error(
             "periodiq: entry %r run %s: could not record %s: %s",
@@ -423,3 +425,5 @@ def _record_revoked(
             end.outcome,
             failure,
         )
+    # a copy of a tick whose run began ("duplicate") changed nothing of it: no check-in
+    checkins.report(store, entry, end.task_id, recorded or end.outcome)
