@@ -19,8 +19,11 @@ Handlers rather than ``__call__``: Celery calls a task's ``run`` directly unless
 ``__call__`` is overridden, and these keep that. It looks for them when it builds a
 task's tracer, so they are installed on ``worker_init``, before it does, for apps
 whose ``beat_scheduler`` is periodiq's, that set a ``periodiq_*`` setting or that
-have a ``PeriodicTask``. If the schedule's Redis cannot be asked, a plain task runs
-(as it would without periodiq) and a warning says so.
+have a ``PeriodicTask``. The begin waits as a guarded run's does
+(:func:`~celery_periodiq.worker.begin.begin_run`): through a failover, and with
+``periodiq_replica_acks`` until a replica has its start (a run none has by its tick's
+expiry is refused, never run unchecked). If the schedule's Redis still cannot be
+asked, a plain task runs (as it would without periodiq) and a warning says so.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from celery import states as celery_states
 from celery.exceptions import Ignore, SoftTimeLimitExceeded
 from celery.signals import worker_init
 
+from celery_periodiq.errors import ConfigurationError, ReplicasBehindError
 from celery_periodiq.model import policy
 from celery_periodiq.model.plan import tick_text
 from celery_periodiq.protocol.headers import (
@@ -49,6 +53,7 @@ from celery_periodiq.protocol.headers import (
 )
 from celery_periodiq.protocol.records import RunEnd, RunStart
 from celery_periodiq.worker import checkins
+from celery_periodiq.worker.begin import begin_run, refused_end
 from celery_periodiq.worker.task import _HOST, PeriodicTask, request_header, store_of
 
 __all__ = ["install", "uses_periodiq"]
@@ -143,8 +148,12 @@ def _begin(task: Task, task_id: str) -> None:  # type: ignore[type-arg]
         plain=True,
     )
     try:
-        admission = store.scripts.begin(entry, start)
-    except redis.RedisError as error:
+        admission = begin_run(store, entry, start, logger)
+    except ReplicasBehindError as error:  # no replica has its start: it must not run
+        logger.error("periodiq: entry %r run %s not started: %s", entry, task_id, error)
+        _record(task, entry, refused_end(start, error))
+        raise Ignore() from error
+    except (redis.RedisError, ConfigurationError) as error:
         logger.warning(
             "periodiq: entry %r tick %s run %s starts without its duplicate check: the "
             "schedule's Redis failed: %s",
@@ -194,13 +203,17 @@ def _finish(task: Task, status: str, retval: Any) -> None:  # type: ignore[type-
         history_length=start.history_length,
     )
     checkins.report(store_of(task.app), entry, start.task_id, outcome, end.duration_ms / 1000)
+    _record(task, entry, end)
+
+
+def _record(task: Task, entry: str, end: RunEnd) -> None:  # type: ignore[type-arg]
     try:
         store_of(task.app).scripts.finish(entry, end)
     except redis.RedisError as failure:
         logger.error(
             "periodiq: entry %r run %s: could not record %s: %s",
             entry,
-            start.task_id,
-            outcome,
+            end.task_id,
+            end.outcome,
             failure,
         )
