@@ -16,8 +16,12 @@ from typing import Any
 import pytest
 from celery import Celery
 
-from celery_periodiq import periodiq
-from celery_periodiq.model.plan import to_ms
+from celery_periodiq import PeriodicTask, periodiq
+from celery_periodiq.beat.dispatch import Dispatcher
+from celery_periodiq.beat.publish import Publisher
+from celery_periodiq.beat.settle import Settler
+from celery_periodiq.model.build import build_entry
+from celery_periodiq.model.plan import Tick, to_ms
 from celery_periodiq.protocol.records import RunEnd, RunStart
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -89,6 +93,104 @@ def test_a_begin_sent_again_is_recognised_among_the_newest_starts_only(redis_url
     assert again.outcome == "duplicate"  # 16 starts later: taken for a copy, never run twice
     assert latest.outcome == "started"
     api.store.client.close()
+
+
+# a settlement written late, after the entry was updated
+
+
+class Beats:
+    """One entry every 60 s, a beat A whose settlement can be held back (a frozen beat,
+    or its ack failed and kept), a beat B that dispatches as usual, and the entry's
+    guarded task, all on one injected clock."""
+
+    def __init__(self, redis_url: str) -> None:
+        self.now = at(0)
+        self.app = app_on(redis_url, "late", periodiq_claim_lease=600)
+        self.api = periodiq(self.app)
+        self.store = self.api.store
+        beats = self
+
+        class Guarded(PeriodicTask):  # type: ignore[misc]
+            periodiq_clock = staticmethod(lambda: beats.now)
+
+        @self.app.task(base=Guarded, name="job", shared=False)
+        def job() -> None:
+            pass
+
+        self.task = job
+        self.entry = build_entry("job", "job", every=60, start_at=T0)
+        self.store.put("add", [self.entry], now_ms=self.now)
+        self.beat_b = Dispatcher(self.app, self.store, "beat-b")
+        self.settler = Settler(Publisher(self.app), self.store.settings)
+        self.part = self.store.keys.of("job")
+
+    def claim_and_publish_on_a(self, seconds: float) -> Any:
+        """Beat A claims and publishes the due tick and stops before its ack: its
+        settlement, to be written later."""
+        self.now = at(seconds)
+        batch = self.store.scripts.claim(self.part, "beat-a", 10, 600_000, self.now)
+        [claim] = batch.claims
+        sent: list[tuple[str, Tick]] = []
+        with self.app.producer_or_acquire() as producer:
+            return self.settler.settle(claim, producer, self.now, sent)
+
+    def ack_on_a(self, settlement: Any) -> None:
+        self.store.scripts.ack(self.part, "beat-a", 20, [settlement])
+
+    def dispatch_on_b(self, seconds: float) -> None:
+        self.now = at(seconds)
+        self.beat_b.dispatch(now_ms=self.now)
+
+    def update(self, seconds: float) -> None:
+        self.now = at(seconds)
+        self.store.put("update", [build_entry("job", "job", every=60, start_at=T0, args=[1])],
+                       now_ms=self.now)  # fmt: skip
+
+    def run(self, seconds: float) -> str:
+        """The worker takes the newest message of the tick due at ``seconds``: the guard's
+        verdict ("ran", or why it was refused)."""
+        self.now = at(seconds)
+        with self.app.connection_for_read() as connection:
+            simple = connection.SimpleQueue("celery")
+            messages = [simple.get(timeout=1) for _ in range(simple.qsize())]
+            simple.close()
+        headers = next(m.headers for m in reversed(messages) if m.headers["periodiq_tick"]
+                       == at(seconds))  # fmt: skip
+        result = self.task.apply(
+            task_id=headers["id"],
+            headers={key: value for key, value in headers.items() if key.startswith("periodiq_")},
+        )
+        if result.state == "IGNORED":
+            return self.api.history("job", limit=1)[0].kind
+        return "ran"
+
+
+def test_a_settlement_written_after_an_update_neither_delays_nor_drops_the_next_ticks(
+    redis_url: str,
+) -> None:
+    # The claim after the update copied the entry's prev from before the pending
+    # settlement: the on-time tick at 180 s was given twice the minimum gap and dropped as
+    # too soon; then the late settlement wrote its older prev over the newer one, and the
+    # tick at 240 s was dropped too.
+    beats = Beats(redis_url)
+    beats.dispatch_on_b(60)
+    assert beats.run(60) == "ran"
+    pending = beats.claim_and_publish_on_a(120)
+    assert beats.run(120) == "ran"
+    beats.update(125)  # the entry is scheduled afresh while A's settlement waits
+
+    beats.dispatch_on_b(180)
+    at_180 = beats.run(180)
+    beats.ack_on_a(pending)  # A writes its settlement at last
+    after_late_ack = beats.api.get("job").state
+    beats.dispatch_on_b(240)
+    at_240 = beats.run(240)
+
+    assert (at_180, at_240) == ("ran", "ran")
+    # the late settlement wrote no older tick over the newer claim's
+    assert (int(after_late_ack["prev"]), int(after_late_ack["last_tick"])) == (at(180), at(180))
+    assert beats.api.get("job").counters.get("dropped_too_soon") is None
+    beats.store.client.close()
 
 
 # a copy of a tick discarded while its run goes on

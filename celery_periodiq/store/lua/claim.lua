@@ -15,8 +15,8 @@
 -- KEYS[2] inflight    zset  tick id -> when to look at the claim again (ms)
 -- KEYS[3] ticks       hash  tick id -> claim JSON
 -- KEYS[4] entries     hash  entry name -> definition JSON
--- KEYS[5] state       hash  entry name -> state JSON (read: next, version, prev, runs,
---                           markers; written for a limited entry: claim)
+-- KEYS[5] state       hash  entry name -> state JSON (read: next, version, prev, top,
+--                           runs, markers; written for a limited entry: claim)
 -- KEYS[6] quarantine  hash  entry name -> why it is quarantined
 -- KEYS[7] alive       zset  beat id -> heartbeat expiry (ms)
 -- KEYS[8] alerts      list  alert transitions (an entry newly quarantined is pushed)
@@ -42,7 +42,9 @@
 -- where notices is "" or JSON {"vanished": [name, ...]},
 -- claim is JSON {name, nominal, due, claimed, owner, running, queued, version, prev,
 -- runs, taken, rebuilt, owed, inc} (nominal: the tick before jitter, ms; prev: the
--- entry's previous scheduled tick, ms, or -1; runs: ticks published for it so far;
+-- entry's previous tick, ms, or -1: the newest its settlements wrote, or the newest that
+-- began if later (an entry written while a settlement of it is pending is due again
+-- before that settlement writes its tick); runs: ticks published for it so far;
 -- taken counts takeovers; rebuilt: the state had no readable next tick and the due
 -- instant stands in for it; owed: ticks folded into the entry's next run; inc: the
 -- entry's incarnation, which a delete ends: a claim of an incarnation that is gone
@@ -59,6 +61,13 @@ local me, batch, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 
 -- How long a limited entry's tick waits for the entry's unsettled claim (ms).
 local WAIT_FOR_CLAIM = 1000
+
+-- The tick before `nominal` (ms), or -1: see "prev" above.
+local function previous_tick(state, nominal)
+  local prev, top = tonumber(state.prev) or -1, tonumber(state.top)
+  if top and top > prev and top < nominal then return top end
+  return prev
+end
 
 local now, micros = clock_ms(ARGV[4])
 local horizon = tonumber(ARGV[5] or '0') or 0
@@ -146,7 +155,7 @@ if taken < batch then
           running = holds(state.running, now),
           queued = holds(state.queued, now),
           version = tonumber(state.version) or 0,
-          prev = tonumber(state.prev) or -1,
+          prev = previous_tick(state, nominal),
           runs = tonumber(state.runs) or 0,
           taken = 0,
           rebuilt = rebuilt,
