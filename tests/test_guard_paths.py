@@ -95,6 +95,23 @@ def test_a_begin_sent_again_is_recognised_among_the_newest_starts_only(redis_url
     api.store.client.close()
 
 
+def test_a_run_that_ended_leaves_no_token_behind(redis_url: str) -> None:
+    # tokens are kept for runs that have not ended (only they may send a begin again):
+    # an entry whose runs end keeps none (memory)
+    api = periodiq(app_on(redis_url, "ended-tokens"))
+    api.add("job", "proj.t", every=60, start_at=T0)
+    scripts = api.store.scripts
+    for n, attempt in enumerate(["a1", "b2"], 1):
+        scripts.begin("job", start(f"run-{n}", at(60 * n), attempt, overlap="allow"), at(60 * n))
+    scripts.finish("job", RunEnd("run-1", at(60), "succeeded", "", 5, "h", 20, attempt="a1"))
+    left = raw_state(api).get("tokens")
+    scripts.finish("job", RunEnd("run-2", at(120), "failed", "E", 5, "h", 20, attempt="b2"))
+
+    assert left == ["b2"]
+    assert "tokens" not in raw_state(api)
+    api.store.client.close()
+
+
 # a settlement written late, after the entry was updated
 
 

@@ -202,8 +202,9 @@ class RunEnd:
     """False for a message dropped before its run (revoked or expired in the queue, or
     refused after its begin)."""
     attempt: str = ""
-    """The delivery's attempt token (:attr:`RunStart.attempt`) if its begin wrote a start:
-    a run refused after its begin ends its own start, and no other delivery's."""
+    """The delivery's attempt token (:attr:`RunStart.attempt`) if it began: its start's
+    token is forgotten (it sends no begin again), and a run refused after its begin ends
+    its own start, no other delivery's."""
 
 
 def _number(value: int | None) -> str:

@@ -201,6 +201,7 @@ def _finish(task: Task, status: str, retval: Any) -> None:  # type: ignore[type-
         duration_ms=int((time.monotonic() - began) * 1000),
         host=_HOST,
         history_length=start.history_length,
+        attempt=start.attempt,
     )
     checkins.report(store_of(task.app), entry, start.task_id, outcome, end.duration_ms / 1000)
     _record(task, entry, end)

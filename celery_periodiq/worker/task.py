@@ -257,6 +257,7 @@ class PeriodicTask(Task):  # type: ignore[type-arg]
                 history_length=start.history_length,
                 final=final,
                 retry_ttl_ms=retry_ttl,
+                attempt=start.attempt,
             )
             self._finish(store, entry, end)
             checkins.report(store, entry, end.task_id, outcome, end.duration_ms / 1000)

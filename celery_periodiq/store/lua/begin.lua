@@ -50,9 +50,9 @@
 -- ARGV[12] the message's expiry (ms), or ""
 -- ARGV[13] the task id as the history records it: "" when the tick derives it
 -- ARGV[14] this delivery's attempt token, or "": a begin sent again (its reply lost, or
---          its replicas behind) finds its token among the entry's newest starts (whatever
---          began since: another tick's run, a plain run that keeps no marker), writes the
---          state again unchanged and is told "started" (a retry: "resumed") again
+--          its replicas behind) finds its token among those of the runs not ended yet
+--          (whatever began since: another tick's run, a plain run that keeps no marker),
+--          writes the state again unchanged and is told "started" (a retry: "resumed")
 -- ARGV[15] "1" for a backfill run
 -- ARGV[16] how long the backfilled set is kept after its newest tick (ms)
 -- ARGV[17] "1" for a catch-up run: published too late to keep its place, it is not
@@ -104,7 +104,8 @@ local function event(kind, note)
   record(history, keep, kind, now, tick, shown_id, host, note)
 end
 
--- this start's token, newest first, among the newest WINDOW starts' (see started_by)
+-- this start's token, newest first, among those of the runs not ended (see started_by;
+-- at most WINDOW: those of runs whose worker died are dropped oldest first)
 local function remember_token()
   if ARGV[14] == '' then return end
   local tokens = {ARGV[14]}

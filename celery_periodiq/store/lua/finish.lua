@@ -40,7 +40,8 @@
 -- KEYS[15] running     zset  entry with a running marker -> until when (ms)
 --   (the read side's indexes, kept as each state is saved: see _common.lua)
 -- ARGV[13] the changes channel: told the entry's name when its alert state changed
--- ARGV[14] the attempt token of the delivery that ends, or "" (none: it never began)
+-- ARGV[14] the attempt token of the delivery that ends, or "" (none: it never began); a
+--          run that ends sends no begin again: its token is forgotten
 --
 -- A final run keeps the alert state: a success clears the failures in a row and, if the
 -- entry was overdue or failing, records "recovered"; a failed or timeboxed run that
@@ -80,6 +81,7 @@ if not ends_run and (holder == task_id or tick_began(state, tonumber(tick))) the
     outcome .. ' in the queue: a copy of a run that began')
   return 'duplicate'
 end
+forget_token(state, ARGV[14] or '')
 if ends_run and kind ~= '0' then
   if holder == task_id then state.running = nil end
   state.last_status, state.last_finished = outcome, now
