@@ -109,6 +109,29 @@ def test_runs_check_in_to_sentry_and_pings_from_prefork_children_that_exit(
         assert _statuses(received, "broken-job", failed) == ["in_progress", "error"]
 
 
+def test_a_manual_run_of_a_plain_task_checks_in_and_is_recorded_like_a_scheduled_one(
+    tmp_path: Path, redis_url: str, broker_url: str
+) -> None:
+    # trigger() (the CLI's run, the admin's Run now) of a plain task sent no check-in and
+    # recorded no outcome: its history said "triggered" only, its counters enqueued: 1.
+    with monitored(tmp_path, redis_url, broker_url) as (running, received):
+        api = running.api()
+        api.add("plain-manual", "plain_fine", cron="@yearly")  # never due during the test
+        _worker_ready(running, pool="threads")
+
+        task_id = api.trigger("plain-manual")
+        wait_for(lambda: running.runs_of("plain-manual") or [r for r in running.runs()
+                 if r["task_id"] == task_id], 20, "the manual run")  # fmt: skip
+        wait_for(lambda: api.get("plain-manual").counters.get("succeeded"), 10, "its outcome")
+        wait_for(lambda: len(received.pings_of(task_id)) == 2, 10, "both pings of the run")
+
+        assert _statuses(received, "plain-manual", task_id) == ["in_progress", "ok"]
+        assert received.pings_of(task_id) == ["/ping/plain-manual/start", "/ping/plain-manual"]
+        kinds = [event.kind for event in api.history("plain-manual", limit=10)]
+        assert kinds == ["succeeded", "started", "triggered"]
+        assert api.get("plain-manual").counters == {"enqueued": 1, "started": 1, "succeeded": 1}
+
+
 def test_a_dropped_duplicate_sends_nothing_and_a_skipped_tick_reports_ok(
     tmp_path: Path, redis_url: str, broker_url: str
 ) -> None:

@@ -10,10 +10,12 @@ So on every worker of an app that uses periodiq, each task without ``PeriodicTas
 gets two of Celery's own task handlers wrapped around its own (as Celery's
 ``task_annotations`` ``"@name"`` form does): ``before_start`` asks begin.lua whether
 the tick already began, and a run refused is ``Ignore``-d; ``after_return`` records
-how the run ended, so a plain entry has a history, a last run and alerts too.
+how the run ended, so a plain entry has a history, a last run and alerts too. A manual
+run of the entry (``trigger()``: ``celery periodiq run``, the dashboard's and the
+admin's Run now) has no tick to check, and is recorded and checked in the same way.
 Nothing else of the guard applies: no too-soon drop, no overlap check, no running
-marker. A message without a periodiq tick (every other call of the task) passes
-untouched, at the cost of two attribute reads.
+marker. A message without a periodiq entry (every other call of the task) passes
+untouched, at the cost of one header read.
 
 Handlers rather than ``__call__``: Celery calls a task's ``run`` directly unless
 ``__call__`` is overridden, and these keep that. It looks for them when it builds a
@@ -126,16 +128,22 @@ def _wrap_after_return(original: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _begin(task: Task, task_id: str) -> None:  # type: ignore[type-arg]
-    """The duplicate check of a plain run of a tick; raises ``Ignore`` to refuse it."""
+    """The duplicate check of a plain run of a tick, and the start of a manual run (the
+    entry's ``trigger()``), both recorded; raises ``Ignore`` to refuse the run."""
     request = task.request
-    entry, tick = request_header(request, HEADER_ENTRY), request_header(request, HEADER_TICK)
-    if not entry or tick is None or request_header(request, HEADER_MANUAL):
+    entry = request_header(request, HEADER_ENTRY)
+    if not entry:
+        return
+    tick = request_header(request, HEADER_TICK)
+    manual = bool(request_header(request, HEADER_MANUAL))
+    if tick is None and not manual:
         return
     store = store_of(task.app)
-    expires = request_header(request, HEADER_EXPIRES)
+    expires = None if manual else request_header(request, HEADER_EXPIRES)
+    which = "manual" if manual else tick_text(int(tick))
     start = RunStart(
         task_id=str(task_id),
-        tick_ms=int(tick),
+        tick_ms=None if manual else int(tick),
         min_gap_ms=0,
         overlap="allow",
         ttl_ms=int(request_header(request, HEADER_TTL) or policy.marker_ttl(None, None) * 1000),
@@ -144,7 +152,7 @@ def _begin(task: Task, task_id: str) -> None:  # type: ignore[type-arg]
         history_length=store.settings.history_length,
         expires_ms=None if expires is None else int(expires),
         attempt=uuid.uuid4().hex[:8],
-        backfill=bool(request_header(request, HEADER_BACKFILL)),
+        backfill=not manual and bool(request_header(request, HEADER_BACKFILL)),
         plain=True,
     )
     try:
@@ -158,7 +166,7 @@ def _begin(task: Task, task_id: str) -> None:  # type: ignore[type-arg]
             "periodiq: entry %r tick %s run %s starts without its duplicate check: the "
             "schedule's Redis failed: %s",
             entry,
-            tick_text(int(tick)),
+            which,
             task_id,
             error,
         )
@@ -167,7 +175,7 @@ def _begin(task: Task, task_id: str) -> None:  # type: ignore[type-arg]
         logger.warning(
             "periodiq: entry %r tick %s run %s %s%s",
             entry,
-            tick_text(int(tick)),
+            which,
             task_id,
             admission.outcome,
             f": {admission.note}" if admission.note else "",
