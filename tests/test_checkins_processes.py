@@ -204,6 +204,37 @@ def test_a_copy_expired_in_the_queue_while_its_tick_runs_leaves_the_run_and_its_
         assert len(running.runs_of("long")) == 2  # the run's start and end: once
 
 
+@pytest.mark.parametrize(
+    ("setting", "said"),
+    [
+        ({"TEST_CHECKIN_URL": "ftp://x/{entry}"}, "setting periodiq_checkin_url='ftp://x/{entry}'"),
+        ({"TEST_CHECKINS": '"ping"'}, "setting periodiq_checkins='ping' is invalid"),
+    ],
+    ids=["ftp-url", "checkins-a-string"],
+)
+def test_a_worker_whose_check_in_setting_it_cannot_use_stops_with_one_line(
+    tmp_path: Path, redis_url: str, broker_url: str, setting: dict[str, str], said: str
+) -> None:
+    # It started silently, and every periodic run then failed with ConfigurationError.
+    with cluster(tmp_path, redis_url, broker_url, "checkin_app", **setting) as running:
+        worker = running.worker()
+        wait_for(lambda: not worker.running or " ready." in worker.output(), 60,
+                 "the worker to stop, or to be ready")  # fmt: skip
+        output = worker.output()
+        stopped = not worker.running
+
+    assert stopped, output
+    assert worker.process is not None
+    assert worker.process.returncode == 1
+    assert "Traceback" not in output
+    assert " ready." not in output  # it took no task
+    assert "[config]" not in output  # nor printed its banner
+    (line,) = [line for line in output.splitlines() if "periodiq" in line or "ERROR" in line]
+    assert "CRITICAL" in line, line
+    assert said in line
+    assert line.endswith("; the worker cannot start"), line
+
+
 def test_a_monitor_that_never_answers_costs_a_run_less_than_the_timeout(
     tmp_path: Path, redis_url: str, broker_url: str
 ) -> None:

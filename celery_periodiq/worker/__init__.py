@@ -3,6 +3,7 @@
 ``task`` holds :class:`PeriodicTask`, whose guard (begin.lua before the body, finish.lua
 after it) a newcomer reads first; ``begin`` sends a run's begin until Redis and its
 replicas have it, for ``task`` and for ``plain`` (the duplicate check that plain tasks
-run by an entry get on ``worker_init``); ``checkins`` and ``monitors`` tell Sentry Crons
-and ping monitors of each run. It may import ``runtime``, ``store`` and the layers below.
+run by an entry get as the worker starts: ``startup``, which also stops a worker whose
+settings are invalid); ``checkins`` and ``monitors`` tell Sentry Crons and ping monitors
+of each run. It may import ``runtime``, ``store`` and the layers below.
 """

@@ -19,13 +19,13 @@ untouched, at the cost of one header read.
 
 Handlers rather than ``__call__``: Celery calls a task's ``run`` directly unless
 ``__call__`` is overridden, and these keep that. It looks for them when it builds a
-task's tracer, so they are installed on ``worker_init``, before it does, for apps
-whose ``beat_scheduler`` is periodiq's, that set a ``periodiq_*`` setting or that
-have a ``PeriodicTask``. The begin waits as a guarded run's does
-(:func:`~celery_periodiq.worker.begin.begin_run`): through a failover, and with
-``periodiq_replica_acks`` until a replica has its start (a run none has by its tick's
-expiry is refused, never run unchecked). If the schedule's Redis still cannot be
-asked, a plain task runs (as it would without periodiq) and a warning says so.
+task's tracer, so they are installed on ``worker_init``, before it does
+(:mod:`~celery_periodiq.worker.startup`), for apps whose ``beat_scheduler`` is
+periodiq's, that set a ``periodiq_*`` setting or that have a ``PeriodicTask``. The begin
+waits as a guarded run's does (:func:`~celery_periodiq.worker.begin.begin_run`): through
+a failover, and with ``periodiq_replica_acks`` until a replica has its start (a run none
+has by its tick's expiry is refused, never run unchecked). If the schedule's Redis still
+cannot be asked, a plain task runs (as it would without periodiq) and a warning says so.
 """
 
 from __future__ import annotations
@@ -40,7 +40,6 @@ import redis
 from celery import Celery, Task
 from celery import states as celery_states
 from celery.exceptions import Ignore, SoftTimeLimitExceeded
-from celery.signals import worker_init
 
 from celery_periodiq.errors import ConfigurationError, ReplicasBehindError
 from celery_periodiq.model import policy
@@ -91,14 +90,6 @@ def install(app: Celery) -> int:
         setattr(cls, _MARK, True)
         count += 1
     return count
-
-
-@worker_init.connect
-def _on_worker_init(sender: Any = None, **_: Any) -> None:
-    app = getattr(sender, "app", None)
-    if isinstance(app, Celery) and uses_periodiq(app):
-        installed = install(app)
-        logger.debug("periodiq: %d plain tasks get the duplicate check", installed)
 
 
 def _wrap_before_start(original: Callable[..., Any]) -> Callable[..., Any]:
