@@ -216,6 +216,34 @@ def test_a_run_no_replica_acknowledges_is_refused_only_once_its_tick_expired(
     api.store.client.close()
 
 
+def test_a_waiting_run_refused_when_it_writes_its_start_again_says_no_replica_has_it(
+    primary: LocalRedis, broker_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The begin written again was refused (here: its entry deleted meanwhile), and the
+    # log still said "a replica has its start" just before the refusal.
+    caplog.set_level(logging.INFO, logger="celery_periodiq.task")
+    app, acked, bodies = acked_app(primary, broker_url, "acked-deleted")  # no replica at all
+    api = periodiq(app)
+    api.add("acked", "proj.acked", every=60, start_at=START)
+    tick = to_ms(START + timedelta(seconds=60))
+
+    def deleted_while_the_run_waits() -> None:
+        wait_for(lambda: "waits: 0 of the 1 replicas required" in caplog.text, 30,
+                 "the run to wait for a replica")  # fmt: skip
+        api.delete("acked")
+
+    deleting = threading.Thread(target=deleted_while_the_run_waits)
+    deleting.start()
+    refused = acked.apply(args=[tick], headers={HEADER_ENTRY: "acked", HEADER_TICK: tick})
+    deleting.join(30)
+
+    assert refused.state == "IGNORED"
+    assert bodies == []
+    assert "a replica has its start" not in caplog.text
+    assert caplog.records[-1].getMessage().endswith(" deleted")
+    api.store.client.close()
+
+
 def test_a_plain_run_no_replica_acknowledges_waits_like_a_guarded_one_then_is_refused(
     primary: LocalRedis, broker_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:

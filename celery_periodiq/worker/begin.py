@@ -102,7 +102,7 @@ def begin_run(
                 )
             wait = pause
         else:
-            if limit_ms is not None:
+            if limit_ms is not None and admission.guarded:  # a refusal is the caller's to say
                 logger.info(
                     "periodiq: entry %r run %s: a replica has its start after %.1f s",
                     entry,
