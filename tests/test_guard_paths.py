@@ -210,6 +210,25 @@ def test_a_settlement_written_after_an_update_neither_delays_nor_drops_the_next_
     beats.store.client.close()
 
 
+def test_a_settlement_written_after_its_run_began_leaves_nothing_waiting(
+    redis_url: str,
+) -> None:
+    # The late settlement marked its run as queued (and the entry as waiting since then)
+    # although the run had begun: under overlap "buffer_one" the next tick was then held
+    # back as if a run were waiting, and doctor said a message waited.
+    beats = Beats(redis_url)
+    pending = beats.claim_and_publish_on_a(60)
+    assert beats.run(60) == "ran"
+
+    beats.ack_on_a(pending)  # A writes its settlement at last
+    batch = beats.store.scripts.claim(beats.part, "beat-a", 10, 600_000, at(120))
+
+    assert "queued" not in raw_state(beats.api)
+    assert "waiting_since" not in beats.api.get("job").state
+    assert [claim.queued for claim in batch.claims] == [False]
+    beats.store.client.close()
+
+
 # a copy of a tick discarded while its run goes on
 
 
