@@ -62,13 +62,6 @@ local me, batch, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 -- How long a limited entry's tick waits for the entry's unsettled claim (ms).
 local WAIT_FOR_CLAIM = 1000
 
--- The tick before `nominal` (ms), or -1: see "prev" above.
-local function previous_tick(state, nominal)
-  local prev, top = tonumber(state.prev) or -1, tonumber(state.top)
-  if top and top > prev and top < nominal then return top end
-  return prev
-end
-
 local now, micros = clock_ms(ARGV[4])
 local horizon = tonumber(ARGV[5] or '0') or 0
 local out = {now, -1, -1, micros, ''}
@@ -146,6 +139,9 @@ if taken < batch then
           state.claim = id
           save_state(states, name, state)
         end
+        -- the previous tick: see "prev" above
+        local prev, top = tonumber(state.prev) or -1, tonumber(state.top)
+        if top and top > prev and top < nominal then prev = top end
         local claim = cjson.encode({
           name = name,
           nominal = nominal,
@@ -155,7 +151,7 @@ if taken < batch then
           running = holds(state.running, now),
           queued = holds(state.queued, now),
           version = tonumber(state.version) or 0,
-          prev = previous_tick(state, nominal),
+          prev = prev,
           runs = tonumber(state.runs) or 0,
           taken = 0,
           rebuilt = rebuilt,
