@@ -4,13 +4,15 @@ The beat's own code claims, publishes and settles the due ticks (a
 :class:`~celery_periodiq.beat.dispatch.Dispatcher`: claim.lua, ack.lua, messages
 into a private broker); then each message is begun and finished as the worker's
 guard calls begin.lua and finish.lua (``PeriodicTask``), with the values its
-headers carry. What ``bench/memory.py`` fills histories with, and what
-``bench/read_scale.py`` gives part of its schedule a past with.
+headers carry and an attempt token of its own for each delivery. What
+``bench/memory.py`` fills histories with, and what ``bench/read_scale.py`` gives part
+of its schedule a past with.
 """
 
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Container
 from typing import Any
 
@@ -34,20 +36,20 @@ def run_round(
         pass
     messages = queue.lrange("celery", 0, -1)
     for raw in messages:
-        headers = json.loads(raw)["headers"]
+        headers, attempt = json.loads(raw)["headers"], uuid.uuid4().hex[:8]
         name, tick = headers["periodiq_entry"], headers["periodiq_tick"]
         start = RunStart(
             task_id=headers["id"], tick_ms=tick, min_gap_ms=headers["periodiq_min_gap"],
             overlap=headers["periodiq_overlap"], ttl_ms=headers["periodiq_ttl"],
             retries=0, host="worker-1", history_length=store.settings.history_length,
-            expires_ms=headers.get("periodiq_expires"),
+            expires_ms=headers.get("periodiq_expires"), attempt=attempt,
         )  # fmt: skip
         store.scripts.begin(name, start, now_ms=now_ms + 5)
         failed = name in failing
         end = RunEnd(
             task_id=headers["id"], tick_ms=tick, outcome="failed" if failed else "succeeded",
             error="RuntimeError: bench" if failed else "", duration_ms=12, host="worker-1",
-            history_length=store.settings.history_length,
+            history_length=store.settings.history_length, attempt=attempt,
         )  # fmt: skip
         store.scripts.finish(name, end, now_ms=now_ms + 17)
     queue.delete("celery")

@@ -27,8 +27,9 @@ from celery_periodiq.store.pages import EntryPage
 from celery_periodiq.store.views import BeatInfo, Event, StoredEntry
 from celery_periodiq.worker.task import PeriodicTask, RunContext
 
-# Connects the worker_init handler that gives plain tasks the duplicate check.
-from celery_periodiq.worker import plain as _plain  # noqa: F401  isort: skip
+# Connects the worker's start handlers: the settings checked, plain tasks given the
+# duplicate check.
+from celery_periodiq.worker import startup as _startup  # noqa: F401  isort: skip
 
 __all__ = [
     "BeatInfo",

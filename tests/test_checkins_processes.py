@@ -109,6 +109,29 @@ def test_runs_check_in_to_sentry_and_pings_from_prefork_children_that_exit(
         assert _statuses(received, "broken-job", failed) == ["in_progress", "error"]
 
 
+def test_a_manual_run_of_a_plain_task_checks_in_and_is_recorded_like_a_scheduled_one(
+    tmp_path: Path, redis_url: str, broker_url: str
+) -> None:
+    # trigger() (the CLI's run, the admin's Run now) of a plain task sent no check-in and
+    # recorded no outcome: its history said "triggered" only, its counters enqueued: 1.
+    with monitored(tmp_path, redis_url, broker_url) as (running, received):
+        api = running.api()
+        api.add("plain-manual", "plain_fine", cron="@yearly")  # never due during the test
+        _worker_ready(running, pool="threads")
+
+        task_id = api.trigger("plain-manual")
+        wait_for(lambda: running.runs_of("plain-manual") or [r for r in running.runs()
+                 if r["task_id"] == task_id], 20, "the manual run")  # fmt: skip
+        wait_for(lambda: api.get("plain-manual").counters.get("succeeded"), 10, "its outcome")
+        wait_for(lambda: len(received.pings_of(task_id)) == 2, 10, "both pings of the run")
+
+        assert _statuses(received, "plain-manual", task_id) == ["in_progress", "ok"]
+        assert received.pings_of(task_id) == ["/ping/plain-manual/start", "/ping/plain-manual"]
+        kinds = [event.kind for event in api.history("plain-manual", limit=10)]
+        assert kinds == ["succeeded", "started", "triggered"]
+        assert api.get("plain-manual").counters == {"enqueued": 1, "started": 1, "succeeded": 1}
+
+
 def test_a_dropped_duplicate_sends_nothing_and_a_skipped_tick_reports_ok(
     tmp_path: Path, redis_url: str, broker_url: str
 ) -> None:
@@ -151,6 +174,65 @@ def test_a_dropped_duplicate_sends_nothing_and_a_skipped_tick_reports_ok(
         wait_for(lambda: _statuses(received, "once", stale), 20, "the expired run's check-in")
         assert _statuses(received, "once", stale) == ["error"]
         assert received.pings_of(stale) == ["/ping/once/fail"]
+
+
+def test_a_copy_expired_in_the_queue_while_its_tick_runs_leaves_the_run_and_its_check_in(
+    tmp_path: Path, redis_url: str, broker_url: str
+) -> None:
+    # The copy (the same task id) cleared the run's marker, set its status to "expired"
+    # while it ran, and checked the run in as an error before the run's own "ok".
+    with monitored(tmp_path, redis_url, broker_url) as (running, received):
+        api = running.api()
+        api.add("long", "fine", cron="@yearly", args=[3], timebox=None)
+        _worker_ready(running, pool="threads")
+        tick = int(time.time() * 1000)
+        live = "6f0c9e0e-0000-4000-8000-000000000005"
+        headers = {HEADER_ENTRY: "long", HEADER_TICK: tick}
+        api.app.send_task("fine", args=[3], task_id=live, headers=headers)
+        wait_for(lambda: "in_progress" in _statuses(received, "long", live), 20, "the run")
+        api.app.send_task("fine", args=[3], task_id=live, expires=-5, headers=headers)
+        counted = wait_for(
+            lambda: {"duplicate", "expired"} & set(api.get("long").counters), 20, "the copy"
+        )
+        during = api.get("long")
+        wait_for(lambda: "ok" in _statuses(received, "long", live), 20, "the run's end")
+
+        assert (during.running, during.state["last_status"]) == (live, "running")
+        assert counted == {"duplicate"}
+        assert _statuses(received, "long", live) == ["in_progress", "ok"]
+        assert received.pings_of(live) == ["/ping/long/start", "/ping/long"]
+        assert len(running.runs_of("long")) == 2  # the run's start and end: once
+
+
+@pytest.mark.parametrize(
+    ("setting", "said"),
+    [
+        ({"TEST_CHECKIN_URL": "ftp://x/{entry}"}, "setting periodiq_checkin_url='ftp://x/{entry}'"),
+        ({"TEST_CHECKINS": '"ping"'}, "setting periodiq_checkins='ping' is invalid"),
+    ],
+    ids=["ftp-url", "checkins-a-string"],
+)
+def test_a_worker_whose_check_in_setting_it_cannot_use_stops_with_one_line(
+    tmp_path: Path, redis_url: str, broker_url: str, setting: dict[str, str], said: str
+) -> None:
+    # It started silently, and every periodic run then failed with ConfigurationError.
+    with cluster(tmp_path, redis_url, broker_url, "checkin_app", **setting) as running:
+        worker = running.worker()
+        wait_for(lambda: not worker.running or " ready." in worker.output(), 60,
+                 "the worker to stop, or to be ready")  # fmt: skip
+        output = worker.output()
+        stopped = not worker.running
+
+    assert stopped, output
+    assert worker.process is not None
+    assert worker.process.returncode == 1
+    assert "Traceback" not in output
+    assert " ready." not in output  # it took no task
+    assert "[config]" not in output  # nor printed its banner
+    (line,) = [line for line in output.splitlines() if "periodiq" in line or "ERROR" in line]
+    assert "CRITICAL" in line, line
+    assert said in line
+    assert line.endswith("; the worker cannot start"), line
 
 
 def test_a_monitor_that_never_answers_costs_a_run_less_than_the_timeout(

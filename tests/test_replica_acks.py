@@ -33,6 +33,7 @@ from celery_periodiq.localredis import LocalRedis
 from celery_periodiq.model.plan import to_ms
 from celery_periodiq.protocol.headers import HEADER_ENTRY, HEADER_EXPIRES, HEADER_TICK
 from celery_periodiq.protocol.records import RunStart
+from celery_periodiq.worker.plain import install
 from tests.processes import wait_for
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -213,6 +214,71 @@ def test_a_run_no_replica_acknowledges_is_refused_only_once_its_tick_expired(
     assert "0 of the 1 replicas required" in error
     assert "when its tick expired: it is not run" in error
     assert api.get("acked").running is None  # its marker is cleared
+    api.store.client.close()
+
+
+def test_a_waiting_run_refused_when_it_writes_its_start_again_says_no_replica_has_it(
+    primary: LocalRedis, broker_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The begin written again was refused (here: its entry deleted meanwhile), and the
+    # log still said "the replicas have its start" just before the refusal.
+    caplog.set_level(logging.INFO, logger="celery_periodiq.task")
+    app, acked, bodies = acked_app(primary, broker_url, "acked-deleted")  # no replica at all
+    api = periodiq(app)
+    api.add("acked", "proj.acked", every=60, start_at=START)
+    tick = to_ms(START + timedelta(seconds=60))
+
+    def deleted_while_the_run_waits() -> None:
+        wait_for(lambda: "waits: 0 of the 1 replicas required" in caplog.text, 30,
+                 "the run to wait for a replica")  # fmt: skip
+        api.delete("acked")
+
+    deleting = threading.Thread(target=deleted_while_the_run_waits)
+    deleting.start()
+    refused = acked.apply(args=[tick], headers={HEADER_ENTRY: "acked", HEADER_TICK: tick})
+    deleting.join(30)
+
+    assert refused.state == "IGNORED"
+    assert bodies == []
+    assert "the replicas have its start" not in caplog.text
+    assert caplog.records[-1].getMessage().endswith(" deleted")
+    api.store.client.close()
+
+
+def test_a_plain_run_no_replica_acknowledges_waits_like_a_guarded_one_then_is_refused(
+    primary: LocalRedis, broker_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A plain task (no PeriodicTask) ran at once "without its duplicate check": after a
+    # failover that lost its start, a copy of the same tick ran again.
+    app = Celery("acked-plain", broker=broker_url, set_as_current=False)
+    app.conf.periodiq_redis_url = primary.url  # no replica at all
+    app.conf.periodiq_replica_acks = 1
+    app.conf.periodiq_replica_timeout = 0.2
+    bodies: list[int] = []
+
+    @app.task(name="proj.plain_acked", shared=False)
+    def plain_acked(tick: int) -> None:
+        bodies.append(tick)
+
+    install(app)
+    api = periodiq(app)
+    api.add("plain-acked", "proj.plain_acked", every=60, start_at=START)
+    tick = to_ms(START + timedelta(seconds=60))
+    expires = api.store.now_ms() + 1500  # on the Redis clock, as the beat sets it
+    headers = {HEADER_ENTRY: "plain-acked", HEADER_TICK: tick, HEADER_EXPIRES: expires}
+
+    began = time.monotonic()
+    refused = plain_acked.apply(args=[tick], headers=headers)
+    waited = time.monotonic() - began
+
+    assert bodies == []
+    assert refused.state == "IGNORED"
+    assert 1.3 < waited < 5, waited  # until its expiry, not one replica timeout
+    assert "without its duplicate check" not in caplog.text
+    last = api.history("plain-acked", limit=1)[0]
+    assert last.kind == "revoked"
+    assert "when its tick expired: it is not run" in last.fields.get("error", "")
+    assert api.get("plain-acked").state["last_status"] == "revoked"
     api.store.client.close()
 
 

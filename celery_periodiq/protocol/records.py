@@ -202,7 +202,12 @@ class RunEnd:
     final: bool = True
     retry_ttl_ms: int = 0
     ran: bool = True
-    """False for a message dropped before its run (revoked or expired in the queue)."""
+    """False for a message dropped before its run (revoked or expired in the queue, or
+    refused after its begin)."""
+    attempt: str = ""
+    """The delivery's attempt token (:attr:`RunStart.attempt`) if it began: its start's
+    token is forgotten (it sends no begin again), and a run refused after its begin ends
+    its own start, no other delivery's."""
 
 
 def _number(value: int | None) -> str:

@@ -123,9 +123,12 @@ class RunScripts(ScriptCalls):
             note=str(note or ""),
         )
 
-    def finish(self, name: str, end: RunEnd, now_ms: int | None = None) -> bool:
-        """Record how a run ended (finish.lua); True if its running marker was cleared."""
-        cleared = self._run(
+    def finish(self, name: str, end: RunEnd, now_ms: int | None = None) -> str:
+        """Record how a run ended (finish.lua): the outcome recorded, which is "duplicate"
+        for a message that never ran whose tick's run began (nothing of that run changed;
+        its monitors are told nothing), or "" when nothing was written (the entry is gone
+        or damaged)."""
+        recorded = self._run(
             FINISH.script,
             FINISH.keys(self.keys.of(name), name=name),
             [
@@ -142,6 +145,7 @@ class RunScripts(ScriptCalls):
                 name,
                 self._recorded_id(name, end.task_id, end.tick_ms),
                 self.keys.changes,
+                end.attempt,
             ],
         )
-        return bool(cleared)
+        return str(recorded or "")

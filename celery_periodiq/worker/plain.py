@@ -10,17 +10,22 @@ So on every worker of an app that uses periodiq, each task without ``PeriodicTas
 gets two of Celery's own task handlers wrapped around its own (as Celery's
 ``task_annotations`` ``"@name"`` form does): ``before_start`` asks begin.lua whether
 the tick already began, and a run refused is ``Ignore``-d; ``after_return`` records
-how the run ended, so a plain entry has a history, a last run and alerts too.
+how the run ended, so a plain entry has a history, a last run and alerts too. A manual
+run of the entry (``trigger()``: ``celery periodiq run``, the dashboard's and the
+admin's Run now) has no tick to check, and is recorded and checked in the same way.
 Nothing else of the guard applies: no too-soon drop, no overlap check, no running
-marker. A message without a periodiq tick (every other call of the task) passes
-untouched, at the cost of two attribute reads.
+marker. A message without a periodiq entry (every other call of the task) passes
+untouched, at the cost of one header read.
 
 Handlers rather than ``__call__``: Celery calls a task's ``run`` directly unless
 ``__call__`` is overridden, and these keep that. It looks for them when it builds a
-task's tracer, so they are installed on ``worker_init``, before it does, for apps
-whose ``beat_scheduler`` is periodiq's, that set a ``periodiq_*`` setting or that
-have a ``PeriodicTask``. If the schedule's Redis cannot be asked, a plain task runs
-(as it would without periodiq) and a warning says so.
+task's tracer, so they are installed on ``worker_init``, before it does
+(:mod:`~celery_periodiq.worker.startup`), for apps whose ``beat_scheduler`` is
+periodiq's, that set a ``periodiq_*`` setting or that have a ``PeriodicTask``. The begin
+waits as a guarded run's does (:func:`~celery_periodiq.worker.begin.begin_run`): through
+a failover, and with ``periodiq_replica_acks`` until a replica has its start (a run none
+has by its tick's expiry is refused, never run unchecked). If the schedule's Redis still
+cannot be asked, a plain task runs (as it would without periodiq) and a warning says so.
 """
 
 from __future__ import annotations
@@ -35,8 +40,8 @@ import redis
 from celery import Celery, Task
 from celery import states as celery_states
 from celery.exceptions import Ignore, SoftTimeLimitExceeded
-from celery.signals import worker_init
 
+from celery_periodiq.errors import ConfigurationError, ReplicasBehindError
 from celery_periodiq.model import policy
 from celery_periodiq.model.plan import tick_text
 from celery_periodiq.protocol.headers import (
@@ -50,6 +55,7 @@ from celery_periodiq.protocol.headers import (
 )
 from celery_periodiq.protocol.records import RunEnd, RunStart
 from celery_periodiq.worker import checkins
+from celery_periodiq.worker.begin import begin_run, refused_end
 from celery_periodiq.worker.task import _HOST, PeriodicTask, request_header, store_of
 
 __all__ = ["install", "uses_periodiq"]
@@ -87,14 +93,6 @@ def install(app: Celery) -> int:
     return count
 
 
-@worker_init.connect
-def _on_worker_init(sender: Any = None, **_: Any) -> None:
-    app = getattr(sender, "app", None)
-    if isinstance(app, Celery) and uses_periodiq(app):
-        installed = install(app)
-        logger.debug("periodiq: %d plain tasks get the duplicate check", installed)
-
-
 def _wrap_before_start(original: Callable[..., Any]) -> Callable[..., Any]:
     def before_start(self: Task, task_id: str, args: Any, kwargs: Any) -> Any:  # type: ignore[type-arg]
         _begin(self, task_id)
@@ -122,16 +120,22 @@ def _wrap_after_return(original: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _begin(task: Task, task_id: str) -> None:  # type: ignore[type-arg]
-    """The duplicate check of a plain run of a tick; raises ``Ignore`` to refuse it."""
+    """The duplicate check of a plain run of a tick, and the start of a manual run (the
+    entry's ``trigger()``), both recorded; raises ``Ignore`` to refuse the run."""
     request = task.request
-    entry, tick = request_header(request, HEADER_ENTRY), request_header(request, HEADER_TICK)
-    if not entry or tick is None or request_header(request, HEADER_MANUAL):
+    entry = request_header(request, HEADER_ENTRY)
+    if not entry:
+        return
+    tick = request_header(request, HEADER_TICK)
+    manual = bool(request_header(request, HEADER_MANUAL))
+    if tick is None and not manual:
         return
     store = store_of(task.app)
-    expires = request_header(request, HEADER_EXPIRES)
+    expires = None if manual else request_header(request, HEADER_EXPIRES)
+    which = "manual" if manual else tick_text(int(tick))
     start = RunStart(
         task_id=str(task_id),
-        tick_ms=int(tick),
+        tick_ms=None if manual else int(tick),
         min_gap_ms=0,
         overlap="allow",
         ttl_ms=int(request_header(request, HEADER_TTL) or policy.marker_ttl(None, None) * 1000),
@@ -140,18 +144,22 @@ def _begin(task: Task, task_id: str) -> None:  # type: ignore[type-arg]
         history_length=store.settings.history_length,
         expires_ms=None if expires is None else int(expires),
         attempt=uuid.uuid4().hex[:8],
-        backfill=bool(request_header(request, HEADER_BACKFILL)),
+        backfill=not manual and bool(request_header(request, HEADER_BACKFILL)),
         plain=True,
         floor_ms=int(request_header(request, HEADER_FLOOR) or 0),
     )
     try:
-        admission = store.scripts.begin(entry, start)
-    except redis.RedisError as error:
+        admission = begin_run(store, entry, start, logger)
+    except ReplicasBehindError as error:  # no replica has its start: it must not run
+        logger.error("periodiq: entry %r run %s not started: %s", entry, task_id, error)
+        _record(task, entry, refused_end(start, error))
+        raise Ignore() from error
+    except (redis.RedisError, ConfigurationError) as error:
         logger.warning(
             "periodiq: entry %r tick %s run %s starts without its duplicate check: the "
             "schedule's Redis failed: %s",
             entry,
-            tick_text(int(tick)),
+            which,
             task_id,
             error,
         )
@@ -160,7 +168,7 @@ def _begin(task: Task, task_id: str) -> None:  # type: ignore[type-arg]
         logger.warning(
             "periodiq: entry %r tick %s run %s %s%s",
             entry,
-            tick_text(int(tick)),
+            which,
             task_id,
             admission.outcome,
             f": {admission.note}" if admission.note else "",
@@ -194,15 +202,20 @@ def _finish(task: Task, status: str, retval: Any) -> None:  # type: ignore[type-
         duration_ms=int((time.monotonic() - began) * 1000),
         host=_HOST,
         history_length=start.history_length,
+        attempt=start.attempt,
     )
     checkins.report(store_of(task.app), entry, start.task_id, outcome, end.duration_ms / 1000)
+    _record(task, entry, end)
+
+
+def _record(task: Task, entry: str, end: RunEnd) -> None:  # type: ignore[type-arg]
     try:
         store_of(task.app).scripts.finish(entry, end)
     except redis.RedisError as failure:
         logger.error(
             "periodiq: entry %r run %s: could not record %s: %s",
             entry,
-            start.task_id,
-            outcome,
+            end.task_id,
+            end.outcome,
             failure,
         )

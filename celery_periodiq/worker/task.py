@@ -42,28 +42,18 @@ from celery_periodiq.protocol.headers import (
     HEADER_TICK,
     HEADER_TTL,
 )
-from celery_periodiq.protocol.records import RunEnd, RunStart
+from celery_periodiq.protocol.records import Admission, RunEnd, RunStart
 from celery_periodiq.runtime import runtime_of
 from celery_periodiq.store.checkpoint import Checkpoint
 from celery_periodiq.store.store import Store
 from celery_periodiq.worker import checkins
+from celery_periodiq.worker.begin import begin_run, refused_end
 
 __all__ = ["PeriodicTask", "RunContext"]
 
 logger = logging.getLogger("celery_periodiq.task")
 
 _HOST = socket.gethostname()
-_FAILOVER_PATIENCE = 30.0
-"""Seconds a run waits for Redis to answer its begin (a failover in progress) before it
-is dropped: longer than a Sentinel or Cluster failover with their usual settings."""
-_FAILING_OVER = (
-    redis.ConnectionError,
-    redis.TimeoutError,
-    redis.exceptions.ReadOnlyError,
-    redis.exceptions.ClusterDownError,
-    redis.exceptions.TryAgainError,
-)
-"""Errors of a Redis that is failing over (or restarting): the begin is sent again."""
 
 
 @dataclass
@@ -210,20 +200,7 @@ class PeriodicTask(Task):  # type: ignore[type-arg]
             raise Ignore() from error
         except ReplicasBehindError as error:
             logger.error("periodiq: entry %r run %s not started: %s", entry, start.task_id, error)
-            self._finish(
-                store,
-                entry,
-                RunEnd(
-                    task_id=start.task_id,
-                    tick_ms=start.tick_ms,
-                    outcome="revoked",
-                    error=f"not run: {error}"[:500],
-                    duration_ms=0,
-                    host=_HOST,
-                    history_length=start.history_length,
-                    ran=False,
-                ),
-            )
+            self._finish(store, entry, refused_end(start, error))
             raise Ignore() from error
         except redis.RedisError as error:
             logger.error(
@@ -282,79 +259,16 @@ class PeriodicTask(Task):  # type: ignore[type-arg]
                 history_length=start.history_length,
                 final=final,
                 retry_ttl_ms=retry_ttl,
+                attempt=start.attempt,
             )
             self._finish(store, entry, end)
             checkins.report(store, entry, end.task_id, outcome, end.duration_ms / 1000)
             vars(self.request)["periodiq_run"] = None
 
-    def _begin(self, store: Store, entry: str, start: RunStart) -> Any:
-        """begin.lua, sent again with the run's attempt token (so that it is recognised as
-        this run's, not taken for a duplicate, and writes the start again):
-
-        - while Redis does not answer (a failover), up to ``_FAILOVER_PATIENCE``;
-        - while not every replica attached to the primary (and at least
-          ``periodiq_replica_acks``) has the start, until the tick's expiry or, for a run
-          without one, until its running marker would end (:func:`_replica_limit_ms`), on
-          the Redis clock; then ReplicasBehindError.
-        """
-        began = answered = give_up = time.monotonic()
-        pause, limit_ms, told = 0.1, None, False
-        while True:
-            try:
-                store.ensure_layout()
-                admission = store.scripts.begin(entry, start, self._periodiq_now())
-            except ReplicasBehindError as behind:
-                answered = time.monotonic()
-                now_ms = behind.now_ms if behind.now_ms is not None else 0
-                if limit_ms is None:
-                    limit_ms = _replica_limit_ms(start, now_ms)
-                    # the same bound on this host's clock, should the Redis clock be held
-                    give_up = answered + (limit_ms - now_ms) / 1000
-                    logger.warning(
-                        "periodiq: entry %r run %s waits: %s; its start is written again "
-                        "until the replicas have it, for up to %.1f s",
-                        entry,
-                        start.task_id,
-                        behind,
-                        (limit_ms - now_ms) / 1000,
-                    )
-                if now_ms >= limit_ms or time.monotonic() >= give_up:
-                    until = (
-                        "its tick expired"
-                        if limit_ms == start.expires_ms
-                        else ("its running marker ended")
-                    )
-                    raise ReplicasBehindError(
-                        f"{behind}, and they had not {time.monotonic() - began:.1f} s later, "
-                        f"when {until}: it is not run; a copy of its tick is dropped as a "
-                        "duplicate unless a failover lost the start, then the copy runs"
-                    ) from behind
-                wait = min(pause, (limit_ms - now_ms) / 1000)
-            except _FAILING_OVER as error:
-                if time.monotonic() + pause > answered + _FAILOVER_PATIENCE:
-                    raise
-                if not told:
-                    told = True
-                    logger.warning(
-                        "periodiq: entry %r run %s waits for Redis (%s); trying again for up "
-                        "to %d s",
-                        entry,
-                        start.task_id,
-                        error,
-                        _FAILOVER_PATIENCE,
-                    )
-                wait = pause
-            else:
-                if limit_ms is not None:
-                    logger.info(
-                        "periodiq: entry %r run %s: the replicas have its start after %.1f s",
-                        entry,
-                        start.task_id,
-                        time.monotonic() - began,
-                    )
-                return admission
-            time.sleep(wait)
-            pause = min(pause * 2, 2.0)
+    def _begin(self, store: Store, entry: str, start: RunStart) -> Admission:
+        """begin.lua, sent again while Redis fails over or its replicas are behind
+        (:func:`~celery_periodiq.worker.begin.begin_run`)."""
+        return begin_run(store, entry, start, logger, self._periodiq_now)
 
     def _finish(self, store: Store, entry: str, end: RunEnd) -> None:
         try:
@@ -367,15 +281,6 @@ class PeriodicTask(Task):  # type: ignore[type-arg]
                 end.outcome,
                 failure,
             )
-
-
-def _replica_limit_ms(start: RunStart, now_ms: int) -> int:
-    """Until when (Redis clock, ms) a run whose start the replicas lack waits for them:
-    its tick's expiry, and never past the end of its running marker (its hard time limit,
-    else two intervals, else an hour), after which it would no longer keep other runs off.
-    """
-    ends = now_ms + start.ttl_ms
-    return ends if start.expires_ms is None else min(start.expires_ms, ends)
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -397,7 +302,8 @@ def _record_revoked(
     expired: bool = False,
     **_: Any,
 ) -> None:
-    """A guarded run revoked by the worker, or a message expired in the queue, is recorded."""
+    """A guarded run revoked by the worker, or a message expired in the queue, is recorded;
+    a copy of a tick whose run began (the same task id) changes nothing of that run."""
     if not isinstance(sender, PeriodicTask) or request is None:
         return
     entry = request_header(request, HEADER_ENTRY) or sender.periodiq_entry
@@ -415,9 +321,9 @@ def _record_revoked(
         history_length=store.settings.history_length,
         ran=bool(terminated),
     )
-    checkins.report(store, entry, end.task_id, end.outcome)
+    recorded = ""
     try:
-        store.scripts.finish(entry, end)
+        recorded = store.scripts.finish(entry, end)
     except redis.RedisError as failure:
         logger.error(
             "periodiq: entry %r run %s: could not record %s: %s",
@@ -426,3 +332,5 @@ def _record_revoked(
             end.outcome,
             failure,
         )
+    # a copy of a tick whose run began ("duplicate") changed nothing of it: no check-in
+    checkins.report(store, entry, end.task_id, recorded or end.outcome)

@@ -1,8 +1,9 @@
 """The app of the check-in process tests: its runs are reported to Sentry Crons and pings.
 
 Configured like periodiq_app (TEST_BROKER_URL, TEST_REDIS_URL, TEST_LEASE), plus
-TEST_SENTRY_DSN (``sentry_sdk.init`` with it), TEST_CHECKIN_URL, TEST_CHECKIN_URLS (JSON)
-and TEST_CHECKIN_TIMEOUT. Every run records itself in the Redis list "runs".
+TEST_SENTRY_DSN (``sentry_sdk.init`` with it), TEST_CHECKINS (JSON; default: Sentry's when
+it has a DSN), TEST_CHECKIN_URL, TEST_CHECKIN_URLS (JSON) and TEST_CHECKIN_TIMEOUT.
+Every run records itself in the Redis list "runs".
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ app = Celery("checkin_app", broker=os.environ["TEST_BROKER_URL"])
 app.conf.beat_scheduler = "celery_periodiq:Scheduler"
 app.conf.periodiq_redis_url = os.environ["TEST_REDIS_URL"]
 app.conf.periodiq_claim_lease = float(os.environ.get("TEST_LEASE", "2"))
-app.conf.periodiq_checkins = ["sentry"] if os.environ.get("TEST_SENTRY_DSN") else []
+app.conf.periodiq_checkins = json.loads(
+    os.environ.get("TEST_CHECKINS") or ('["sentry"]' if os.environ.get("TEST_SENTRY_DSN") else "[]")
+)
 app.conf.periodiq_checkin_url = os.environ.get("TEST_CHECKIN_URL") or None
 app.conf.periodiq_checkin_urls = json.loads(os.environ.get("TEST_CHECKIN_URLS", "{}"))
 app.conf.periodiq_checkin_timeout = float(os.environ.get("TEST_CHECKIN_TIMEOUT", "2"))

@@ -7,6 +7,9 @@
 --   running, queued   {task id, until ms[, attempt]}: markers that stop counting at "until"
 --   top, seen         the newest started tick (ms) and how far before it (ms) the
 --                     other recently started ticks were (at most WINDOW of them)
+--   tokens            the attempt tokens of the runs that started and have not ended
+--                     yet, newest first (at most WINDOW): a begin sent again is known by
+--                     its own (begin.lua); finish.lua forgets a run's as it ends
 --   alert             ms without a success before the entry is overdue (none: never)
 --   gen               the generation of the declaration set that wrote (or last declared)
 --                     a declared entry (put.lua, remove.lua)
@@ -166,6 +169,43 @@ end
 local function holds(marker, now)
   return type(marker) == 'table' and type(marker[1]) == 'string'
     and (tonumber(marker[2]) or 0) > now
+end
+
+-- Whether the delivery whose attempt token is `token` started (or resumed) its run: the
+-- running marker is its, or its token is among those of the runs not ended yet.
+local function started_by(state, token)
+  if token == nil or token == '' then return false end
+  if type(state.running) == 'table' and state.running[3] == token then return true end
+  if type(state.tokens) == 'table' then
+    for _, known in ipairs(state.tokens) do
+      if known == token then return true end
+    end
+  end
+  return false
+end
+
+-- Forget the attempt token of a run that ended (it sends no begin again).
+local function forget_token(state, token)
+  if token == nil or token == '' or type(state.tokens) ~= 'table' then return end
+  local kept = {}
+  for _, known in ipairs(state.tokens) do
+    if known ~= token then kept[#kept + 1] = known end
+  end
+  state.tokens = #kept > 0 and kept or nil
+end
+
+-- Whether a run of tick `nominal` (ms) began: it is the newest started tick ("top") or
+-- one of the others remembered ("seen": how far before top each was).
+local function tick_began(state, nominal)
+  local top = tonumber(state.top)
+  if not nominal or not top or nominal > top then return false end
+  if nominal == top then return true end
+  if type(state.seen) == 'table' then
+    for _, earlier in ipairs(state.seen) do
+      if tonumber(earlier) == top - nominal then return true end
+    end
+  end
+  return false
 end
 
 -- Why `key` cannot hold an entry's `kind` of data, or nil: another type was written there.

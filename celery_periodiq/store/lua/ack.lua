@@ -37,6 +37,9 @@
 --   queued      {task_id, ttl_ms} marks a published run that has not started, or null
 --   quarantine  reason text: flag the entry as invalid and stop scheduling it, or null
 --   prev        the newest tick this claim handled (ms): the next tick's tolerance counts from it
+--   (a settlement written late (its beat frozen, or its ack failed and kept) writes no
+--   older prev, last tick or queued marker over a newer claim's, and no queued marker
+--   or waiting_since for a run that began already)
 --   late        for each tick published, ms from its due instant to its publishing
 --   runs        how many ticks were published (added to the state's runs), or null
 --   owed        ticks the entry's next run stands for besides its own (folded), or null
@@ -170,19 +173,26 @@ for k, a in ipairs(settlements) do
         state.next = ''
         next_due[a.name] = false
       end
-      if given(a.prev) then state.prev = a.prev end
+      if given(a.prev) and (tonumber(state.prev) or a.prev) <= a.prev then state.prev = a.prev end
       if unchanged then state.owed = (tonumber(a.owed) or 0) > 0 and a.owed or nil end
+      -- written late, after the run of the tick it published began: nothing waits
+      local began = a.last and tick_began(state, tonumber(a.last.last_tick))
       if a.counts then
         for reason, n in pairs(a.counts) do
           count(state, reason, n)
           if not unknown[a.name] then sums[reason] = (sums[reason] or 0) + whole(n) end
         end
-        if a.counts.enqueued and not state.waiting_since then state.waiting_since = now end
+        if a.counts.enqueued and not state.waiting_since and not began then
+          state.waiting_since = now
+        end
       end
-      if a.last then
+      local older = a.last and (tonumber(a.last.last_tick) or 0) < (tonumber(state.last_tick) or 0)
+      if a.last and not older then
         for field, value in pairs(a.last) do state[field] = value end
       end
-      if given(a.queued) then state.queued = {a.queued[1], now + a.queued[2]} end
+      if given(a.queued) and not older and not began then
+        state.queued = {a.queued[1], now + a.queued[2]}
+      end
       local without = newly_overdue(state, now)
       if without then state.overdue = now end
       changed[a.name] = state

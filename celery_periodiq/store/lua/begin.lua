@@ -50,8 +50,9 @@
 -- ARGV[12] the message's expiry (ms), or ""
 -- ARGV[13] the task id as the history records it: "" when the tick derives it
 -- ARGV[14] this delivery's attempt token, or "": a begin sent again (its reply lost, or
---          its replicas behind) finds its own marker, writes the state again unchanged
---          and is told "started" again
+--          its replicas behind) finds its token among those of the runs not ended yet
+--          (whatever began since: another tick's run, a plain run that keeps no marker),
+--          writes the state again unchanged and is told "started" (a retry: "resumed")
 -- ARGV[15] "1" for a backfill run
 -- ARGV[16] how long the backfilled set is kept after its newest tick (ms)
 -- ARGV[17] "1" for a catch-up run: published too late to keep its place, it is not
@@ -94,18 +95,30 @@ keep_indexes(KEYS[8], 10)
 local state = load_state(states, name) or {}
 local last = tonumber(state.last_run)
 
-if ARGV[14] ~= '' and type(state.running) == 'table' and state.running[3] == ARGV[14] then
+if started_by(state, ARGV[14]) then
   -- written again, unchanged: a WAIT after this call then counts a write of this
   -- connection, so it says whether a replica has the start (the reply may have been lost
   -- on another connection, or the replicas were behind when it was first written)
   save_state(states, name, state)
-  return {'started', now, last or -1, ''}
+  return {retries > 0 and 'resumed' or 'started', now, last or -1, ''}
 end
 if type(state.queued) == 'table' and state.queued[1] == task_id then state.queued = nil end
 state.waiting_since = nil
 
 local function event(kind, note)
   record(history, keep, kind, now, tick, shown_id, host, note)
+end
+
+-- this start's token, newest first, among those of the runs not ended (see started_by;
+-- at most WINDOW: those of runs whose worker died are dropped oldest first)
+local function remember_token()
+  if ARGV[14] == '' then return end
+  local tokens = {ARGV[14]}
+  for _, known in ipairs(type(state.tokens) == 'table' and state.tokens or {}) do
+    if #tokens >= WINDOW then break end
+    tokens[#tokens + 1] = known
+  end
+  state.tokens = tokens
 end
 
 local function refuse(outcome, note)
@@ -117,6 +130,7 @@ end
 
 if retries > 0 then
   if not plain then state.running = {task_id, now + ttl, ARGV[14]} end
+  remember_token()
   save_state(states, name, state)
   event('retry', 'attempt ' .. (retries + 1))
   return {'resumed', now, last or -1, ''}
@@ -137,17 +151,10 @@ if nominal then
 end
 local top = tonumber(state.top)
 local seen = type(state.seen) == 'table' and state.seen or {}
-if nominal and top then
-  if nominal == top then return refuse('duplicate', 'this tick already began') end
-  if nominal < top then
-    local back = top - nominal
-    for _, earlier in ipairs(seen) do
-      if tonumber(earlier) == back then return refuse('duplicate', 'this tick already began') end
-    end
-    if not backfill and #seen >= WINDOW - 1 and back > (tonumber(seen[#seen]) or 0) then
-      return refuse('duplicate', 'older than the ' .. WINDOW .. ' newest ticks that began')
-    end
-  end
+if tick_began(state, nominal) then return refuse('duplicate', 'this tick already began') end
+if nominal and top and nominal < top and not backfill and #seen >= WINDOW - 1
+    and top - nominal > (tonumber(seen[#seen]) or 0) then
+  return refuse('duplicate', 'older than the ' .. WINDOW .. ' newest ticks that began')
 end
 -- the too-soon rule counts from the last run that kept its place, not from catch-up runs
 local paced = tonumber(state.paced) or last
@@ -169,6 +176,7 @@ state.last_run, state.last_task_id, state.last_status = now, task_id, 'running'
 if catchup then state.paced = paced or 0 else state.paced = now end
 count(state, 'started', 1)
 if not plain then state.running = {task_id, now + ttl, ARGV[14]} end
+remember_token()
 if nominal then
   -- remember it: "seen" holds how far before "top" each other recent tick was, largest last
   local backs = {}

@@ -15,8 +15,8 @@
 -- KEYS[2] inflight    zset  tick id -> when to look at the claim again (ms)
 -- KEYS[3] ticks       hash  tick id -> claim JSON
 -- KEYS[4] entries     hash  entry name -> definition JSON
--- KEYS[5] state       hash  entry name -> state JSON (read: next, version, prev, runs,
---                           markers; written for a limited entry: claim; for a claim
+-- KEYS[5] state       hash  entry name -> state JSON (read: next, version, prev, top,
+--                           runs, markers; written for a limited entry: claim; for a claim
 --                           taken over from another beat: handover)
 -- KEYS[6] quarantine  hash  entry name -> why it is quarantined
 -- KEYS[7] alive       zset  beat id -> heartbeat expiry (ms)
@@ -43,7 +43,9 @@
 -- where notices is "" or JSON {"vanished": [name, ...]},
 -- claim is JSON {name, nominal, due, claimed, owner, running, queued, version, prev,
 -- runs, taken, rebuilt, owed, inc} (nominal: the tick before jitter, ms; prev: the
--- entry's previous scheduled tick, ms, or -1; runs: ticks published for it so far;
+-- entry's previous tick, ms, or -1: the newest its settlements wrote, or the newest that
+-- began if later (an entry written while a settlement of it is pending is due again
+-- before that settlement writes its tick); runs: ticks published for it so far;
 -- taken counts takeovers; rebuilt: the state had no readable next tick and the due
 -- instant stands in for it; owed: ticks folded into the entry's next run; inc: the
 -- entry's incarnation, which a delete ends: a claim of an incarnation that is gone
@@ -149,6 +151,9 @@ if taken < batch then
           state.claim = id
           save_state(states, name, state)
         end
+        -- the previous tick: see "prev" above
+        local prev, top = tonumber(state.prev) or -1, tonumber(state.top)
+        if top and top > prev and top < nominal then prev = top end
         local claim = cjson.encode({
           name = name,
           nominal = nominal,
@@ -158,7 +163,7 @@ if taken < batch then
           running = holds(state.running, now),
           queued = holds(state.queued, now),
           version = tonumber(state.version) or 0,
-          prev = tonumber(state.prev) or -1,
+          prev = prev,
           runs = tonumber(state.runs) or 0,
           taken = 0,
           rebuilt = rebuilt,

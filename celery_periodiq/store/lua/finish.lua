@@ -20,7 +20,11 @@
 -- ARGV[6] worker host
 -- ARGV[7] history length
 -- ARGV[8] "1" if final, "0" for a retry, "2" for a message that never ran (revoked or
---         expired in the queue): counted and recorded, the last run's status untouched
+--         expired in the queue, or refused after its begin): counted and recorded, the
+--         last run's status untouched; it ends the run only when the running marker is
+--         its own (a retry waiting, or the start its own begin wrote: ARGV[14]). A copy of
+--         a tick whose run began (the marker is that run's, or the tick is among those
+--         that began) changes nothing of that run: it is recorded as a "duplicate"
 -- ARGV[9] marker TTL for a retry (ms), or 0
 -- ARGV[10] now (ms) instead of the server clock, or ""
 -- ARGV[11] entry name: nothing is written for an entry that no longer exists
@@ -36,13 +40,16 @@
 -- KEYS[15] running     zset  entry with a running marker -> until when (ms)
 --   (the read side's indexes, kept as each state is saved: see _common.lua)
 -- ARGV[13] the changes channel: told the entry's name when its alert state changed
+-- ARGV[14] the attempt token of the delivery that ends, or "" (none: it never began); a
+--          run that ends sends no begin again: its token is forgotten
 --
 -- A final run keeps the alert state: a success clears the failures in a row and, if the
 -- entry was overdue or failing, records "recovered"; a failed or timeboxed run that
 -- makes the failures in a row reach the entry's failure_threshold records "failing"
 -- and, with pause_on_failure, pauses the entry with a note saying why.
 --
--- Returns the number of markers cleared (0 or 1).
+-- Returns the outcome recorded: ARGV[3], or "duplicate" for a copy of a tick whose run
+-- began; "" when nothing was written (the entry is gone, or quarantined here).
 
 local entries, states, quarantine, due = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local history, failures = KEYS[5], KEYS[6]
@@ -51,23 +58,32 @@ local duration, host, keep, kind = ARGV[5], ARGV[6], tonumber(ARGV[7]), ARGV[8]
 local name, shown_id = ARGV[11], ARGV[12]
 
 local now = clock_ms(ARGV[10])
-if redis.call('HEXISTS', entries, name) == 0 then return 0 end
+if redis.call('HEXISTS', entries, name) == 0 then return '' end
 local problem = wrong_type(history, 'list') or wrong_type(failures, 'list')
 if problem then
   quarantine_entry(quarantine, name, problem, KEYS[7], now)
   redis.call('ZREM', due, name)
-  return 0
+  return ''
 end
 keep_indexes(KEYS[8], 9)
 local state = load_state(states, name) or {}
 if err == '' then err = nil end
-local cleared = 0
 local holder = type(state.running) == 'table' and state.running[1] or nil
-if kind == '1' or (kind == '2' and holder == task_id) then
-  if holder == task_id then
-    state.running = nil
-    cleared = 1
-  end
+-- A message that never ran ends its run when the start is its own (its begin wrote it,
+-- then it was refused) or its task id's marker has no attempt token (a retry waiting: the
+-- marker written below); else, a copy of a tick whose run began changes nothing of it.
+local ends_run = kind ~= '2' or started_by(state, ARGV[14] or '')
+  or (holder == task_id and (state.running[3] or '') == '')
+if not ends_run and (holder == task_id or tick_began(state, tonumber(tick))) then
+  count(state, 'duplicate', 1)
+  save_state(states, name, state)
+  record(history, keep, 'duplicate', now, tick, shown_id, host,
+    outcome .. ' in the queue: a copy of a run that began')
+  return 'duplicate'
+end
+forget_token(state, ARGV[14] or '')
+if ends_run and kind ~= '0' then
+  if holder == task_id then state.running = nil end
   state.last_status, state.last_finished = outcome, now
   state.last_duration, state.last_error = tonumber(duration) or 0, err
 elseif kind == '0' and holder == task_id then
@@ -108,4 +124,4 @@ if change then  -- after the run's own event: history reads newest first
   push_alert(KEYS[7], name, change, now, note)
   redis.call('PUBLISH', ARGV[13], name)  -- wakes the beats: one of them sends it
 end
-return cleared
+return outcome
