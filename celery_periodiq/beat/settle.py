@@ -124,7 +124,7 @@ class Settler:
             taken=claim.taken > 0,
         )
         for tick in plan.publish:
-            self._publisher.send(entry, tick, producer)
+            self._publisher.send(entry, tick, producer, sent_at_ms)
             sent.append((entry.name, tick))
         return self._accounting(plan, claim, sent_at_ms)
 
