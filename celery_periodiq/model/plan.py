@@ -215,6 +215,7 @@ def plan_tick(
     runs: int = 0,
     owed: int = 0,
     taken: bool = False,
+    plain: bool = False,
 ) -> Plan:
     """Decide what a claimed tick becomes.
 
@@ -236,6 +237,8 @@ def plan_tick(
         runs: ticks published for the entry so far (what ``max_runs`` counts).
         owed: ticks folded into this entry's next run by earlier claims.
         taken: the claim was taken over from a beat that died or was stopped with it.
+        plain: the entry's task is not a ``PeriodicTask``: its runs keep the task's own
+            time limits unless the entry sets a timebox (:func:`policy.timebox`).
 
     A tick sent so late that the entry's next tick, on time, would be dropped as too
     soon after it (or past its own expiry) runs as a catch-up run: the worker's
@@ -305,7 +308,7 @@ def plan_tick(
             interval = (tick - before).total_seconds() if before else _last_interval(schedule)
         gap_before = (tick - before).total_seconds() if before and before < tick else interval
         expires = _expiry(entry, tick, after, interval, sent_at)
-        numbers = policy.limits(entry, interval, default_grace)
+        numbers = policy.limits(entry, interval, default_grace, plain)
         behind = after is not None and _behind(
             entry, tick, upcoming if tick == newest else (after, after), sent_at
         )
