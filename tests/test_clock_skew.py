@@ -31,10 +31,11 @@ ENTRIES = {"plain": "record", "guarded": "guarded_record"}
 """Entry name -> its task: a plain ``@app.task`` and a ``PeriodicTask``."""
 OUTCOMES = ("started", "expired", "dropped_too_soon", "duplicate")
 """What the worker's guard records of a message it consumed."""
+INTERVAL = 2
 EXPIRES = 3
 """Seconds after its tick a run may still start."""
 WINDOW = 10
-"""Ticks of each entry counted, from a second after the worker is ready."""
+"""Ticks of each entry counted, once the worker has worked off what waited for it."""
 
 
 FAKED = {"FAKETIME_DONT_FAKE_MONOTONIC": "1"}
@@ -84,24 +85,28 @@ def test_a_beat_and_a_worker_whose_clocks_are_five_minutes_off_run_every_tick_on
         running.beat("beat", prefix=faketime(beat_off), **FAKED)
         wait_for(api.beats, 60, "the beat to register")
         for name, task in ENTRIES.items():
-            # (runs delayed by a loaded machine, late, too soon after or overlapping the
-            # one before, are not what this test is about)
-            api.add(name, task, every=1, expires=EXPIRES, tolerance=0.5, overlap="allow",
-                    options={"queue": queue})  # fmt: skip
+            # (runs that a loaded machine delays, so that they start late, too soon after
+            # the one before or while it runs, are not what this test is about)
+            api.add(name, task, every=INTERVAL, expires=EXPIRES, tolerance=INTERVAL - 0.1,
+                    overlap="allow", options={"queue": queue})  # fmt: skip
         # the first ticks, sent before any worker consumes them, wait past their expiry
-        wait_for(lambda: all(counters(api, n).get("enqueued", 0) > EXPIRES for n in ENTRIES),
+        wait_for(lambda: all(counters(api, n).get("enqueued", 0) >= 3 for n in ENTRIES),
                  30, "ticks of each entry sent")  # fmt: skip
         node = f"skewed-{uuid.uuid4().hex[:8]}"  # RabbitMQ is shared: a name of its own
         worker = running.worker(node, "-Q", queue, prefix=faketime(worker_off), **FAKED)
         wait_for(lambda: "ready" in worker.output(), 60, "the worker to be ready")
-        first_ms = int((time.time() + 1) * 1000)
-        last_ms = first_ms + WINDOW * 1000
+        # counted from when the worker has run each entry and worked off the backlog (a
+        # worker warming up on a loaded machine runs a burst late, and the guard then
+        # drops on-time runs as too soon: not what this test is about)
+        wait_for(lambda: all(ran(running, n, 0) for n in ENTRIES), 60, "a run of each entry")
+        first_ms = int((time.time() + INTERVAL) * 1000)
+        last_ms = first_ms + WINDOW * INTERVAL * 1000
 
         def counted() -> bool:
             done = all(len(ran(running, n, first_ms)) >= WINDOW for n in ENTRIES)
             return done or time.time() * 1000 > last_ms + 5000
 
-        wait_for(counted, WINDOW + 30, f"{WINDOW} ticks of each entry to run")
+        wait_for(counted, WINDOW * INTERVAL + 30, f"{WINDOW} ticks of each entry to run")
         window = {n: [t for t in ran(running, n, first_ms) if t < last_ms] for n in ENTRIES}
         running.processes[0].stop()  # the beat: what it sent is then all in the queue
 
@@ -109,17 +114,20 @@ def test_a_beat_and_a_worker_whose_clocks_are_five_minutes_off_run_every_tick_on
             counts = [counters(api, n) for n in ENTRIES]
             return all(sum(c.get(o, 0) for o in OUTCOMES) >= c["enqueued"] for c in counts)
 
-        wait_for(lambda: settled() or time.time() * 1000 > last_ms + 15_000, 30, "outcomes")
+        stopped = time.monotonic()
+        wait_for(lambda: settled() or time.monotonic() > stopped + 10, 20, "the outcomes")
         counts = {n: counters(api, n) for n in ENTRIES}
         twice = running.twice()
         logs = running.logs()
     for name in ENTRIES:
+        seen = f"{name}: ran {window[name]} from {first_ms}, counters {counts[name]}\n{logs}"
         # at least 90 % of the ticks due in the window ran, and none twice
-        assert len(window[name]) >= WINDOW * 0.9, (name, window, counts, logs)
+        assert len(window[name]) >= WINDOW * 0.9, seen
         # the ticks that waited for the worker past their expiry are recorded as expired,
-        # and every message sent reached the worker: each has an outcome
-        assert counts[name].get("expired", 0) >= 1, (name, counts, logs)
+        # and every message sent reached the worker: each has an outcome (a tick sent as
+        # the beat was stopped may have no "enqueued" counted)
+        assert counts[name].get("expired", 0) >= 1, seen
         outcomes = sum(counts[name].get(outcome, 0) for outcome in OUTCOMES)
-        assert outcomes == counts[name]["enqueued"], (name, counts, logs)
+        assert outcomes >= counts[name]["enqueued"], seen
     assert twice == [], logs
     assert "Discarding revoked task" not in logs
