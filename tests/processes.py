@@ -164,12 +164,19 @@ class Cluster:
         return process.start()
 
     def worker(
-        self, name: str = "worker", *extra: str, pool: str = "threads", **env: str
+        self,
+        name: str = "worker",
+        *extra: str,
+        pool: str = "threads",
+        prefix: list[str] | None = None,
+        **env: str,
     ) -> Celery:
+        """A ``celery worker`` of this cluster's app; ``prefix`` runs it under another
+        command (``faketime``, for a host whose clock is off)."""
         process = Celery(
             ["-A", self.app, "worker", "--loglevel=INFO", "-P", pool, "-c", "4",
              "-n", f"{name}@%h", "--without-gossip", "--without-mingle", *extra],
-            {**self.env, **env}, self.tmp / f"{name}.log",
+            {**self.env, **env}, self.tmp / f"{name}.log", prefix,
         )  # fmt: skip
         self.processes.append(process)
         return process.start()

@@ -103,6 +103,10 @@ def test_a_pass_sending_many_ticks_logs_one_summary_at_info(
 def test_a_pass_sending_a_few_ticks_logs_each_at_info(
     app: Celery, caplog: pytest.LogCaptureFixture
 ) -> None:
+    @app.task(name="proj.t", shared=False)  # known to the beat, as it imports its tasks
+    def task() -> None:
+        """A plain task."""
+
     api = periodiq(app)
     entry = api.add("report", "proj.t", every=60, start_at=START).entry
     assert entry is not None
@@ -114,6 +118,30 @@ def test_a_pass_sending_a_few_ticks_logs_each_at_info(
 
     (line,) = [r.getMessage() for r in caplog.records if r.name == "celery_periodiq.dispatch"]
     assert line.startswith("periodiq: entry 'report' tick 2026-01-01T00:01:00.000Z sent as ")
+
+
+def test_a_beat_that_does_not_know_a_task_timeboxes_its_runs_and_says_so_once(
+    app: Celery, broker_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # It cannot tell a plain task (whose runs keep the task's own limits) from a
+    # PeriodicTask (whose runs are timeboxed): it timeboxes, and the log says why.
+    tenants(app, 3)
+    dispatcher = Dispatcher(app, periodiq(app).store, "beat")
+    caplog.set_level(logging.WARNING, logger="celery_periodiq.dispatch")
+
+    for minute in (1, 2):
+        dispatcher.dispatch(now_ms=to_ms(START + timedelta(minutes=minute)))
+
+    broker = redis.Redis.from_url(broker_url)
+    messages = [json.loads(raw) for raw in broker.lrange("celery", 0, -1)]
+    broker.close()
+    assert [message["headers"]["timelimit"] for message in messages] == [[36.0, 30.0]] * 6
+    warned = [r.getMessage() for r in caplog.records if r.name == "celery_periodiq.dispatch"]
+    assert warned == [
+        "periodiq: task 'proj.t' is not registered in this beat's app: its entries' runs are "
+        "timeboxed as a PeriodicTask's are (a plain task keeps its own time limits where the "
+        "beat knows it: import its module in the beat, or set timebox=None on its entries)"
+    ]
 
 
 def test_the_worker_logs_a_tick_as_the_beat_does(

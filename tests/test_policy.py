@@ -48,6 +48,34 @@ def test_policy_numbers_follow_the_interval_unless_given(
 
 
 @pytest.mark.parametrize(
+    ("options", "timebox", "time_limit"),
+    [
+        ({}, None, None),  # auto: the task keeps its own limits
+        ({"timebox": 100}, 100.0, 110.0),  # what the entry asks for, and a grace
+        ({"timebox": None}, None, None),
+    ],
+)
+def test_a_plain_tasks_runs_are_timeboxed_only_when_its_entry_sets_a_timebox(
+    options: dict[str, Any], timebox: float | None, time_limit: float | None
+) -> None:
+    entry = build_entry("n", TASK, every=600, **options)
+    plan = plan_tick(
+        entry, MONDAY, MONDAY, running=False, queued=False, prefix="p",
+        catchup_cap=10, default_grace=10.0, plain=True,
+    )  # fmt: skip
+    (tick,) = plan.publish
+
+    assert (tick.soft_time_limit, tick.time_limit) == (timebox, time_limit)
+    options_sent = message_options(entry, tick)
+    assert (options_sent.get("soft_time_limit"), options_sent.get("time_limit")) == (
+        timebox,
+        time_limit,
+    )
+    # its running marker lives as long as its hard limit, else two intervals
+    assert options_sent["headers"][HEADER_TTL] == (time_limit or 1200) * 1000
+
+
+@pytest.mark.parametrize(
     ("grace", "timebox", "default_grace", "expected"),
     [
         (None, 30.0, 10.0, 6.0),  # 20% of the timebox
@@ -129,6 +157,42 @@ def test_a_manual_run_gets_the_grace_of_periodiq_default_grace(
     soft, hard = message["headers"]["timelimit"][1], message["headers"]["timelimit"][0]
     assert (soft, hard) == (1800.0, 1802.0)
     assert message["headers"][HEADER_TTL] == 1802 * 1000
+    broker.close()
+    api.store.client.close()
+
+
+def test_manual_and_backfilled_runs_of_a_plain_task_keep_the_tasks_own_limits(
+    redis_url: str, broker_url: str
+) -> None:
+    # They were timeboxed to half the interval like a PeriodicTask's, whatever the task said.
+    app = Celery("plain-limits-app", broker=broker_url, set_as_current=False)
+    app.conf.periodiq_redis_url = redis_url
+
+    def noop() -> None:  # pragma: no cover - never runs
+        pass
+
+    app.task(name="plain", time_limit=7200, shared=False)(noop)
+    app.task(name="guarded", base=PeriodicTask, shared=False)(noop)
+    api = periodiq(app)
+    for name in ("plain", "guarded"):
+        api.add(name, name, every=3600)
+    api.add("boxed", "plain", every=3600, timebox=60)
+    hour = datetime.fromtimestamp(api.store.now_ms() // 3_600_000 * 3600, UTC)
+
+    for name in ("plain", "guarded", "boxed"):
+        api.trigger(name)
+        api.backfill(name, hour - timedelta(hours=1), hour, overlap="allow")
+
+    broker = redis.Redis.from_url(broker_url)
+    limits: dict[str, list[Any]] = {}
+    for message in _messages(broker):
+        headers = message["headers"]
+        limits.setdefault(headers["periodiq_entry"], []).append(headers["timelimit"])
+    assert limits == {
+        "plain": [[7200, None]] * 2,  # the task's own (send_task puts them on the message)
+        "guarded": [[1810.0, 1800.0]] * 2,
+        "boxed": [[70.0, 60.0]] * 2,
+    }
     broker.close()
     api.store.client.close()
 

@@ -55,7 +55,7 @@ def fire_events(app: Celery, store: Store, event: str, done: set[str] | None = N
             task_id=task_id_for(store.settings.key_prefix, entry.name, now_ms),
         )
         try:
-            send(app, entry, tick)
+            send(app, entry, tick, sent_at_ms=now_ms)
         except MessageError as error:  # its own: the others are sent
             logger.error("periodiq: entry %r not sent on @%s: %s", entry.name, event, error)
             continue

@@ -14,7 +14,6 @@ import json
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from celery import Celery, signals
@@ -48,17 +47,25 @@ from celery_periodiq.protocol.headers import (
 
 __all__ = ["Publisher", "message_options", "send", "send_backfill"]
 
-# Celery's own expiry check uses the worker's clock, so it gets this much slack.
-_EXPIRY_SLACK = 60.0
+# A broker that drops messages by itself (RabbitMQ's per-message TTL) keeps a run this
+# long past its expiry (or one interval, if longer), so that the worker's guard refuses it
+# and records it as expired.
+_BROKER_MARGIN = 60.0
 
 
 def message_options(
-    entry: Entry, tick: Tick | None, manual: Limits | None = None
+    entry: Entry, tick: Tick | None, manual: Limits | None = None, sent_at_ms: int | None = None
 ) -> dict[str, Any]:
     """``send_task`` keyword arguments for one run of ``entry``.
 
     ``tick`` None is a manual run, with the limits ``manual`` (see
-    :func:`celery_periodiq.model.policy.now_limits`).
+    :func:`celery_periodiq.model.policy.now_limits`). ``sent_at_ms``: the Redis clock
+    when the message is sent (default: the tick's instant).
+
+    No host's clock judges a run's expiry: the worker's guard does, on the Redis clock
+    (the ``periodiq_expires`` header). Celery gets no ``expires`` (it would judge it on
+    the worker's clock), and the broker a duration measured on the Redis clock
+    (``expiration``: RabbitMQ's per-message TTL; kombu's Redis transport has none).
     """
     options: dict[str, Any] = dict(entry.options)
     headers: dict[str, Any] = {HEADER_ENTRY: entry.name, HEADER_OVERLAP: entry.overlap}
@@ -82,11 +89,10 @@ def message_options(
             headers[HEADER_CATCHUP] = True
         options["task_id"] = tick.task_id
         if tick.expires is not None:
-            headers[HEADER_EXPIRES] = to_ms(tick.expires)
-            # The worker's guard enforces the expiry on the Redis clock; Celery's own check
-            # uses the worker's clock, so it only gets a generous backstop.
-            slack = timedelta(seconds=max(_EXPIRY_SLACK, tick.interval))
-            options["expires"] = tick.expires + slack
+            expires_ms = headers[HEADER_EXPIRES] = to_ms(tick.expires)
+            sent_ms = to_ms(tick.nominal) if sent_at_ms is None else sent_at_ms
+            waits = max(expires_ms - sent_ms, 0) / 1000
+            options["expiration"] = waits + max(_BROKER_MARGIN, tick.interval)
         if tick.soft_time_limit is not None:
             options["soft_time_limit"] = tick.soft_time_limit
         if tick.time_limit is not None:
@@ -119,15 +125,19 @@ def send(
     tick: Tick | None,
     producer: Any = None,
     manual: Limits | None = None,
+    sent_at_ms: int | None = None,
 ) -> str:
     """Publish one run of ``entry`` (``tick=None``: a manual run with the limits
-    ``manual``); returns its task id.
+    ``manual``); returns its task id. ``sent_at_ms``: the Redis clock now (see
+    :func:`message_options`).
 
     Raises:
         BrokerUnavailableError: the broker failed (its connection or channel).
         MessageError: anything else: the message could not be built or encoded.
     """
-    return _send_told(app, entry, lambda: message_options(entry, tick, manual), producer)
+    return _send_told(
+        app, entry, lambda: message_options(entry, tick, manual, sent_at_ms), producer
+    )
 
 
 def _send_told(
@@ -197,7 +207,7 @@ class Publisher:
     task with the same options. The first tick of each kind goes through the real
     ``send_task`` (with the producer's ``publish`` recorded instead of called); later
     ticks reuse what it built and fill in only what a tick changes: the task id, the
-    ``periodiq_*`` headers, the expiry, the time limits, the arguments and their
+    ``periodiq_*`` headers, the broker's expiration, the time limits, the arguments and their
     reprs. tests/test_publish.py decodes messages of both paths with kombu and
     compares every header and property.
 
@@ -270,8 +280,9 @@ class Publisher:
             found = self._lists[id(channel)] = (channel.client, {})
         found[1].setdefault(key, []).append(message)
 
-    def send(self, entry: Entry, tick: Tick, producer: Any) -> str:
-        """Publish one tick of ``entry`` through ``producer``; returns its task id.
+    def send(self, entry: Entry, tick: Tick, producer: Any, sent_at_ms: int | None = None) -> str:
+        """Publish one tick of ``entry`` through ``producer`` at ``sent_at_ms`` (the Redis
+        clock; see :func:`message_options`); returns its task id.
 
         Raises:
             BrokerUnavailableError: the broker failed (its connection or channel).
@@ -280,7 +291,7 @@ class Publisher:
         """
         self._unconfirmed = True
         try:
-            options = message_options(entry, tick)
+            options = message_options(entry, tick, None, sent_at_ms)
             # no retry inside a publish: the claim stays in flight, planned afresh when sent
             options["retry"] = False
             if not self._plain():
@@ -290,7 +301,7 @@ class Publisher:
                 entry.task,
                 json.dumps(entry.options, sort_keys=True) if entry.options else "",
                 tuple(options["headers"]),
-                "expires" in options,
+                "expiration" in options,
                 "time_limit" in options,
             )
             template = self._templates.get(key, _MISSING)
@@ -309,14 +320,6 @@ class Publisher:
             raise
         except Exception as error:
             raise publish_failure(error, _connection(producer), entry) from error
-
-    def _now(self) -> datetime:
-        """``app.now()``, as far as a difference of instants goes: Celery's own is this
-        instant in the app's zone, with steps that cost more than the rest of a publish
-        (an app class with a ``now()`` of its own is asked)."""
-        if type(self.app).now is Celery.now:
-            return datetime.now(UTC)
-        return self.app.now()
 
     def _plain(self) -> bool:
         """Whether nothing but the tick can change a message (see the class docstring)."""
@@ -359,14 +362,14 @@ class Publisher:
         else:
             producer.publish(body, **publish)
         headers = publish["headers"]
-        task_id, expires = options["task_id"], options.get("expires")
+        task_id = options["task_id"]
         reusable = (
             isinstance(body, tuple)
             and len(body) == 3
             and headers.get("id") == headers.get("root_id") == task_id
             and publish.get("correlation_id") == task_id
-            and headers.get("expires") == (None if expires is None else expires.isoformat())
-            and ("expiration" in publish) == (expires is not None)
+            and headers.get("expires") is None  # a task's own: an instant, judged by Celery
+            and publish.get("expiration") == options.get("expiration")
         )
         if "time_limit" in options:
             limits = [options["time_limit"], options["soft_time_limit"]]
@@ -395,11 +398,7 @@ class Publisher:
         args, kwargs = list(entry.args), dict(entry.kwargs)
         # the headers this tick sets; the others are the template's
         headers = {**options["headers"], "id": task_id, "root_id": task_id}
-        expires: datetime | None = options.get("expires")
-        expiration = None
-        if expires is not None:
-            headers["expires"] = expires.isoformat()
-            expiration = max((expires - self._now()).total_seconds(), 0)
+        expiration: float | None = options.get("expiration")
         if "time_limit" in options:
             headers["timelimit"] = [options["time_limit"], options["soft_time_limit"]]
         if args != template.args:

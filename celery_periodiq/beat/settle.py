@@ -16,7 +16,7 @@ from typing import Any
 from celery_periodiq.beat.publish import Publisher
 from celery_periodiq.config import Settings
 from celery_periodiq.errors import BrokerUnavailableError, EntryError, MessageError
-from celery_periodiq.model.entry import Entry
+from celery_periodiq.model.entry import AUTO, Entry
 from celery_periodiq.model.plan import (
     Plan,
     Tick,
@@ -31,6 +31,7 @@ from celery_periodiq.model.reader import EntryReader
 from celery_periodiq.protocol.records import EventRow, Settlement
 from celery_periodiq.schedules import EventSchedule
 from celery_periodiq.store.beat_scripts import Claim
+from celery_periodiq.worker.plain import is_plain
 
 __all__ = ["Settler"]
 
@@ -62,6 +63,8 @@ class Settler:
     def __init__(self, publisher: Publisher, settings: Settings) -> None:
         self._publisher = publisher
         self.settings = settings
+        self._plain: dict[str, bool] = {}
+        """Task name -> whether its runs are a plain task's (:meth:`_is_plain`)."""
 
     def settle(
         self, claim: Claim, producer: Any, sent_at_ms: int, sent: list[tuple[str, Tick]]
@@ -121,11 +124,30 @@ class Settler:
             previous=None if claim.prev_ms is None else from_ms(claim.prev_ms),
             runs=claim.runs,
             owed=claim.owed,
+            plain=entry.timebox == AUTO and self._is_plain(entry.task),
         )
         for tick in plan.publish:
-            self._publisher.send(entry, tick, producer)
+            self._publisher.send(entry, tick, producer, sent_at_ms)
             sent.append((entry.name, tick))
         return self._accounting(plan, claim, sent_at_ms)
+
+    def _is_plain(self, task: str) -> bool:
+        """Whether ``task`` is plain in this beat's app (:func:`is_plain`); one it does not
+        know is timeboxed as a ``PeriodicTask`` is, and said so once."""
+        plain = self._plain.get(task)
+        if plain is not None:
+            return plain
+        found = is_plain(self._publisher.app, task)
+        if found is None:
+            logger.warning(
+                "periodiq: task %r is not registered in this beat's app: its entries' runs "
+                "are timeboxed as a PeriodicTask's are (a plain task keeps its own time "
+                "limits where the beat knows it: import its module in the beat, or set "
+                "timebox=None on its entries)",
+                task,
+            )
+        plain = self._plain[task] = bool(found)
+        return plain
 
     def _rebuilt(self, entry: Entry, claim: Claim) -> Settlement:
         """The settlement of an entry whose state was missing and whose due instant is no

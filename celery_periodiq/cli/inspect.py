@@ -27,6 +27,7 @@ from celery_periodiq.present import shapes, text
 from celery_periodiq.present.events import failures_text, history_text
 from celery_periodiq.schedules import parse_schedule
 from celery_periodiq.store.views import StoredEntry
+from celery_periodiq.worker.plain import is_plain
 
 __all__ = ["failures_command", "history_command", "list_command", "next_command", "show_command"]
 
@@ -188,6 +189,7 @@ def show_command(ctx: click.Context, name: str, as_json: bool, at: Any) -> None:
         events=api.history(name, limit=10),
         default_grace=api.settings.default_grace,
         now=now,
+        plain=stored.entry is not None and bool(is_plain(api.app, stored.entry.task)),
     )
     if as_json:
         print_json(shapes.show_json(stored, details))

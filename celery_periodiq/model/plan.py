@@ -219,6 +219,7 @@ def plan_tick(
     previous: datetime | None = None,
     runs: int = 0,
     owed: int = 0,
+    plain: bool = False,
 ) -> Plan:
     """Decide what a claimed tick becomes.
 
@@ -239,6 +240,8 @@ def plan_tick(
             the gap since that tick, not with the gap to the next one.
         runs: ticks published for the entry so far (what ``max_runs`` counts).
         owed: ticks folded into this entry's next run by earlier claims.
+        plain: the entry's task is not a ``PeriodicTask``: its runs keep the task's own
+            time limits unless the entry sets a timebox (:func:`policy.timebox`).
 
     Under ``catchup="last"`` and ``"skip"`` no two runs start less than half an
     interval apart, whatever made a tick late (a dead beat, a busy one, a failover, an
@@ -302,7 +305,7 @@ def plan_tick(
             interval = (tick - before).total_seconds() if before else _last_interval(schedule)
         gap_before = (tick - before).total_seconds() if before and before < tick else interval
         expires = _expiry(entry, tick, after, interval, sent_at)
-        numbers = policy.limits(entry, interval, default_grace)
+        numbers = policy.limits(entry, interval, default_grace, plain)
         behind = after is not None and _behind(
             entry, tick, upcoming if tick == newest else (after, after), sent_at
         )

@@ -139,9 +139,13 @@ def tolerance(entry: Policied, interval: float) -> float:
     return float(entry.tolerance)
 
 
-def timebox(entry: Policied, interval: float) -> float | None:
-    """The soft time limit of a run (auto: half the interval), or None when it is off."""
-    if entry.timebox is None:
+def timebox(entry: Policied, interval: float, plain: bool = False) -> float | None:
+    """The soft time limit of a run (auto: half the interval), or None when it is off.
+
+    ``plain``: the entry's task is not a ``PeriodicTask``; its runs are timeboxed only
+    when the entry sets ``timebox`` to seconds (auto: the task keeps its own limits).
+    """
+    if entry.timebox is None or (plain and entry.timebox == AUTO):
         return None
     if entry.timebox == AUTO:
         return interval * _TIMEBOX_SHARE
@@ -156,11 +160,14 @@ def grace(entry: Policied, soft: float, default_grace: float) -> float:
     return min(default_grace, max(_MIN_GRACE, soft * _GRACE_SHARE))
 
 
-def limits(entry: Policied, interval: float | None, default_grace: float) -> Limits:
-    """Every number of a run whose tick is ``interval`` seconds before the next one."""
+def limits(
+    entry: Policied, interval: float | None, default_grace: float, plain: bool = False
+) -> Limits:
+    """Every number of a run whose tick is ``interval`` seconds before the next one
+    (``plain``: of a task that is not a ``PeriodicTask``, see :func:`timebox`)."""
     if interval is None or interval <= 0:
         return Limits(interval, None, None, None)
-    soft = timebox(entry, interval)
+    soft = timebox(entry, interval, plain)
     hard = None if soft is None else soft + grace(entry, soft, default_grace)
     return Limits(interval, tolerance(entry, interval), soft, hard)
 
@@ -216,7 +223,9 @@ def interval_at(schedule: Schedule, instant: datetime) -> float | None:
     return (second.astimezone(UTC) - first.astimezone(UTC)).total_seconds()
 
 
-def now_limits(entry: Policied, instant: datetime, default_grace: float) -> Limits:
+def now_limits(
+    entry: Policied, instant: datetime, default_grace: float, plain: bool = False
+) -> Limits:
     """The numbers of a run of ``entry`` at ``instant`` outside its schedule (a manual
     run, or what ``show`` prints): those of its next tick."""
-    return limits(entry, interval_at(entry.parsed_schedule(), instant), default_grace)
+    return limits(entry, interval_at(entry.parsed_schedule(), instant), default_grace, plain)

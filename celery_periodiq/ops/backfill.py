@@ -30,6 +30,7 @@ from celery_periodiq.model.plan import Tick, from_ms, tick_text, to_ms
 from celery_periodiq.ops.steer import readable
 from celery_periodiq.protocol.headers import task_id_for
 from celery_periodiq.runtime import Runtime
+from celery_periodiq.worker.plain import is_plain
 
 __all__ = [
     "BACKFILL_MOST",
@@ -93,8 +94,10 @@ def backfill_ticks(
     prefix: str,
     default_grace: float,
     most: int = BACKFILL_MOST,
+    plain: bool = False,
 ) -> list[Tick]:
-    """The ticks of ``entry`` in ``[start, end)`` as messages to publish (pure).
+    """The ticks of ``entry`` in ``[start, end)`` as messages to publish (pure); ``plain``:
+    its task is not a ``PeriodicTask`` (:func:`celery_periodiq.model.policy.timebox`).
 
     Raises:
         EntryError: the range holds more than ``most`` ticks.
@@ -121,7 +124,7 @@ def backfill_ticks(
             interval = (after - nominal).total_seconds()
         else:
             interval = (nominal - before).total_seconds() if before else 0.0
-        limits = policy.limits(entry, interval or None, default_grace)
+        limits = policy.limits(entry, interval or None, default_grace, plain)
         ticks.append(
             Tick(
                 nominal=from_ms(to_ms(nominal)),
@@ -193,7 +196,12 @@ def _backfill(
             "backfill runs past ticks; the beats run the coming ones"
         )
     ticks = backfill_ticks(
-        entry, start, end, prefix=store.keys.prefix, default_grace=settings.default_grace
+        entry,
+        start,
+        end,
+        prefix=store.keys.prefix,
+        default_grace=settings.default_grace,
+        plain=bool(is_plain(runtime.app, entry.task)),
     )
     report = BackfillReport(entry.name, overlap, dry_run)
     began = store.run_memory(entry.name).began

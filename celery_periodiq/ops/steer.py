@@ -32,6 +32,7 @@ from celery_periodiq.model.policy import Defaults
 from celery_periodiq.runtime import Runtime
 from celery_periodiq.store.store import Store
 from celery_periodiq.store.views import StoredEntry
+from celery_periodiq.worker.plain import is_plain
 
 __all__ = [
     "add",
@@ -221,7 +222,8 @@ def trigger(runtime: Runtime, name: str) -> str:
     store = runtime.store
     entry = readable(store, name)
     now = from_ms(store.now_ms())
-    limits = policy.now_limits(entry, now, runtime.settings.default_grace)
+    plain = bool(is_plain(runtime.app, entry.task))
+    limits = policy.now_limits(entry, now, runtime.settings.default_grace, plain)
     task_id = send(runtime.app, entry, None, manual=limits)
     store.published(name, "triggered", task_id)
     return task_id

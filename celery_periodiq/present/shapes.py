@@ -99,6 +99,9 @@ class Details:
     """The ``periodiq_default_grace`` setting, for the hard time limit."""
     now: datetime
     """The instant the policy numbers are for (the next tick after it)."""
+    plain: bool = False
+    """The entry's task is known to be plain (not a ``PeriodicTask``): with ``timebox``
+    auto, its runs keep the task's own time limits."""
 
 
 def dumps(value: Any) -> str:
@@ -117,10 +120,13 @@ def zone_of(stored: StoredEntry) -> tzinfo:
     return UTC if schedule is None else schedule.zone
 
 
-def effective(entry: Entry, now: datetime, default_grace: float) -> dict[str, Any]:
+def effective(
+    entry: Entry, now: datetime, default_grace: float, plain: bool = False
+) -> dict[str, Any]:
     """Policy numbers for the entry's next tick after ``now``, in seconds: interval,
-    tolerance, timebox, time_limit, alert_after (None: never overdue)."""
-    numbers = policy.now_limits(entry, now, default_grace)
+    tolerance, timebox, time_limit, alert_after (None: never overdue); ``plain``: of a
+    plain task's entry (:func:`celery_periodiq.model.policy.timebox`)."""
+    numbers = policy.now_limits(entry, now, default_grace, plain)
     return {
         "interval": numbers.interval,
         "tolerance": numbers.tolerance,
@@ -184,7 +190,9 @@ def show_json(stored: StoredEntry, details: Details) -> dict[str, Any]:
         "definition": None if entry is None else entry.to_dict(),
         "raw_definition": stored.definition if entry is None else None,
         "effective": (
-            None if entry is None else effective(entry, details.now, details.default_grace)
+            None
+            if entry is None
+            else effective(entry, details.now, details.default_grace, details.plain)
         ),
         "upcoming": [iso(fire) for fire in details.upcoming],
         "checkpoint": details.checkpoint,

@@ -240,7 +240,7 @@ def _expires_text(entry: Entry) -> str:
     return f"a sent run not started {seconds(float(entry.expires))} after its tick is dropped"
 
 
-def _policy(entry: Entry, numbers: dict[str, float | None]) -> list[tuple[str, str]]:
+def _policy(entry: Entry, numbers: dict[str, float | None], plain: bool) -> list[tuple[str, str]]:
     now = "" if isinstance(entry.parsed_schedule(), IntervalSchedule) else " now"
     tolerance, timebox, limit = numbers["tolerance"], numbers["timebox"], numbers["time_limit"]
     if entry.tolerance != AUTO:
@@ -250,6 +250,8 @@ def _policy(entry: Entry, numbers: dict[str, float | None]) -> list[tuple[str, s
         tolerance_text = f"auto: 10% of the interval{shown}"
     if entry.timebox is None:
         timebox_text = "off: runs have no time limit"
+    elif plain and entry.timebox == AUTO:
+        timebox_text = "auto: none, the plain task keeps its own time limits"
     else:
         figures = ""
         if timebox is not None and limit is not None:
@@ -344,8 +346,8 @@ def show_text(
         lines += _section("Stored", [("definition", stored.definition)], width, style)
     else:
         lines += _section("Definition", _definition(entry, schedule), width, style)
-        numbers = effective(entry, details.now, details.default_grace)
-        lines += _section("Policy", _policy(entry, numbers), width, style)
+        numbers = effective(entry, details.now, details.default_grace, details.plain)
+        lines += _section("Policy", _policy(entry, numbers, details.plain), width, style)
     counters = _counters(stored)
     error = stored.state.get("last_error")
     upcoming_now = upcoming_text(stored, now)

@@ -11,6 +11,7 @@ from celery_periodiq.api import Periodiq
 from celery_periodiq.present import shapes
 from celery_periodiq.present.text import upcoming_text
 from celery_periodiq.store.views import StoredEntry
+from celery_periodiq.worker.plain import is_plain
 
 __all__ = ["act", "details", "row", "when"]
 
@@ -58,6 +59,7 @@ def details(api: Periodiq, name: str) -> tuple[StoredEntry, shapes.Details]:
         events=api.history(name, limit=100),
         default_grace=api.settings.default_grace,
         now=now,
+        plain=stored.entry is not None and bool(is_plain(api.app, stored.entry.task)),
     )
 
 

@@ -14,8 +14,9 @@ how the run ended, so a plain entry has a history, a last run and alerts too. A 
 run of the entry (``trigger()``: ``celery periodiq run``, the dashboard's and the
 admin's Run now) has no tick to check, and is recorded and checked in the same way.
 Nothing else of the guard applies: no too-soon drop, no overlap check, no running
-marker. A message without a periodiq entry (every other call of the task) passes
-untouched, at the cost of one header read.
+marker, no timebox unless the entry sets one (:func:`is_plain` tells the beat). A
+message without a periodiq entry (every other call of the task) passes untouched, at
+the cost of one header read.
 
 Handlers rather than ``__call__``: Celery calls a task's ``run`` directly unless
 ``__call__`` is overridden, and these keep that. It looks for them when it builds a
@@ -58,7 +59,7 @@ from celery_periodiq.worker import checkins
 from celery_periodiq.worker.begin import begin_run, refused_end
 from celery_periodiq.worker.task import _HOST, PeriodicTask, request_header, store_of
 
-__all__ = ["install", "uses_periodiq"]
+__all__ = ["install", "is_plain", "uses_periodiq"]
 
 logger = logging.getLogger("celery_periodiq.plain")
 
@@ -66,6 +67,17 @@ _MARK = "_periodiq_plain"
 """Set on a task class whose handlers are wrapped."""
 _STARTED = "periodiq_plain_run"
 """Request attribute of a plain run that began: (entry, start, when)."""
+
+
+def is_plain(app: Celery, name: str) -> bool | None:
+    """Whether ``app``'s task ``name`` is plain (not a ``PeriodicTask``): its runs keep the
+    task's own time limits unless their entry sets a timebox. None when ``app`` does not
+    know the task here (a task only the workers' code defines)."""
+    try:
+        task = app.tasks.get(name)
+    except Exception:  # an app that cannot finalize here: nothing to tell by
+        return None
+    return None if task is None else not isinstance(task, PeriodicTask)
 
 
 def uses_periodiq(app: Celery) -> bool:

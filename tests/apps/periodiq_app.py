@@ -56,6 +56,7 @@ def _record(request: Any, **extra: Any) -> None:
         "tick": getattr(request, "periodiq_tick", None),
         "missed": getattr(request, "periodiq_missed", None),
         "task_id": request.id,
+        "timelimit": getattr(request, "timelimit", None),
         "host": socket.gethostname(),
         "at": time.time(),
         **extra,
@@ -67,6 +68,12 @@ def _record(request: Any, **extra: Any) -> None:
 def record(self: Any, *args: Any, **kwargs: Any) -> None:
     """Record that this run happened."""
     _record(self.request, args=list(args), kwargs=kwargs)
+
+
+@app.task(bind=True, name="record_own_limits", soft_time_limit=100, time_limit=120)
+def record_own_limits(self: Any) -> None:
+    """A plain task with time limits of its own: record that this run happened."""
+    _record(self.request)
 
 
 @app.task(bind=True, base=PeriodicTask, name="guarded_record")
