@@ -166,6 +166,16 @@ def test_without_a_timebox_there_is_no_max_runtime_and_calendars_get_no_config()
     assert monitor_config(calendar, 10.0, NOW) is None
 
 
+def test_a_plain_tasks_monitor_gets_a_max_runtime_only_when_its_entry_sets_a_timebox() -> None:
+    plain = monitor_config(every(600), 10.0, NOW, plain=True)
+    boxed = monitor_config(every(600, timebox=120), 10.0, NOW, plain=True)
+    assert plain is not None
+    assert boxed is not None
+    assert "max_runtime" not in plain  # it keeps the task's own limits: none to say
+    assert boxed["max_runtime"] == 2
+    assert monitor_config(every(600), 10.0, NOW)["max_runtime"] == 5  # type: ignore[index]
+
+
 def test_healthchecks_urls_get_start_nothing_or_fail_and_the_run_id() -> None:
     template = "https://hc.example/ping/{entry}"
     assert ping_url(template, "a b", "in_progress", RID) == (
@@ -243,11 +253,11 @@ def test_a_definition_redis_cannot_give_leaves_the_check_in_the_last_config_know
         api = Periodiq(app)
         api.add("nightly", "proj.report", cron="0 3 * * *")
         sender = _Sender(api.store)
-        known = sender._config("nightly")
-        sender.configs["nightly"] = (-math.inf, known)  # its minute is over: read again
+        known = sender._config("nightly", False)
+        sender.configs["nightly", False] = (-math.inf, known)  # its minute is over: read again
         server.stop()  # a failover under way
-        during = sender._config("nightly")
-        never_read = sender._config("weekly")
+        during = sender._config("nightly", False)
+        never_read = sender._config("weekly", False)
         api.store.client.close()
 
     assert known is not None

@@ -64,6 +64,9 @@ class Checkin:
     """in_progress, ok or error."""
     duration: float | None = None
     """Seconds the run took (an end only)."""
+    plain: bool = False
+    """The run is a plain task's (not a ``PeriodicTask``): no timebox unless its entry
+    sets one, so Sentry's ``max_runtime`` is not the automatic one."""
 
 
 class _Sender:
@@ -73,7 +76,7 @@ class _Sender:
         self.store = store
         self.settings = store.settings
         self.queue: queue.Queue[Checkin | threading.Event] = queue.Queue(_QUEUE_SIZE)
-        self.configs: dict[str, tuple[float, dict[str, Any] | None]] = {}
+        self.configs: dict[tuple[str, bool], tuple[float, dict[str, Any] | None]] = {}
         self.resting: dict[str, float] = {}
         """Host of a ping monitor that failed -> until when (monotonic) it is left alone."""
         self.told: set[str] = set()
@@ -158,7 +161,7 @@ class _Sender:
             check_in_id=uuid_hex(checkin.check_id),
             status=checkin.status,
             duration=checkin.duration,
-            monitor_config=self._config(checkin.entry),  # type: ignore[arg-type]
+            monitor_config=self._config(checkin.entry, checkin.plain),  # type: ignore[arg-type]
         )
 
     def _tell_once(self, problem: str) -> None:
@@ -166,8 +169,8 @@ class _Sender:
             self.told.add(problem)
             logger.warning("periodiq: %s", problem)
 
-    def _config(self, name: str) -> dict[str, Any] | None:
-        read_at, config = self.configs.get(name, (-math.inf, None))
+    def _config(self, name: str, plain: bool) -> dict[str, Any] | None:
+        read_at, config = self.configs.get((name, plain), (-math.inf, None))
         if time.monotonic() - read_at < _DEFINITION_TTL:
             return config
         try:
@@ -178,9 +181,9 @@ class _Sender:
         config = (
             None
             if entry is None
-            else monitor_config(entry, self.settings.default_grace, datetime.now(UTC))
+            else monitor_config(entry, self.settings.default_grace, datetime.now(UTC), plain)
         )
-        self.configs[name] = (time.monotonic(), config)
+        self.configs[name, plain] = (time.monotonic(), config)
         return config
 
 
@@ -197,14 +200,20 @@ def _sender(store: Store) -> _Sender:
 
 
 def report(
-    store: Store, entry: str, task_id: str, outcome: str, duration: float | None = None
+    store: Store,
+    entry: str,
+    task_id: str,
+    outcome: str,
+    duration: float | None = None,
+    plain: bool = False,
 ) -> None:
     """Queue the check-in of a run's ``outcome`` for the app's monitors, if it has any
-    and the outcome is one they are told of; returns at once."""
+    and the outcome is one they are told of; returns at once. ``plain``: a plain task's
+    run (see :attr:`Checkin.plain`)."""
     status = status_of(outcome)
     if status is None or not store.settings.checkins:
         return
-    _sender(store).put(Checkin(entry, task_id, status, duration))
+    _sender(store).put(Checkin(entry, task_id, status, duration, plain))
 
 
 def flush(timeout: float | None = None) -> None:

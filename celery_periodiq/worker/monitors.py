@@ -70,11 +70,14 @@ def _crontab(entry: Entry) -> str | None:
     return " ".join(part.replace("?", "*") for part in parts)
 
 
-def monitor_config(entry: Entry, default_grace: float, now: datetime) -> dict[str, Any] | None:
+def monitor_config(
+    entry: Entry, default_grace: float, now: datetime, plain: bool = False
+) -> dict[str, Any] | None:
     """Sentry's ``monitor_config`` of ``entry``: its schedule (crontab or interval) and
     time zone, its grace as ``checkin_margin`` and its timebox as ``max_runtime`` (whole
-    minutes, rounded up), its failure threshold; None when Sentry cannot express the
-    schedule (calendar events, one-offs, seconds), so the monitor must be made in Sentry.
+    minutes, rounded up; none for a ``plain`` task's runs that keep their own limits),
+    its failure threshold; None when Sentry cannot express the schedule (calendar events,
+    one-offs, seconds), so the monitor must be made in Sentry.
     """
     schedule: dict[str, Any]
     if entry.form == "cron":
@@ -96,7 +99,7 @@ def monitor_config(entry: Entry, default_grace: float, now: datetime) -> dict[st
         "timezone": entry.tz,
         "failure_issue_threshold": entry.failure_threshold,
     }
-    limits = policy.now_limits(entry, now, default_grace)
+    limits = policy.now_limits(entry, now, default_grace, plain)
     if limits.timebox is not None and limits.time_limit is not None:
         config["checkin_margin"] = max(1, math.ceil((limits.time_limit - limits.timebox) / 60))
         config["max_runtime"] = max(1, math.ceil(limits.timebox / 60))

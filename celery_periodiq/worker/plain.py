@@ -185,11 +185,11 @@ def _begin(task: Task, task_id: str) -> None:  # type: ignore[type-arg]
             admission.outcome,
             f": {admission.note}" if admission.note else "",
         )
-        checkins.report(store, entry, start.task_id, admission.outcome)
+        checkins.report(store, entry, start.task_id, admission.outcome, plain=True)
         raise Ignore()
     if admission.guarded:
         setattr(request, _STARTED, (entry, start, time.monotonic()))
-        checkins.report(store, entry, start.task_id, admission.outcome)
+        checkins.report(store, entry, start.task_id, admission.outcome, plain=True)
 
 
 def _finish(task: Task, status: str, retval: Any) -> None:  # type: ignore[type-arg]
@@ -216,7 +216,9 @@ def _finish(task: Task, status: str, retval: Any) -> None:  # type: ignore[type-
         history_length=start.history_length,
         attempt=start.attempt,
     )
-    checkins.report(store_of(task.app), entry, start.task_id, outcome, end.duration_ms / 1000)
+    checkins.report(
+        store_of(task.app), entry, start.task_id, outcome, end.duration_ms / 1000, plain=True
+    )
     _record(task, entry, end)
 
 
