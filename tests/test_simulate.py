@@ -204,6 +204,22 @@ def test_the_catch_up_when_the_beats_come_back_is_what_plan_tick_decides(
     assert after == [T0 + timedelta(minutes=m) for m in range(65, 120, 5)]
 
 
+def test_a_tick_the_beats_come_back_too_late_for_is_folded_into_the_next_fire(
+    api: Periodiq,
+) -> None:
+    put(api, "e", T0, every=60)
+    gone, back = T0 + timedelta(seconds=30), T0 + timedelta(minutes=1, seconds=40)
+
+    item = only(api.simulate(start=T0, end=T0 + timedelta(minutes=3), down=(gone, back)), "e")
+
+    # 1:00 would run 20 s before 2:00: folded into it, as a beat folds it
+    assert [(fire.kind, fire.tick, fire.stands_for) for fire in item.fires] == [
+        ("on_time", T0, 1),
+        ("on_time", T0 + timedelta(minutes=2), 2),
+    ]
+    assert [(drop.at, drop.count) for drop in item.dropped] == [(back, 1)]
+
+
 def test_the_catch_up_cap_is_the_apps_setting(app: Celery, api: Periodiq) -> None:
     app.conf.periodiq_catchup_cap = 3
     api = Periodiq(app)
