@@ -80,3 +80,15 @@ def test_under_catchup_all_missed_ticks_run_back_to_back(
     assert "periodiq_floor" not in headers(world, 0)
     verdicts = [world.begin(f"02:3{2 + n}", n, ends=(f"02:3{2 + n}", "ok")) for n in range(3)]
     assert verdicts == ["ran", "ran", "ran"]
+
+
+def test_a_tolerance_over_half_the_interval_is_the_floor_it_asks_for(
+    redis_url: str, redis_client: redis.Redis
+) -> None:
+    world = World(redis_url, tolerance=50)  # the user allows runs 10 s apart
+
+    assert world.cron("00:50") == 1
+    assert headers(world, 0)["periodiq_floor"] == 10_000
+    assert world.begin("01:18", 0, ends=("01:19", "ok")) == "ran"  # held 28 s in a queue
+    assert world.cron("01:30") == 1
+    assert world.begin("01:30", 1, ends=("01:40", "ok")) == "ran"  # 12 s later: allowed

@@ -379,6 +379,17 @@ def test_a_tick_claimed_late_within_half_an_interval_of_the_next_is_folded_too()
     assert (result.folded, result.owed) == (at(1), 1)
 
 
+@pytest.mark.parametrize(("late", "folded"), [(40, False), (45, True)])
+def test_a_tolerance_over_half_the_interval_lets_a_late_tick_run_closer_to_the_next(
+    late: float, folded: bool
+) -> None:
+    entry = every_minute(tolerance=50)  # runs may start 10 s apart: the floor is 10 s
+
+    result = plan(entry, at(1), at(1, late))
+
+    assert (result.folded is not None, len(result.publish)) == (folded, 0 if folded else 1)
+
+
 def test_a_long_interval_tick_hours_late_still_runs_at_once() -> None:
     entry = build_entry("nightly", "proj.tasks.nightly", cron="0 2 * * *")
     nominal = datetime(2024, 1, 2, 2, tzinfo=UTC)

@@ -82,7 +82,7 @@ def message_options(
         headers[HEADER_INTERVAL] = tick.interval
         headers[HEADER_MISSED] = tick.missed
         headers[HEADER_MIN_GAP] = policy.min_gap_ms(entry, tick.gap_before)
-        floor = policy.floor_ms(entry.catchup, tick.interval, tick.gap_before)
+        floor = policy.floor_ms(entry, entry.catchup, tick.interval, tick.gap_before)
         if floor:
             headers[HEADER_FLOOR] = floor
         if tick.catchup:

@@ -40,11 +40,12 @@ _MAX_COUNTED = 10_000
 _SAMPLE = 20
 # The interval given to a lone last tick whose schedule has no earlier one to measure.
 _FALLBACK_INTERVAL = 3600.0
-_FOLD_SHARE = 0.6
-"""A late run sent less than this share of an interval before the next tick's run is
-folded into it: the worker keeps half an interval between two runs whatever made them
-late (:func:`~celery_periodiq.model.policy.floor_ms`); the rest is room for the
-message's way to a worker, so that the next run is not the one dropped."""
+_FOLD_MARGIN = 0.1
+"""A late run sent less than the floor (half an interval by default) and this share of
+an interval more before the next tick's run is folded into it: the worker keeps the
+floor between two runs whatever made them late (:func:`~celery_periodiq.model.policy.
+floor`); the margin is room for the message's way to a worker, so that the next run is
+not the one dropped."""
 _LOOKBACK = (
     timedelta(minutes=1),
     timedelta(hours=1),
@@ -246,7 +247,8 @@ def plan_tick(
     Under ``catchup="last"`` and ``"skip"`` no two runs start less than half an
     interval apart, whatever made a tick late (a dead beat, a busy one, a failover, an
     outage): a tick sent so late that it would start within about half an interval of
-    the next tick's run (:data:`_FOLD_SHARE`), or past its own expiry, is folded into
+    the next tick's run (the floor and :data:`_FOLD_MARGIN`; a tolerance over half the
+    interval asks for closer runs), or past its own expiry, is folded into
     that run, which stands for it (``"last"``; with ``"skip"`` it is missed). A tick
     sent late but earlier than that runs as a catch-up run: the worker's too-soon rule
     neither drops it nor counts the next run from it (the worker still keeps half an
@@ -341,14 +343,15 @@ def _crowds(
     """Whether a run of ``tick`` sent at ``sent_at`` would be worth nothing on its own:
     past its own ``expires``, or starting less than half an interval before the next
     tick's run (``upcoming``: that tick and its due instant) is due, and a little more
-    (:data:`_FOLD_SHARE`)."""
+    (:data:`_FOLD_MARGIN`)."""
     expires, late = entry.expires, (sent_at - tick).total_seconds()
     if expires is not None and expires != AUTO and late >= float(expires):
         return True
     if upcoming is None:
         return False
     following, due = upcoming
-    return (due - sent_at).total_seconds() < (following - tick).total_seconds() * _FOLD_SHARE
+    gap = (following - tick).total_seconds()
+    return (due - sent_at).total_seconds() < policy.floor(entry, gap) + gap * _FOLD_MARGIN
 
 
 def _behind(

@@ -26,6 +26,7 @@ __all__ = [
     "Limits",
     "Policied",
     "alert_after",
+    "floor",
     "floor_ms",
     "grace",
     "interval_at",
@@ -191,14 +192,21 @@ def min_gap_ms(entry: Policied, gap_before: float) -> int:
     return int((gap_before - tolerance(entry, gap_before)) * 1000)
 
 
-def floor_ms(catchup: str, interval: float, gap_before: float) -> int:
-    """The least time the worker keeps between the start of a scheduled run and the
-    start of the run before it, in ms, whatever made either late: half an interval (the
-    shorter of the one before the run's tick and the one after it). 0 under
-    ``catchup="all"``, whose missed ticks run back to back."""
+def floor(entry: Policied, gap: float) -> float:
+    """The least time, in seconds, between the starts of two runs of an entry whose ticks
+    are ``gap`` apart, whatever made either late: half the gap, or ``gap - tolerance``
+    where the entry's tolerance asks for runs closer than that."""
+    return max(min(gap / 2, gap - tolerance(entry, gap)), 0.0)
+
+
+def floor_ms(entry: Policied, catchup: str, interval: float, gap_before: float) -> int:
+    """:func:`floor` of a scheduled run, in ms, as the worker keeps it between its start
+    and the start of the run before it: of the shorter of the interval before its tick
+    and the one after it. 0 under ``catchup="all"``, whose missed ticks run back to
+    back."""
     if catchup == "all":
         return 0
-    return max(int(min(interval, gap_before) * 500), 0)
+    return int(floor(entry, min(interval, gap_before)) * 1000)
 
 
 def marker_ttl(time_limit: float | None, interval: float | None) -> float:
