@@ -93,7 +93,11 @@ def test_a_beat_and_a_worker_whose_clocks_are_five_minutes_off_run_every_tick_on
         wait_for(lambda: all(counters(api, n).get("enqueued", 0) >= 3 for n in ENTRIES),
                  30, "ticks of each entry sent")  # fmt: skip
         node = f"skewed-{uuid.uuid4().hex[:8]}"  # RabbitMQ is shared: a name of its own
-        worker = running.worker(node, "-Q", queue, prefix=faketime(worker_off), **FAKED)
+        # prefork, Celery's default: with both cores busy, a threads worker under
+        # libfaketime stalled for seconds at a time (its ticks expired meanwhile)
+        worker = running.worker(
+            node, "-Q", queue, pool="prefork", prefix=faketime(worker_off), **FAKED
+        )
         wait_for(lambda: "ready" in worker.output(), 60, "the worker to be ready")
         # counted from when the worker has run each entry and worked off the backlog (a
         # worker warming up on a loaded machine runs a burst late, and the guard then
