@@ -254,7 +254,8 @@ def test_the_summary_counts_every_status_and_alert(api: Periodiq) -> None:
     api.add("once", "proj.work", every=60, max_runs=1)
     api.add("flaky", "proj.work", every=60, failure_threshold=1)
     api.store.scripts.heartbeat("beat-1", "start", 60_000, {"host": "h"})
-    soon = datetime.now(UTC) + timedelta(minutes=2)
+    # on a tick's instant: a tick sent more than 24 s late is folded into the next one
+    soon = datetime.now(UTC).replace(second=0, microsecond=0) + timedelta(minutes=2)
     Dispatcher(api.app, api.store, "beat-1").dispatch(now_ms=to_ms(soon))
     run = RunStart("r1", None, 0, "skip", 60_000, 0, "h", 10, published=False)
     api.store.scripts.begin("plain", run)
