@@ -22,14 +22,14 @@ from typing import Any
 
 import pytest
 import redis
-from celery import Celery
 
-from celery_periodiq import PeriodicTask, periodiq
+from celery_periodiq import periodiq
 from celery_periodiq.localredis import LocalRedis, LocalSentinel
 from celery_periodiq.protocol.headers import HEADER_ENTRY, HEADER_EXPIRES, HEADER_TICK
 from celery_periodiq.store.topology import replicas
 from tests.processes import wait_for
 from tests.proxy import Proxy
+from tests.test_replica_acks import acked_app
 
 MASTER = "mymaster"
 
@@ -104,17 +104,7 @@ def test_a_failover_to_the_replica_that_lacks_a_runs_start_runs_its_tick_once(
 ) -> None:
     primary, acknowledging, lagging = sentinel.nodes
     never_promoted(sentinel, acknowledging)
-    app = Celery("promoted", broker=broker_url, set_as_current=False)
-    app.conf.periodiq_redis_url = sentinel.url
-    app.conf.periodiq_redis_options = {"master_name": MASTER}
-    app.conf.periodiq_replica_acks = 1
-    app.conf.periodiq_replica_timeout = 0.2
-    bodies: list[int] = []
-
-    @app.task(base=PeriodicTask, name="proj.acked", shared=False)
-    def acked(tick: int) -> None:
-        bodies.append(tick)
-
+    app, acked, bodies = acked_app(sentinel.url, broker_url, "promoted", master_name=MASTER)
     api = periodiq(app)
     api.add("acked", "proj.acked", every=60)
     now = api.store.now_ms()

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from celery import Celery
 
-from celery_periodiq import PeriodicTask, periodiq
+from celery_periodiq import PeriodicTask, Periodiq, periodiq
 from celery_periodiq.beat.dispatch import Dispatcher
 from celery_periodiq.beat.publish import Publisher
 from celery_periodiq.beat.settle import Settler
@@ -45,6 +45,14 @@ def app_on(redis_url: str, name: str, **settings: Any) -> Celery:
     return app
 
 
+def job_every_minute(redis_url: str, name: str) -> tuple[Periodiq, Any]:
+    """The API of an app ``name`` on ``redis_url`` with one entry, "job", every minute
+    from T0, and its scripts."""
+    api = periodiq(app_on(redis_url, name))
+    api.add("job", "proj.t", every=60, start_at=T0)
+    return api, api.store.scripts
+
+
 def raw_state(api: Any) -> dict[str, Any]:
     """The entry's state as stored (markers included, whatever the real clock says)."""
     return dict(json.loads(api.store.client.hget(api.store.keys.of("job").state, "job")))
@@ -63,9 +71,7 @@ def test_a_begin_sent_again_is_its_own_though_another_tick_began_meanwhile(
 ) -> None:
     # 3 of 4 catch-up runs were lost: each re-sent its begin (its replicas behind) after
     # the next tick's run had begun, and was refused as a duplicate of itself.
-    api = periodiq(app_on(redis_url, "resent"))
-    api.add("job", "proj.t", every=60, start_at=T0)
-    scripts = api.store.scripts
+    api, scripts = job_every_minute(redis_url, "resent")
 
     first = scripts.begin("job", start("run-1", at(60), "a1", **how), at(60))
     other = scripts.begin("job", start("run-2", at(120), "b2", **how), at(61))
@@ -80,9 +86,7 @@ def test_a_begin_sent_again_is_its_own_though_another_tick_began_meanwhile(
 
 def test_a_begin_sent_again_is_recognised_among_the_newest_starts_only(redis_url: str) -> None:
     # each start keeps its token among the entry's newest starts, no more (memory)
-    api = periodiq(app_on(redis_url, "resent-window"))
-    api.add("job", "proj.t", every=60, start_at=T0)
-    scripts = api.store.scripts
+    api, scripts = job_every_minute(redis_url, "resent-window")
     scripts.begin("job", start("run-0", at(60), "first", overlap="allow"), at(60))
     for n in range(1, 17):
         scripts.begin("job", start(f"run-{n}", at(60 + 60 * n), f"t{n}", overlap="allow"), at(61))
@@ -98,9 +102,7 @@ def test_a_begin_sent_again_is_recognised_among_the_newest_starts_only(redis_url
 def test_a_run_that_ended_leaves_no_token_behind(redis_url: str) -> None:
     # tokens are kept for runs that have not ended (only they may send a begin again):
     # an entry whose runs end keeps none (memory)
-    api = periodiq(app_on(redis_url, "ended-tokens"))
-    api.add("job", "proj.t", every=60, start_at=T0)
-    scripts = api.store.scripts
+    api, scripts = job_every_minute(redis_url, "ended-tokens")
     for n, attempt in enumerate(["a1", "b2"], 1):
         scripts.begin("job", start(f"run-{n}", at(60 * n), attempt, overlap="allow"), at(60 * n))
     scripts.finish("job", RunEnd("run-1", at(60), "succeeded", "", 5, "h", 20, attempt="a1"))
@@ -236,9 +238,7 @@ def test_a_discarded_copy_of_a_tick_leaves_its_live_run_alone(redis_url: str) ->
     # A copy of a tick (the same task id) that expired in the queue, or was revoked by
     # id, cleared the marker of the tick's run that was going on: the next tick started
     # beside it despite overlap "skip", and the status said "expired" while it ran.
-    api = periodiq(app_on(redis_url, "discarded"))
-    api.add("job", "proj.t", every=60, start_at=T0)
-    scripts = api.store.scripts
+    api, scripts = job_every_minute(redis_url, "discarded")
     scripts.begin("job", start("run-1", at(60), "a1"), at(60))
 
     copies = [
@@ -257,9 +257,7 @@ def test_a_discarded_copy_of_a_tick_leaves_its_live_run_alone(redis_url: str) ->
 
 
 def test_a_discarded_copy_of_a_tick_whose_run_ended_is_a_duplicate(redis_url: str) -> None:
-    api = periodiq(app_on(redis_url, "discarded-late"))
-    api.add("job", "proj.t", every=60, start_at=T0)
-    scripts = api.store.scripts
+    api, scripts = job_every_minute(redis_url, "discarded-late")
     scripts.begin("job", start("run-1", at(60), "a1"), at(60))
     scripts.finish("job", RunEnd("run-1", at(60), "succeeded", "", 5, "h", 20), at(61))
 
@@ -273,9 +271,7 @@ def test_a_discarded_copy_of_a_tick_whose_run_ended_is_a_duplicate(redis_url: st
 
 def test_a_retry_revoked_in_the_queue_ends_its_run(redis_url: str) -> None:
     # the one message that never ran yet holds its run's marker: a retry waiting
-    api = periodiq(app_on(redis_url, "retry-revoked"))
-    api.add("job", "proj.t", every=60, start_at=T0)
-    scripts = api.store.scripts
+    api, scripts = job_every_minute(redis_url, "retry-revoked")
     scripts.begin("job", start("run-1", at(60), "a1"), at(60))
     retrying = RunEnd("run-1", at(60), "retrying", "", 5, "h", 20, final=False, retry_ttl_ms=9000)
     scripts.finish("job", retrying, at(61))

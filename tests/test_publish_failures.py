@@ -321,6 +321,18 @@ def _rabbitmq() -> Connection:
     return connection
 
 
+def arrived(channel: Any, queue: str, got: list[tuple[str, int]], count: int) -> Callable[[], bool]:
+    """A condition: the messages taken from RabbitMQ's ``queue`` so far (entry and tick of
+    each appended to ``got``) number ``count`` at least."""
+
+    def enough() -> bool:
+        while (message := channel.basic_get(queue, no_ack=True)) is not None:
+            got.append((message.headers["periodiq_entry"], message.headers["periodiq_tick"]))
+        return len(got) >= count
+
+    return enough
+
+
 def test_on_rabbitmq_a_message_that_fails_quarantines_its_entry_and_the_others_go_out(
     redis_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -336,17 +348,11 @@ def test_on_rabbitmq_a_message_that_fails_quarantines_its_entry_and_the_others_g
 
         done = world.dispatcher.dispatch(now_ms=to_ms(FIRST))
 
-        channel = connection.default_channel
-        got: list[str] = []
-
-        def arrived() -> bool:
-            # published without confirms: RabbitMQ routes them a moment later
-            while (message := channel.basic_get(queue, no_ack=True)) is not None:
-                got.append(message.headers["periodiq_entry"])
-            return len(got) >= len(HEALTHY)
-
-        wait_for(arrived, 10, "the healthy messages in the queue")
-        assert sorted(got) == HEALTHY
+        got: list[tuple[str, int]] = []
+        # published without confirms: RabbitMQ routes them a moment later
+        wait_for(arrived(connection.default_channel, queue, got, len(HEALTHY)), 10,
+                 "the healthy messages in the queue")  # fmt: skip
+        assert sorted(name for name, _ in got) == HEALTHY
         assert done.complete
         assert "No encoder installed for nosuch" in quarantined(world.api)["victim"]
         assert "broker unreachable" not in logged(caplog)
@@ -373,16 +379,10 @@ def test_on_rabbitmq_an_exchange_that_does_not_exist_quarantines_its_entry_alone
 
         done = world.dispatcher.dispatch(now_ms=to_ms(FIRST))
 
-        channel = connection.default_channel
-        got: list[str] = []
-
-        def arrived() -> bool:
-            while (message := channel.basic_get(queue, no_ack=True)) is not None:
-                got.append(message.headers["periodiq_entry"])
-            return len(got) >= len(HEALTHY)
-
-        wait_for(arrived, 10, "the healthy messages in the queue")
-        assert sorted(got) == HEALTHY  # the victim's neighbours in the same pass
+        got: list[tuple[str, int]] = []
+        wait_for(arrived(connection.default_channel, queue, got, len(HEALTHY)), 10,
+                 "the healthy messages in the queue")  # fmt: skip
+        assert sorted(name for name, _ in got) == HEALTHY  # its neighbours in the same pass
         assert done.complete
         reason = quarantined(world.api)["victim"]
         assert "could not be published" in reason
@@ -417,19 +417,9 @@ def test_on_rabbitmq_an_exchange_deleted_while_the_beat_runs_costs_its_chunk_a_l
         channel.queue_bind(queue, doomed, routing_key=queue)
         world.rewrite("victim", options={"exchange": doomed, "routing_key": queue})
         got: list[tuple[str, int]] = []
-
-        def arrived(count: int) -> Callable[[], bool]:
-            def enough() -> bool:
-                while (message := channel.basic_get(queue, no_ack=True)) is not None:
-                    got.append(
-                        (message.headers["periodiq_entry"], message.headers["periodiq_tick"])
-                    )
-                return len(got) >= count
-
-            return enough
-
         world.dispatcher.dispatch(now_ms=to_ms(FIRST))
-        wait_for(arrived(len(HEALTHY) + 1), 10, "the first ticks, the victim's too")
+        wait_for(arrived(channel, queue, got, len(HEALTHY) + 1), 10,
+                 "the first ticks, the victim's too")  # fmt: skip
         channel.exchange_delete(doomed)
         caplog.set_level(logging.INFO, logger="celery_periodiq")
         second = to_ms(FIRST + timedelta(seconds=60))
@@ -437,7 +427,8 @@ def test_on_rabbitmq_an_exchange_deleted_while_the_beat_runs_costs_its_chunk_a_l
         refused = world.dispatcher.dispatch(now_ms=second)
         after_the_lease = world.dispatcher.dispatch(now_ms=second + 2100)
 
-        wait_for(arrived(2 * len(HEALTHY) + 1), 10, "the healthy ticks of the second pass")
+        wait_for(arrived(channel, queue, got, 2 * len(HEALTHY) + 1), 10,
+                 "the healthy ticks of the second pass")  # fmt: skip
         assert not refused.complete  # that chunk stayed in flight
         assert cut_off == []  # a channel refused is not a broker out of reach
         assert after_the_lease.complete

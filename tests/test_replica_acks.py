@@ -134,10 +134,14 @@ def test_bad_replica_settings_are_refused(settings: dict[str, object], words: li
     assert all(word in str(caught.value) for word in words), str(caught.value)
 
 
-def acked_app(primary: LocalRedis, broker_url: str, name: str) -> tuple[Celery, Any, list[int]]:
-    """An app with replica acks 1 (200 ms) and a guarded task recording its bodies."""
+def acked_app(
+    primary: LocalRedis | str, broker_url: str, name: str, **redis_options: Any
+) -> tuple[Celery, Any, list[int]]:
+    """An app with replica acks 1 (200 ms) and a guarded task recording its bodies, its
+    schedule on ``primary`` (a server, or a URL: a Sentinel's, with ``redis_options``)."""
     app = Celery(name, broker=broker_url, set_as_current=False)
-    app.conf.periodiq_redis_url = primary.url
+    app.conf.periodiq_redis_url = primary if isinstance(primary, str) else primary.url
+    app.conf.periodiq_redis_options = redis_options
     app.conf.periodiq_replica_acks = 1
     app.conf.periodiq_replica_timeout = 0.2
     bodies: list[int] = []
