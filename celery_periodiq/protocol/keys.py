@@ -56,6 +56,12 @@ class Partition:
         return f"{self.tag}:ticks"
 
     @property
+    def changed(self) -> str:
+        """zset: entry name -> when a writer last changed it (ms), for an hour: a message
+        staged for an entry before its last change is not released."""
+        return f"{self.tag}:changed"
+
+    @property
     def quarantine(self) -> str:
         """hash: entry name -> why it is quarantined; writing the entry again lifts it."""
         return f"{self.tag}:quarantine"

@@ -23,15 +23,15 @@ PUT = ScriptKeys(
     "put",
     ("entries", "due", "declared", "events", "quarantine", "state", "generations"),
     each=("owner:was", "owner:owner", "history:name", "failures:name"),
-    tail=("stats", *INDEXES),
+    tail=("stats", *INDEXES, "changed"),
 )
 REMOVE = ScriptKeys(
     "remove",
     ("entries", "due", "declared", "events", "quarantine", "state", "generations"),
     each=("owner:owner", "history:name", "failures:name", "checkpoint:name", "backfilled:name"),
-    tail=("stats", *INDEXES),
+    tail=("stats", *INDEXES, "changed"),
 )
-PAUSE = ScriptKeys("pause", ("entries", "due", "state", "quarantine", "stats", *INDEXES))
+PAUSE = ScriptKeys("pause", ("entries", "due", "state", "quarantine", "stats", *INDEXES, "changed"))
 INDEX = ScriptKeys("index", ("entries", "state", "quarantine", "stats", *INDEXES))
 INDEX_VERSION = "1"
 """The version of the read side's indexes: a partition whose stats hash says another

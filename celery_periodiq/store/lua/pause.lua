@@ -14,6 +14,7 @@
 -- KEYS[11] failing     zset  failing entry -> since when (ms)
 -- KEYS[12] running     zset  entry with a running marker -> until when (ms)
 --   (the read side's indexes, kept as each state is saved: see _common.lua)
+-- KEYS[13] changed     zset  entry name -> when a writer last changed it (ms)
 -- ARGV[1] changes channel; ARGV[2] entry name; ARGV[3] "pause" or "resume"
 -- ARGV[4] pause: note text ("" for none); resume: nominal instant of the next tick (ms) or ""
 -- ARGV[5] resume: due instant of the next tick (ms, jitter applied) or ""
@@ -47,5 +48,6 @@ else
   end
 end
 save_state(states, name, state)
+note_change(KEYS[13], name, now)
 redis.call('PUBLISH', channel, name)
 return 'ok'

@@ -30,7 +30,8 @@
 --           it; unused by "add"), the owner set it gets, its history list, its failures list;
 --           then the partition's stats hash (the counters summed, "n:<reason>") and the
 --           read side's indexes kept from each entry written (see _common.lua): names,
---           paused, disabled, ended, overdue, failing and running
+--           paused, disabled, ended, overdue, failing and running; last, changed: the partition's
+--           change log (zset name -> ms: an entry created or replaced is noted)
 -- ARGV[1] changes channel; ARGV[2] mode
 -- ARGV[3] the writer's generation (reconcile; "" for none)
 -- ARGV[4..] twelve per entry ("" for none):
@@ -56,7 +57,8 @@
 local entries, due, declared, events = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local quarantine, states, generations = KEYS[5], KEYS[6], KEYS[7]
 local channel, mode, writer = ARGV[1], ARGV[2], tonumber(ARGV[3])
-keep_indexes(KEYS[#KEYS - 7], #KEYS - 6)
+keep_indexes(KEYS[#KEYS - 8], #KEYS - 7)
+local change_log = KEYS[#KEYS]
 -- A partition with no entry yet and no indexes built: its indexes are complete once
 -- cleared (no rebuild needed at the first read of a new schedule).
 if redis.pcall('HEXISTS', IDX.stats, 'idx') == 0 and redis.call('HLEN', entries) == 0
@@ -179,6 +181,7 @@ for i = 4, #ARGV, 12 do
     end
   else
     status = old and 'replaced' or 'created'
+    note_change(change_log, e.name, clock_ms(''))
     if old and owner_of(old) then redis.call('SREM', usable_set(was_set), e.name) end
     if given(e.owner) then redis.call('SADD', usable_set(owner_set), e.name) end
     if not old and mode == 'add' then

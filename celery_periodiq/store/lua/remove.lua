@@ -16,7 +16,8 @@
 --           its history, failures, checkpoint and backfilled keys; then the partition's
 --           stats hash (the counters summed, "n:<reason>": a removed entry's are taken
 --           off) and the read side's indexes (see _common.lua): names, paused, disabled,
---           ended, overdue, failing and running
+--           ended, overdue, failing and running; last, changed: the partition's change log
+--           (zset name -> ms: an entry removed is noted)
 -- ARGV[1] changes channel
 -- ARGV[2] sources allowed to be removed, comma separated ("code,config"), or "*"; all
 --         but "*" (an admin's delete) keep an entry while a beat of the generation
@@ -30,7 +31,8 @@
 local entries, due, declared, events = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local quarantine, states, generations = KEYS[5], KEYS[6], KEYS[7]
 local channel, sources = ARGV[1], ARGV[2]
-keep_indexes(KEYS[#KEYS - 7], #KEYS - 6)
+keep_indexes(KEYS[#KEYS - 8], #KEYS - 7)
+local change_log = KEYS[#KEYS]
 local out = {}
 local now = clock_ms('')
 
@@ -78,6 +80,7 @@ for i = 3, #ARGV, 2 do
     redis.call('HDEL', quarantine, name)
     redis.call('DEL', own[2], own[3], own[4], own[5])
     if owner ~= '' then redis.call('SREM', usable_set(own[1]), name) end
+    note_change(change_log, name, now)
     redis.call('PUBLISH', channel, name)
     out[#out + 1] = name
   end
