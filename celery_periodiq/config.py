@@ -49,6 +49,9 @@ DEFAULTS: dict[str, Any] = {
     "periodiq_replica_acks": 0,  # replicas that must have a claim before a beat publishes it
     "periodiq_replica_timeout": 0.5,  # seconds to wait for them (WAIT)
     "periodiq_catchup_cap": 100,  # most ticks catchup="all" publishes at once
+    "periodiq_stage_horizon": 60.0,  # seconds ahead a beat may stage a burst (0: never)
+    "periodiq_stage_min": 1000,  # ticks due within the horizon before staging pays
+    "periodiq_stage_max": 200_000,  # most messages staged in the broker at once
     "periodiq_default_catchup": DEFAULT_CATCHUP,
     "periodiq_default_overlap": DEFAULT_OVERLAP,
     "periodiq_default_grace": DEFAULT_GRACE,  # seconds between soft and hard time limit, at most
@@ -80,6 +83,12 @@ class Settings:
     redis_cluster: bool = False
     replica_acks: int = 0
     replica_timeout: float = 0.5
+    stage_horizon: float = 60.0
+    """Seconds ahead a beat may claim, render and stage ticks in a Redis broker."""
+    stage_min: int = 1000
+    """Ticks due within the horizon before a beat stages them."""
+    stage_max: int = 200_000
+    """The most messages staged in the broker at once (about 1.2 KB each)."""
     alert_task: str | None = None
     checkins: tuple[str, ...] = ()
     """The monitors told of each run: "sentry" and/or "ping" (implied by a ping URL)."""
@@ -137,6 +146,11 @@ class Settings:
             replica_timeout=float(
                 _typed("periodiq_replica_timeout", get("periodiq_replica_timeout"), float)
             ),
+            stage_horizon=float(
+                _typed("periodiq_stage_horizon", get("periodiq_stage_horizon"), float)
+            ),
+            stage_min=_typed("periodiq_stage_min", get("periodiq_stage_min"), int),
+            stage_max=_typed("periodiq_stage_max", get("periodiq_stage_max"), int),
             alert_task=_alert_task(get("periodiq_alert_task")),
             checkins=_checkins(
                 get("periodiq_checkins"),
@@ -211,6 +225,12 @@ class Settings:
             raise _bad("periodiq_replica_timeout", self.replica_timeout, "0.01 to 60 seconds")
         if not 0 <= self.default_grace <= 86400:
             raise _bad("periodiq_default_grace", self.default_grace, "0 to 86400 seconds")
+        if not 0 <= self.stage_horizon <= 600:
+            raise _bad("periodiq_stage_horizon", self.stage_horizon, "0 to 600 seconds")
+        if not 1 <= self.stage_min <= 10_000_000:
+            raise _bad("periodiq_stage_min", self.stage_min, "1 to 10000000 ticks")
+        if not 0 <= self.stage_max <= 10_000_000:
+            raise _bad("periodiq_stage_max", self.stage_max, "0 to 10000000 messages")
         if not 1 <= self.partitions <= 1024:
             raise _bad("periodiq_partitions", self.partitions, "1 to 1024")
         if not 0.1 <= self.checkin_timeout <= 30:

@@ -27,6 +27,7 @@ from celery_periodiq.beat.ledger import Ledger
 from celery_periodiq.beat.partitions import HORIZON_MS, Claimed, Partitions, received
 from celery_periodiq.beat.publish import Publisher
 from celery_periodiq.beat.settle import Settler
+from celery_periodiq.beat.staging import Stager
 from celery_periodiq.clock import SAFE_SHARE, elapsed
 from celery_periodiq.config import Settings
 from celery_periodiq.errors import BrokerRefusedError, BrokerUnavailableError
@@ -124,6 +125,7 @@ class Dispatcher:
         """Claims sent during the last pass, and when: read by the next pass."""
         self._refill: Callable[[], None] | None = None
         self._settler = Settler(self._publisher, self.settings)
+        self._stager = Stager(store, self._publisher, self._settler)
         self._ledger = Ledger(store, beat_id)
         self._partitions = Partitions(store.keys, self.settings, beat_id)
 
@@ -161,6 +163,11 @@ class Dispatcher:
         partitions = self._partitions
         lease_ms = int(settings.claim_lease * 1000)
         horizon = 0 if now_ms is not None else HORIZON_MS
+        ahead = (
+            0
+            if now_ms is not None
+            else self._stager.horizon_ms(partitions.mine(), partitions.estimate())
+        )
         batches: list[Claimed] = []
         claimed: list[Claimed] = []
         if self._prefetched is not None:  # sent during the last pass
@@ -170,14 +177,16 @@ class Dispatcher:
         # Aging the Redis clock reading from before the call wakes us early, never late.
         claimed_at = elapsed()
         taken = {got.batch.partition for got in claimed}
-        due = [part for part in partitions.due(now_ms) if part.index not in taken]
+        due = [
+            part for part in partitions.due(now_ms, max(horizon, ahead)) if part.index not in taken
+        ]
         # about periodiq_batch_size claims in a pass, however many partitions are due
         share = max(
             settings.batch_size // max(len(due) + len(taken), 1), min(settings.batch_size, 32)
         )
         if due:
             more = self.store.scripts.claim_many(
-                due, self.beat_id, share, lease_ms, now_ms, horizon
+                due, self.beat_id, share, lease_ms, now_ms, max(horizon, ahead)
             )
             claimed += received(more, claimed_at)
         for got in claimed:
@@ -193,9 +202,10 @@ class Dispatcher:
             self._refill = functools.partial(self._prefetch, parts, share, lease_ms)
         count = sum(len(got.batch.claims) for got in batches)
         complete = True
-        if count:
+        if count or self._stager.due(partitions.estimate() + HORIZON_MS):
             complete = self._publish_batches(batches)
-        wake = partitions.next_wake()
+        # staged messages wake the beat at their instant; claims ahead, a horizon before
+        wake = min(partitions.next_wake() - max(ahead - HORIZON_MS, 0), self._stager.next_at)
         clock, measured = partitions.clock
         return Pass(
             claimed=count,
@@ -209,13 +219,19 @@ class Dispatcher:
     def _publish_batches(self, batches: list[Claimed]) -> bool:
         """Publish every claimed tick, then settle each partition's claims."""
         self.ticks_claimed += sum(len(got.batch.claims) for got in batches)
-        self.last_tick_ms = max(got.batch.now_ms for got in batches)
+        if batches:
+            self.last_tick_ms = max(got.batch.now_ms for got in batches)
         settlements: dict[int, list[Settlement]] = {}
         sent: list[tuple[str, Tick]] = []
         complete = False
         try:
             with self._link.producer() as producer:
+                batches, ahead = self._staged(batches, producer, settlements)
                 complete = self._publish_all(batches, producer, settlements, sent)
+                if ahead:  # planned and rendered now, staged for their instant
+                    oldest = min(got.claimed_at for _, got in ahead)
+                    check = functools.partial(self._check_lease, oldest)
+                    self._write(self._stager.stage(ahead, producer, check), settlements)
             if self._broker_down and sent:  # a pass that sent nothing proves nothing
                 logger.info("periodiq: broker reachable again")
                 self._broker_down = False
@@ -239,6 +255,29 @@ class Dispatcher:
             self._ledger.write_pending()
             self._partitions.settled(settlements)
         return complete
+
+    def _staged(
+        self, batches: list[Claimed], producer: Any, settlements: dict[int, list[Settlement]]
+    ) -> tuple[list[Claimed], list[tuple[Claim, Claimed]]]:
+        """Release what is staged for now (any beat's), and split ``batches``: the claims to
+        send now (with this beat's staged claims that were not released), and those
+        ahead, to stage (:mod:`.staging`)."""
+        if self._injected:  # tests step by step: nothing is claimed ahead
+            return batches, []
+        now, ahead = self._stager.split(batches)
+        resend, written = self._stager.release_due(producer, batches, _sleep_until)
+        self._write(written, settlements)
+        return now + resend, ahead
+
+    def _write(
+        self, written: list[tuple[int, Settlement]], into: dict[int, list[Settlement]]
+    ) -> None:
+        chunk: dict[int, list[Settlement]] = {}
+        for index, settlement in written:
+            chunk.setdefault(index, []).append(settlement)
+            into.setdefault(index, []).append(settlement)
+        if chunk:
+            self._ledger.send(chunk)
 
     def _report(self, batch: ClaimBatch) -> None:
         if batch.vanished:

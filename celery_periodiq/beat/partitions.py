@@ -112,8 +112,8 @@ class Partitions:
         watched = self._watched
         return sweeping or watched is None or index in watched
 
-    def due(self, now_ms: int | None) -> list[Partition]:
-        """The partitions that may have something due now (or within the horizon): of
+    def due(self, now_ms: int | None, ahead_ms: int = HORIZON_MS) -> list[Partition]:
+        """The partitions that may have something due now (or within ``ahead_ms``): of
         those the ring gives this beat, or of all of them in a sweep, which comes once
         per lease so that claims of beats gone are taken over whatever the ring says."""
         clock, measured = self.clock
@@ -129,8 +129,13 @@ class Partitions:
                 part
                 for part in self.keys.all()
                 if self._mine(part.index, sweeping)
-                and self._wake.get(part.index, -math.inf) <= estimate + HORIZON_MS
+                and self._wake.get(part.index, -math.inf) <= estimate + ahead_ms
             ]
+
+    def estimate(self) -> float:
+        """The Redis clock now (ms), from the last reading (inf: none yet)."""
+        clock, measured = self.clock
+        return clock + (elapsed() - measured) * 1000 if measured else math.inf
 
     def claimed(self, got: Claimed) -> None:
         """A partition's claims came back: its clock reading and when it is next due."""

@@ -47,9 +47,8 @@ from celery_periodiq.protocol.headers import (
 
 __all__ = ["Publisher", "message_options", "send", "send_backfill"]
 
-# A broker that drops messages by itself (RabbitMQ's per-message TTL) keeps a run this
-# long past its expiry (or one interval, if longer), so that the worker's guard refuses it
-# and records it as expired.
+# A broker that drops messages (RabbitMQ's per-message TTL) keeps a run this long past its
+# expiry (or an interval, if longer): the worker's guard refuses it, recorded as expired.
 _BROKER_MARGIN = 60.0
 
 
@@ -165,15 +164,13 @@ def _connection(producer: Any) -> Any:
         return None
 
 
-# Templates kept per Publisher; beyond this many, the oldest half is dropped.
-_TEMPLATES = 1024
-# The most messages kombu's batch buffers before it sends them on its own.
-_BATCH_MOST = 100_000
+_TEMPLATES = 1024  # kept per Publisher; beyond this many, the oldest half is dropped
+_BATCH_MOST = 100_000  # the most messages kombu's batch buffers before it sends them
 
 
 class _Recorder:
-    """Stands in for a producer while ``send_task`` builds a message: keeps what it
-    would publish instead of publishing it. Everything else is the real producer's."""
+    """Stands in for a producer while ``send_task`` builds a message: keeps what it would
+    publish instead. Everything else is the real producer's."""
 
     def __init__(self, producer: Any) -> None:
         self.connection = producer.connection
@@ -232,6 +229,8 @@ class Publisher:
         messages to put in each list, in order."""
         self._flush: Callable[[], None] | None = None
         self._unconfirmed = False  # published since a flush last confirmed (exchanges)
+        self.staged: list[tuple[str, str]] | None = None
+        """While staging (staging.py): each message's list key and JSON, rendered, not sent."""
 
     @contextlib.contextmanager
     def batch(self, producer: Any) -> Iterator[Callable[[], None]]:
@@ -274,10 +273,11 @@ class Publisher:
 
     def _put(self, channel: Any, key: str, message: str) -> None:
         """Put ``message`` in the list ``key`` of ``channel``'s Redis when the batch flushes."""
+        if self.staged is not None:
+            self.staged.append((key, message))
+            return
         assert self._lists is not None
-        found = self._lists.get(id(channel))
-        if found is None:
-            found = self._lists[id(channel)] = (channel.client, {})
+        found = self._lists.setdefault(id(channel), (channel.client, {}))
         found[1].setdefault(key, []).append(message)
 
     def send(self, entry: Entry, tick: Tick, producer: Any, sent_at_ms: int | None = None) -> str:

@@ -26,7 +26,16 @@ from typing import Any
 from kombu.serialization import dumps as serialize
 from kombu.utils.json import JSONEncoder, dumps
 
-__all__ = ["RawTemplate", "capturing", "learn", "push", "render", "usable"]
+__all__ = [
+    "NotStagedError",
+    "RawTemplate",
+    "capturing",
+    "diverting",
+    "learn",
+    "push",
+    "render",
+    "usable",
+]
 
 
 def usable(channel: Any) -> bool:
@@ -48,11 +57,45 @@ def capturing(channel: Any) -> Iterator[list[tuple[str, dict[str, Any]]]]:
         captured.append((queue, copy.deepcopy(message)))
         return put(queue, message, **kwargs)
 
-    channel._put = recording
-    try:
+    with _replaced_put(channel, recording):
         yield captured
+
+
+@contextlib.contextmanager
+def diverting(channel: Any, staged: list[tuple[str, str]]) -> Iterator[None]:
+    """Inside, each message the Redis channel would put is appended to ``staged`` (its
+    list's key, with the priority's, and its JSON) instead: rendered, not sent."""
+
+    def rendering(queue: str, message: dict[str, Any], **kwargs: Any) -> None:
+        priority = channel._get_message_priority(message, reverse=False)
+        staged.append((channel._q_for_pri(queue, priority), dumps(message)))
+
+    def refusing(*args: Any, **kwargs: Any) -> None:
+        raise NotStagedError("a fanout exchange's message cannot be staged")
+
+    channel._put_fanout = refusing
+    try:
+        with _replaced_put(channel, rendering):
+            yield
     finally:
-        del channel._put  # the class's method again
+        del channel._put_fanout
+
+
+class NotStagedError(Exception):
+    """A message that cannot be rendered ahead: it is sent when due instead."""
+
+
+@contextlib.contextmanager
+def _replaced_put(channel: Any, put: Any) -> Iterator[None]:
+    previous = channel.__dict__.get("_put")
+    channel._put = put
+    try:
+        yield
+    finally:
+        if previous is None:
+            del channel._put  # the class's method again
+        else:
+            channel._put = previous
 
 
 # What a tick changes in a message: these headers, and the properties and body below.

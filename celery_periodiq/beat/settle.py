@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from celery_periodiq.beat.publish import Publisher
+from celery_periodiq.beat.redis_publish import NotStagedError
 from celery_periodiq.config import Settings
 from celery_periodiq.errors import BrokerUnavailableError, EntryError, MessageError
 from celery_periodiq.model.entry import AUTO, Entry
@@ -80,7 +81,7 @@ class Settler:
         """
         try:
             return self._settle(claim, producer, sent_at_ms, sent)
-        except BrokerUnavailableError:
+        except (BrokerUnavailableError, NotStagedError):
             raise
         except MessageError as error:  # its message cannot be encoded, the broker is fine
             logger.error("periodiq: entry %r quarantined: %s", claim.name, error)

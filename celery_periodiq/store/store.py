@@ -366,3 +366,23 @@ class Store(Reads):
         """``(status, detail)`` of the Sentinel setup the client goes through (see
         :func:`~celery_periodiq.store.topology.sentinel_report`)."""
         return sentinel_report(self.settings, self.client)
+
+    def due_by(self, parts: list[Partition], until_ms: int) -> int:
+        """How many ticks of ``parts`` are due by ``until_ms`` (the beat's staging)."""
+        pipe = self.client.pipeline(transaction=False)
+        for part in parts:
+            pipe.zcount(part.due, "-inf", until_ms)
+        return sum(int(count) for count in pipe.execute())
+
+    def changed_since(self, since_ms: int) -> dict[str, int]:
+        """Entry name -> when a writer last changed it (ms), of changes after ``since_ms``
+        (the partitions' change logs, kept an hour)."""
+        pipe = self.client.pipeline(transaction=False)
+        for part in self.keys.all():
+            pipe.zrangebyscore(part.changed, f"({since_ms}", "+inf", withscores=True)
+        changed: dict[str, int] = {}
+        for found in pipe.execute():
+            for name, score in found or []:
+                key = name.decode() if isinstance(name, bytes) else name
+                changed[key] = max(changed.get(key, 0), int(score))
+        return changed

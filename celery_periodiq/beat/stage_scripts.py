@@ -1,0 +1,87 @@
+"""The broker-side scripts of staged release, run in the broker's Redis (see staging.py).
+
+Each staged message is one list item, ``"<staged_at>,<id len>,<key len>,<name len>:"``
+then the task id, the queue list's key, the entry's name and the message as kombu's
+Redis channel would put it. Per instant ``T`` (ms), under the staging prefix ``S``:
+
+- ``S:at``          zset   instant -> instant: the instants with messages waiting;
+- ``S:count``       string how many messages wait, all instants (the cap counts them);
+- ``S:T``           list   the messages staged for ``T``, in staging order;
+- ``S:T:released``  set    task ids released for ``T`` (a second copy is never pushed);
+                           kept an hour after its last release.
+"""
+
+from __future__ import annotations
+
+__all__ = ["RELEASE", "STAGE"]
+
+STAGE = """
+-- KEYS[1] S:at  KEYS[2] S:count  KEYS[3] S:T
+-- ARGV[1] T (ms); ARGV[2] the most messages that may wait; ARGV[3..] one item each
+-- Returns how many were staged: the first ones given; the others are over the cap.
+local waiting = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
+local room = math.max(tonumber(ARGV[2]) - waiting, 0)
+local take = math.min(room, #ARGV - 2)
+if take == 0 then return 0 end
+for first = 3, take + 2, 1000 do
+  redis.call('RPUSH', KEYS[3], unpack(ARGV, first, math.min(first + 999, take + 2)))
+end
+redis.call('INCRBY', KEYS[2], take)
+redis.call('ZADD', KEYS[1], ARGV[1], ARGV[1])
+return take
+"""
+
+RELEASE = """
+-- KEYS[1] S:at  KEYS[2] S:count
+-- ARGV[1] now (ms, the schedule's Redis clock as the caller reads it)
+-- ARGV[2] the most messages to look at
+-- ARGV[3] JSON {entry name: ms of its last change}: a message whose claim came before
+--         its entry's last change is dropped
+-- ARGV[4] S (the staging prefix, with ':'); ARGV[5] how long a released set is kept (ms)
+-- Only messages of instants up to now are pushed, never one of a later instant; each
+-- task id at most once per instant. The instants' lists are named from S (a broker is
+-- a single Redis, not a Cluster).
+-- Returns {pushed, dropped, 1 if more is due else 0}.
+local now, most = tonumber(ARGV[1]), tonumber(ARGV[2])
+local changed = cjson.decode(ARGV[3])
+local any_changed = next(changed) ~= nil
+local prefix, keep = ARGV[4], tonumber(ARGV[5])
+local pushed, dropped, seen = 0, 0, 0
+local instants = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 16)
+for _, instant in ipairs(instants) do
+  local list, released = prefix .. instant, prefix .. instant .. ':released'
+  local items = redis.call('LRANGE', list, 0, most - seen - 1)
+  for _, item in ipairs(items) do
+    local at, id_len, key_len, name_len, body =
+      string.match(item, '^(%d+),(%d+),(%d+),(%d+):()')
+    id_len, key_len, name_len = tonumber(id_len), tonumber(key_len), tonumber(name_len)
+    local id = string.sub(item, body, body + id_len - 1)
+    local key = string.sub(item, body + id_len, body + id_len + key_len - 1)
+    local rest = body + id_len + key_len
+    local stale = false
+    if any_changed then
+      local when = changed[string.sub(item, rest, rest + name_len - 1)]
+      stale = when ~= nil and tonumber(when) > tonumber(at)
+    end
+    if stale then
+      dropped = dropped + 1
+    elseif redis.call('SADD', released, id) == 1 then
+      redis.call('LPUSH', key, string.sub(item, rest + name_len))
+      pushed = pushed + 1
+    end
+  end
+  seen = seen + #items
+  redis.call('DECRBY', KEYS[2], #items)
+  if #items > 0 then redis.call('PEXPIRE', released, keep) end
+  if redis.call('LLEN', list) <= #items then
+    redis.call('DEL', list)
+    redis.call('ZREM', KEYS[1], instant)
+  else
+    redis.call('LTRIM', list, #items, -1)
+  end
+  if seen >= most then break end
+end
+if tonumber(redis.call('GET', KEYS[2]) or '0') < 0 then redis.call('SET', KEYS[2], 0) end
+local more = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 1)
+return {pushed, dropped, #more}
+"""

@@ -1,0 +1,332 @@
+"""Staged release: a burst of ticks is claimed, planned and rendered ahead of its instant,
+staged in the broker's Redis, and pushed into the queues at the instant by one script.
+
+When many ticks are due soon (``periodiq_stage_min`` within ``periodiq_stage_horizon``)
+and the broker is a Redis, a beat claims them as far ahead as rendering them takes
+(the horizon follows how many are due and what a tick costs), plans each as of its own
+instant, and stages its message (stage_scripts.py). Nothing staged is in a queue before
+its instant: the release script pushes only instants the caller's clock (the schedule's
+Redis clock, as the beat reads it) has reached, and any live beat releases them, each
+task id once. A change to an entry after its claim (put, pause, resume, delete: the
+partition's change log) drops its staged message at the release: the writer scheduled
+the entry afresh, as it does for any claim in flight.
+
+The claims stay this beat's, in flight, until their instant: then the beat settles
+those whose messages were released, and publishes the usual way those that were not
+(over the cap, not stageable, or lost with a broker that restarted empty). A beat that
+dies meanwhile leaves its staged messages to the others' release, and its claims to
+the usual takeover, which sends nothing a release already pushed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from celery_periodiq.beat import redis_publish
+from celery_periodiq.beat.partitions import HORIZON_MS, Claimed
+from celery_periodiq.beat.publish import Publisher
+from celery_periodiq.beat.redis_publish import NotStagedError
+from celery_periodiq.beat.settle import Settler
+from celery_periodiq.beat.stage_scripts import RELEASE, STAGE
+from celery_periodiq.clock import elapsed
+from celery_periodiq.model.plan import Tick
+from celery_periodiq.protocol.keys import Partition
+from celery_periodiq.protocol.records import Settlement
+from celery_periodiq.store.beat_scripts import Claim, ClaimBatch
+from celery_periodiq.store.store import Store
+
+__all__ = ["Stager"]
+
+logger = logging.getLogger("celery_periodiq.dispatch")
+
+# CPU a tick costs to claim, plan, render and stage (s), until measured; the horizon is
+# this many times what the ticks due would take.
+_COST = 150e-6
+_SAFETY = 3.0
+# Less notice than this (ms) and a tick is sent the usual way.
+_SHORTEST_MS = 1000
+# Messages looked at per release call, and how long a released set is kept (ms).
+_RELEASE_MOST = 1000
+_RELEASED_KEPT_MS = 3_600_000
+# How often the due sets are counted (s).
+_COUNT_EVERY = 1.0
+
+
+@dataclass(slots=True)
+class _Held:
+    """A claim of this beat waiting for its instant."""
+
+    claim: Claim
+    got: Claimed
+    settlement: Settlement
+    staged: bool
+    """Its messages wait in the broker; False: sent the usual way at the instant."""
+    task_ids: list[str]
+
+
+class Stager:
+    """One beat's staged release: what it staged, and the scripts in its broker."""
+
+    def __init__(self, store: Store, publisher: Publisher, settler: Settler) -> None:
+        self.store = store
+        self.settings = store.settings
+        self._publisher = publisher
+        self._settler = settler
+        self._prefix = f"{self.settings.key_prefix}:staged:"
+        self._pending: dict[int, list[_Held]] = {}
+        """Instant (ms) -> this beat's claims waiting for it."""
+        self._counted = (-math.inf, 0)
+        """``elapsed()`` of the last count of ticks due within the horizon, and the horizon (ms)."""
+        self.usable: bool | None = None
+        """Whether the broker is a Redis this beat can stage in (None: not known yet)."""
+        self._cost = _COST
+        self._theirs = math.inf
+        """The first instant with a message staged by any beat, when last read (ms)."""
+        self._asked = -math.inf
+        self._reading = (0.0, 0.0)
+        """A Redis clock reading (ms) from a claim's reply, and ``elapsed()`` after it."""
+        self.staged_count = 0
+        """Messages this beat staged (for the log and tests)."""
+
+    def horizon_ms(self, parts: list[Partition], estimate_ms: float) -> int:
+        """How far ahead to claim now (0: not at all): enough to render the ticks due
+        within ``periodiq_stage_horizon`` before the first of them, when there are
+        ``periodiq_stage_min`` of them; counted once a second."""
+        most = self.settings.stage_horizon
+        if not most or self.usable is False or not parts or math.isinf(estimate_ms):
+            return 0
+        at, horizon = self._counted
+        if elapsed() - at < _COUNT_EVERY:
+            return horizon
+        due = self.store.due_by(parts, int(estimate_ms + most * 1000))
+        horizon = 0
+        if due >= self.settings.stage_min:
+            horizon = int(min(most, max(_SHORTEST_MS / 500, due * self._cost * _SAFETY)) * 1000)
+        self._counted = (elapsed(), horizon)
+        return horizon
+
+    def can_stage(self, producer: Any) -> bool:
+        """Whether ``producer``'s channel is kombu's Redis channel (learnt once)."""
+        if self.usable is None:
+            self.usable = redis_publish.usable(producer.channel)
+        return self.usable
+
+    def stage(
+        self, ahead: list[tuple[Claim, Claimed]], producer: Any, check: Callable[[], None]
+    ) -> list[tuple[int, Settlement]]:
+        """Plan and render ``ahead`` (claims whose instant is ahead), stage their messages
+        and keep the claims until then; returns the settlements to write now (nothing
+        to send: a tick missed, an entry quarantined). ``check()`` raises unless the
+        claims are still this beat's.
+
+        Raises:
+            BrokerUnavailableError: the broker failed (what was staged stays staged).
+        """
+        now: list[tuple[int, Settlement]] = []
+        by_instant: dict[int, list[tuple[_Held, list[tuple[str, str]]]]] = {}
+        started = elapsed()
+        channel = producer.channel
+        if not self.can_stage(producer):  # sent the usual way at their instant
+            for claim, got in ahead:
+                bare = Settlement(claim.id, claim.name, claim.version, claim.inc)
+                self._pending.setdefault(claim.due_ms, []).append(
+                    _Held(claim, got, bare, False, [])
+                )
+            return now
+        for claim, got in ahead:
+            rendered: list[tuple[str, str]] = []
+            sent: list[tuple[str, Tick]] = []
+            self._publisher.staged = rendered
+            try:
+                with redis_publish.diverting(channel, rendered):
+                    settlement = self._settler.settle(claim, producer, claim.due_ms, sent)
+                staged = len(rendered) == len(sent)
+            except NotStagedError:
+                settlement = Settlement(claim.id, claim.name, claim.version, claim.inc)
+                staged, sent = False, []
+            finally:
+                self._publisher.staged = None
+            if staged and not sent:  # nothing to send: settled now
+                now.append((got.batch.partition, settlement))
+                continue
+            held = _Held(claim, got, settlement, staged, [tick.task_id for _, tick in sent])
+            by_instant.setdefault(claim.due_ms, []).append((held, rendered))
+        check()  # stopped meanwhile: none of it may be this beat's any more
+        client, prefix = channel.client, getattr(channel, "global_keyprefix", "") or ""
+        stage = client.register_script(STAGE)
+        for instant, items in by_instant.items():
+            values = [
+                _value(held.claim, task_id, prefix + key, message)
+                for held, rendered in items
+                if held.staged
+                for task_id, (key, message) in zip(held.task_ids, rendered, strict=True)
+            ]
+            taken = 0
+            if values:
+                keys = [
+                    self._key(prefix, "at"),
+                    self._key(prefix, "count"),
+                    self._key(prefix, instant),
+                ]
+                taken = int(stage(keys, [instant, self.settings.stage_max, *values]))
+                self.staged_count += taken
+            left = taken
+            for held, _ in items:
+                if held.staged:
+                    held.staged = left >= len(held.task_ids)
+                    left -= min(left, len(held.task_ids))
+                self._pending.setdefault(instant, []).append(held)
+        if ahead:
+            self._cost = max((elapsed() - started) / len(ahead), 20e-6)
+        return now
+
+    @property
+    def next_at(self) -> float:
+        """The first instant (ms) with something staged, as last read (inf: none)."""
+        return min(min(self._pending, default=math.inf), self._theirs)
+
+    def due(self, moment: float) -> bool:
+        """Whether a pass should look at the staged messages: one is due by ``moment``,
+        or the broker was last asked more than a second ago (another beat may stage)."""
+        if self.next_at <= moment:
+            return True
+        if self.usable is False or not self.settings.stage_horizon:
+            return False
+        return elapsed() - self._asked >= _COUNT_EVERY
+
+    def refresh(self, channel: Any) -> int | None:
+        """Read the first instant with something staged, any beat's, from the broker
+        (None: this beat's only)."""
+        if channel is not None:
+            prefix = getattr(channel, "global_keyprefix", "") or ""
+            first = channel.client.zrange(self._key(prefix, "at"), 0, 0, withscores=True)
+            self._theirs = float(first[0][1]) if first else math.inf
+        self._asked = elapsed()
+        moment = self.next_at
+        return None if math.isinf(moment) else int(moment)
+
+    def split(self, batches: list[Claimed]) -> tuple[list[Claimed], list[tuple[Claim, Claimed]]]:
+        """The claims to send now, and those whose instant is more than a few ms ahead."""
+        now: list[Claimed] = []
+        ahead: list[tuple[Claim, Claimed]] = []
+        for got in batches:
+            far = got.clock + HORIZON_MS
+            later = [claim for claim in got.batch.claims if claim.due_ms > far]
+            if later:
+                ahead += [(claim, got) for claim in later]
+                soon = [claim for claim in got.batch.claims if claim.due_ms <= far]
+                got = got._replace(batch=replace(got.batch, claims=soon))
+            now.append(got)
+        return now, ahead
+
+    def release_due(
+        self, producer: Any, batches: list[Claimed], sleep_until: Callable[[float], None]
+    ) -> tuple[list[Claimed], list[tuple[int, Settlement]]]:
+        """When an instant with something staged is due within a few ms, wait for it and
+        :meth:`release` it. The Redis clock is read from a claim's reply (``batches``, or
+        an earlier one): a lower bound, so that the wait never ends before the instant.
+
+        Raises:
+            redis.RedisError: the broker's or the schedule's Redis failed.
+        """
+        for got in batches:
+            if got.clock - got.received_at * 1000 > self._reading[0] - self._reading[1] * 1000:
+                self._reading = (got.clock, got.received_at)
+        channel = producer.channel if self.can_stage(producer) else None
+        instant = self.refresh(channel)
+        clock, received = self._reading
+        if instant is None or not received:
+            return [], []
+        lower = clock + (elapsed() - received) * 1000
+        if instant > lower + HORIZON_MS:
+            return [], []
+        sleep_until(received + (instant - clock) / 1000)  # never before it
+        return self.release(int(clock + (elapsed() - received) * 1000), channel)
+
+    def release(
+        self, now_ms: int, channel: Any | None
+    ) -> tuple[list[Claimed], list[tuple[int, Settlement]]]:
+        """Push every message staged for an instant up to ``now_ms`` into its queue (any
+        beat's), then take this beat's claims of those instants: returns the claims to
+        send the usual way now, and the settlements to write.
+
+        Raises:
+            redis.RedisError: the broker's or the schedule's Redis failed.
+        """
+        changed = self.store.changed_since(
+            now_ms - int(self.settings.stage_horizon * 1000) - 60_000
+        )
+        if channel is None:  # not a Redis broker: nothing was staged
+            return self._take(now_ms, channel, "", changed)
+        prefix = getattr(channel, "global_keyprefix", "") or ""
+        release = channel.client.register_script(RELEASE)
+        keys = [self._key(prefix, "at"), self._key(prefix, "count")]
+        args = [
+            now_ms,
+            _RELEASE_MOST,
+            json.dumps(changed),
+            prefix + self._prefix,
+            _RELEASED_KEPT_MS,
+        ]
+        pushed = dropped = 0
+        while True:
+            done = release(keys, args)
+            pushed, dropped = pushed + int(done[0]), dropped + int(done[1])
+            if not int(done[2]):
+                break
+        if pushed or dropped:
+            logger.info(
+                "periodiq: released %d staged messages (%d dropped: their entries changed "
+                "after they were staged)",
+                pushed,
+                dropped,
+            )
+        return self._take(now_ms, channel, prefix, changed)
+
+    def _take(
+        self, now_ms: int, channel: Any, prefix: str, changed: dict[str, int]
+    ) -> tuple[list[Claimed], list[tuple[int, Settlement]]]:
+        resend: dict[int, tuple[Claimed, list[Claim]]] = {}
+        settle: list[tuple[int, Settlement]] = []
+        for instant in sorted(moment for moment in self._pending if moment <= now_ms):
+            held = self._pending.pop(instant)
+            released_key = self._key(prefix, f"{instant}:released")
+            ids = [task_id for item in held if item.staged for task_id in item.task_ids]
+            found = (
+                dict(zip(ids, channel.client.smismember(released_key, ids), strict=True))
+                if ids
+                else {}
+            )
+            for item in held:
+                claim, partition = item.claim, item.got.batch.partition
+                if changed.get(claim.name, -1) > claim.claimed_ms:
+                    # changed since its claim: the writer scheduled it afresh
+                    settle.append(
+                        (partition, Settlement(claim.id, claim.name, claim.version, claim.inc))
+                    )
+                elif item.staged and all(found.get(task_id) for task_id in item.task_ids):
+                    settle.append((partition, item.settlement))
+                else:  # never staged, or lost with the broker's data: sent now
+                    _, claims = resend.setdefault(id(item.got), (item.got, []))
+                    claims.append(claim)
+        again = [got._replace(batch=_with_claims(got, claims)) for got, claims in resend.values()]
+        return again, settle
+
+    def _key(self, prefix: str, what: object) -> str:
+        return f"{prefix}{self._prefix}{what}"
+
+
+def _value(claim: Claim, task_id: str, key: str, message: str) -> str:
+    """A staged message as the release script reads it (see stage_scripts.py)."""
+    raw = [task_id.encode(), key.encode(), claim.name.encode()]
+    head = f"{claim.claimed_ms},{len(raw[0])},{len(raw[1])},{len(raw[2])}:"
+    return head + task_id + key + claim.name + message
+
+
+def _with_claims(got: Claimed, claims: list[Claim]) -> ClaimBatch:
+    return replace(got.batch, claims=claims)

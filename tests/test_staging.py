@@ -1,0 +1,131 @@
+"""Staged release: a burst claimed and rendered ahead is in the queue at its instant,
+never before, each tick once; a change made before the instant is honoured.
+
+Real clock, real Redis (schedule and broker), beats as in-process Dispatchers: a thread
+pops the broker's list as messages arrive and stamps each; the staging settings make
+a handful of entries a burst (``periodiq_stage_min``).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import redis
+from celery import Celery
+
+from celery_periodiq import periodiq
+from celery_periodiq.api import Periodiq
+from celery_periodiq.beat.dispatch import Dispatcher
+from celery_periodiq.protocol.headers import HEADER_ENTRY, HEADER_TICK
+
+
+def staging_app(redis_url: str, broker_url: str) -> tuple[Celery, Periodiq]:
+    app = Celery("staging", broker=broker_url, set_as_current=False)
+    app.conf.periodiq_redis_url = redis_url
+    app.conf.periodiq_stage_min = 1
+    app.conf.periodiq_stage_horizon = 30
+    return app, periodiq(app)
+
+
+class Arrivals:
+    """Pops the broker's queue as messages arrive, stamping each (ms, host clock)."""
+
+    def __init__(self, broker_url: str, queue: str = "celery") -> None:
+        self.got: list[tuple[float, dict[str, Any]]] = []
+        self.client = redis.Redis.from_url(broker_url)
+        self.queue = queue
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._listen, daemon=True)
+        self.thread.start()
+
+    def _listen(self) -> None:
+        while not self.stopped.is_set():
+            popped = self.client.brpop([self.queue], timeout=0.2)
+            if popped is not None:
+                self.got.append((time.time() * 1000, json.loads(popped[1])))
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.thread.join(5)
+        self.client.close()
+
+    def early(self) -> list[tuple[float, object]]:
+        return [
+            (at, message["headers"][HEADER_TICK])
+            for at, message in self.got
+            if at < message["headers"][HEADER_TICK]
+        ]
+
+    def entries(self) -> list[str]:
+        return sorted(message["headers"][HEADER_ENTRY] for _, message in self.got)
+
+    def ids(self) -> list[str]:
+        return [message["headers"]["id"] for _, message in self.got]
+
+
+def run_beats(beats: list[Dispatcher], until: Callable[[], bool], seconds: float) -> None:
+    """Run passes of ``beats`` in turn until ``until()`` or ``seconds`` have passed."""
+    deadline = time.monotonic() + seconds
+    while not until() and time.monotonic() < deadline:
+        waits = []
+        for beat in beats:
+            done = beat.dispatch()
+            waits.append(0.0 if done.full else (done.seconds_until_next() or 0.2))
+        threading.Event().wait(min(min(waits), 0.05))
+
+
+def burst(api: Periodiq, count: int, seconds: float) -> datetime:
+    start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=seconds)
+    api.add_many(
+        {"name": f"e-{n:03d}", "task": "proj.t", "every": 3600, "start_at": start}
+        for n in range(count)
+    )
+    return start
+
+
+def test_a_staged_burst_is_in_the_queue_at_its_instant_never_before_each_tick_once(
+    redis_url: str, broker_url: str
+) -> None:
+    app, api = staging_app(redis_url, broker_url)
+    start = burst(api, 200, 4)
+    arrivals = Arrivals(broker_url)
+    beats = [Dispatcher(app, api.store, "beat-a"), Dispatcher(app, api.store, "beat-b")]
+    run_beats(beats, lambda: start < datetime.now(UTC) - timedelta(seconds=1), 10)
+    arrivals.stop()
+
+    assert sum(beat._stager.staged_count for beat in beats) == 200  # all staged ahead
+    assert arrivals.early() == []
+    assert arrivals.entries() == [f"e-{n:03d}" for n in range(200)]
+    assert len(set(arrivals.ids())) == 200
+    assert all(api.get(f"e-{n:03d}").state.get("last_tick") for n in (0, 199))
+
+
+def test_an_entry_paused_edited_or_deleted_after_staging_is_not_released_as_staged(
+    redis_url: str, broker_url: str
+) -> None:
+    app, api = staging_app(redis_url, broker_url)
+    start = burst(api, 20, 4)
+    arrivals = Arrivals(broker_url)
+    beat = Dispatcher(app, api.store, "beat-a")
+    run_beats([beat], lambda: beat._stager.staged_count >= 20, 3)
+    assert beat._stager.staged_count == 20
+    api.pause("e-000")
+    api.delete("e-001")
+    api.update("e-002", args=[42])
+    beat.touch()  # what the beat's change listener does
+    run_beats([beat], lambda: start < datetime.now(UTC) - timedelta(seconds=1), 8)
+    arrivals.stop()
+
+    entries = arrivals.entries()
+    assert "e-000" not in entries  # paused
+    assert "e-001" not in entries  # deleted
+    assert entries.count("e-002") == 1  # edited: its new definition's message only
+    (edited,) = [got for _, got in arrivals.got if got["headers"][HEADER_ENTRY] == "e-002"]
+    assert "42" in edited["headers"]["argsrepr"]
+    assert arrivals.early() == []
+    assert len(entries) == 19 - 1
