@@ -129,3 +129,40 @@ def test_an_entry_paused_edited_or_deleted_after_staging_is_not_released_as_stag
     assert "42" in edited["headers"]["argsrepr"]
     assert arrivals.early() == []
     assert len(entries) == 19 - 1
+
+
+def test_messages_a_dead_beat_staged_are_released_at_their_instant_by_another_beat(
+    redis_url: str, broker_url: str
+) -> None:
+    app, api = staging_app(redis_url, broker_url)
+    start = burst(api, 20, 4)
+    arrivals = Arrivals(broker_url)
+    dead, alive = Dispatcher(app, api.store, "beat-dead"), Dispatcher(app, api.store, "beat-b")
+    run_beats([dead], lambda: dead._stager.staged_count >= 20, 3)
+    assert dead._stager.staged_count == 20
+    # the staging beat is gone (it never runs again); the other one has nothing of its own
+    run_beats([alive], lambda: len(arrivals.got) >= 20, 8)
+    arrivals.stop()
+
+    assert alive._stager.staged_count == 0
+    assert arrivals.entries() == [f"e-{n:03d}" for n in range(20)]
+    assert arrivals.early() == []
+    assert min(at for at, _ in arrivals.got) >= start.timestamp() * 1000
+
+
+def test_staged_messages_the_broker_lost_are_sent_at_their_instant_the_usual_way(
+    redis_url: str, broker_url: str
+) -> None:
+    app, api = staging_app(redis_url, broker_url)
+    burst(api, 20, 4)
+    beat = Dispatcher(app, api.store, "beat-a")
+    run_beats([beat], lambda: beat._stager.staged_count >= 20, 3)
+    assert beat._stager.staged_count == 20
+    redis.Redis.from_url(broker_url).flushall()  # a broker restarted without its data
+    arrivals = Arrivals(broker_url)
+    run_beats([beat], lambda: len(arrivals.got) >= 20, 8)
+    arrivals.stop()
+
+    assert arrivals.entries() == [f"e-{n:03d}" for n in range(20)]
+    assert arrivals.early() == []
+    assert all(api.get(f"e-{n:03d}").state.get("last_tick") for n in range(20))
