@@ -24,9 +24,10 @@ from celery_periodiq.beat.dispatch import Dispatcher
 from celery_periodiq.protocol.headers import HEADER_ENTRY, HEADER_TICK
 
 
-def staging_app(redis_url: str, broker_url: str) -> tuple[Celery, Periodiq]:
+def staging_app(redis_url: str, broker_url: str, lease: float = 10) -> tuple[Celery, Periodiq]:
     app = Celery("staging", broker=broker_url, set_as_current=False)
     app.conf.periodiq_redis_url = redis_url
+    app.conf.periodiq_claim_lease = lease
     app.conf.periodiq_stage_min = 1
     app.conf.periodiq_stage_horizon = 30
     return app, periodiq(app)
@@ -127,6 +128,8 @@ def test_an_entry_paused_edited_or_deleted_after_staging_is_not_released_as_stag
     assert entries.count("e-002") == 1  # edited: its new definition's message only
     (edited,) = [got for _, got in arrivals.got if got["headers"][HEADER_ENTRY] == "e-002"]
     assert "42" in edited["headers"]["argsrepr"]
+    # settled: its next tick is scheduled, an interval on
+    assert int(api.get("e-002").state["next"]) == int(start.timestamp() * 1000) + 3_600_000
     assert arrivals.early() == []
     assert len(entries) == 19 - 1
 
@@ -134,7 +137,7 @@ def test_an_entry_paused_edited_or_deleted_after_staging_is_not_released_as_stag
 def test_messages_a_dead_beat_staged_are_released_at_their_instant_by_another_beat(
     redis_url: str, broker_url: str
 ) -> None:
-    app, api = staging_app(redis_url, broker_url)
+    app, api = staging_app(redis_url, broker_url, lease=1)
     start = burst(api, 20, 4)
     arrivals = Arrivals(broker_url)
     dead, alive = Dispatcher(app, api.store, "beat-dead"), Dispatcher(app, api.store, "beat-b")
@@ -142,8 +145,15 @@ def test_messages_a_dead_beat_staged_are_released_at_their_instant_by_another_be
     assert dead._stager.staged_count == 20
     # the staging beat is gone (it never runs again); the other one has nothing of its own
     run_beats([alive], lambda: len(arrivals.got) >= 20, 8)
-    arrivals.stop()
 
+    def settled() -> bool:  # a lease after the instant, the dead beat's claims are taken over
+        return all(api.get(f"e-{n:03d}").state.get("last_tick") for n in range(20))
+
+    run_beats([alive], settled, 8)
+    arrivals.stop()  # a message sent again was pushed before its claim was settled
+
+    assert settled()
+    assert redis.Redis.from_url(broker_url).llen("celery") == 0
     assert alive._stager.staged_count == 0
     assert arrivals.entries() == [f"e-{n:03d}" for n in range(20)]
     assert arrivals.early() == []

@@ -264,10 +264,9 @@ class Dispatcher:
         ahead, to stage (:mod:`.staging`)."""
         if self._injected:  # tests step by step: nothing is claimed ahead
             return batches, []
-        now, ahead = self._stager.split(batches)
-        resend, written = self._stager.release_due(producer, batches, _sleep_until)
+        now, ahead, written = self._stager.sort(batches, producer, _sleep_until)
         self._write(written, settlements)
-        return now + resend, ahead
+        return now, ahead
 
     def _write(
         self, written: list[tuple[int, Settlement]], into: dict[int, list[Settlement]]

@@ -35,6 +35,7 @@ from celery_periodiq.beat.settle import Settler
 from celery_periodiq.beat.stage_scripts import RELEASE, STAGE
 from celery_periodiq.clock import elapsed
 from celery_periodiq.model.plan import Tick
+from celery_periodiq.protocol.headers import task_id_for
 from celery_periodiq.protocol.keys import Partition
 from celery_periodiq.protocol.records import Settlement
 from celery_periodiq.store.beat_scripts import Claim, ClaimBatch
@@ -80,6 +81,9 @@ class Stager:
         self._prefix = f"{self.settings.key_prefix}:staged:"
         self._pending: dict[int, list[_Held]] = {}
         """Instant (ms) -> this beat's claims waiting for it."""
+        self._held: set[tuple[str, int]] = set()
+        """Those claims' ids and versions: claim.lua hands a claim back to its owner once
+        its lease ran out (a claim of the same tick after its entry changed is another)."""
         self._counted = (-math.inf, 0)
         """``elapsed()`` of the last count of ticks due within the horizon, and the horizon (ms)."""
         self.usable: bool | None = None
@@ -134,9 +138,7 @@ class Stager:
         if not self.can_stage(producer):  # sent the usual way at their instant
             for claim, got in ahead:
                 bare = Settlement(claim.id, claim.name, claim.version, claim.inc)
-                self._pending.setdefault(claim.due_ms, []).append(
-                    _Held(claim, got, bare, False, [])
-                )
+                self._keep(_Held(claim, got, bare, False, []))
             return now
         for claim, got in ahead:
             rendered: list[tuple[str, str]] = []
@@ -180,10 +182,19 @@ class Stager:
                 if held.staged:
                     held.staged = left >= len(held.task_ids)
                     left -= min(left, len(held.task_ids))
-                self._pending.setdefault(instant, []).append(held)
+                self._keep(held)
+            # nobody looks at these claims again before their instant (and a lease)
+            ids: dict[int, list[str]] = {}
+            for held, _ in items:
+                ids.setdefault(held.got.batch.partition, []).append(held.claim.id)
+            self.store.hold(ids, instant + int(self.settings.claim_lease * 1000))
         if ahead:
             self._cost = max((elapsed() - started) / len(ahead), 20e-6)
         return now
+
+    def _keep(self, held: _Held) -> None:
+        self._pending.setdefault(held.claim.due_ms, []).append(held)
+        self._held.add((held.claim.id, held.claim.version))
 
     @property
     def next_at(self) -> float:
@@ -203,12 +214,69 @@ class Stager:
         """Read the first instant with something staged, any beat's, from the broker
         (None: this beat's only)."""
         if channel is not None:
-            prefix = getattr(channel, "global_keyprefix", "") or ""
-            first = channel.client.zrange(self._key(prefix, "at"), 0, 0, withscores=True)
+            # kombu's client puts its global_keyprefix in front of a ZRANGE's key itself
+            first = channel.client.zrange(self._key("", "at"), 0, 0, withscores=True)
             self._theirs = float(first[0][1]) if first else math.inf
         self._asked = elapsed()
         moment = self.next_at
         return None if math.isinf(moment) else int(moment)
+
+    def sort(
+        self, batches: list[Claimed], producer: Any, sleep_until: Callable[[float], None]
+    ) -> tuple[list[Claimed], list[tuple[Claim, Claimed]], list[tuple[int, Settlement]]]:
+        """Release what is staged for now (any beat's) and sort this pass's claims: those
+        to send now (with this beat's staged claims that were not released), those ahead
+        of their instant, to stage, and the settlements to write."""
+        now, ahead = self.split(batches)
+        now, written = self._released_already(now, producer)
+        resend, taken = self.release_due(producer, batches, sleep_until)
+        return now + resend, ahead, written + taken
+
+    def _released_already(
+        self, now: list[Claimed], producer: Any
+    ) -> tuple[list[Claimed], list[tuple[int, Settlement]]]:
+        """Of the claims taken over from another beat, those whose staged message a
+        release pushed are settled, planned as of their instant, and not sent again."""
+        taken = [(claim, got) for got in now for claim in got.batch.claims if claim.taken]
+        if not taken or not self.can_stage(producer):
+            return now, []
+        channel = producer.channel
+        prefix = getattr(channel, "global_keyprefix", "") or ""
+        pipe = channel.client.pipeline(transaction=False)
+        for claim, _ in taken:
+            task_id = task_id_for(self.settings.key_prefix, claim.name, claim.nominal_ms)
+            pipe.execute_command(
+                "SISMEMBER", self._key(prefix, f"{claim.due_ms}:released"), task_id
+            )
+        found = pipe.execute()
+        done: set[str] = set()
+        written: list[tuple[int, Settlement]] = []
+        for (claim, got), hit in zip(taken, found, strict=True):
+            if not hit:
+                continue
+            rendered: list[tuple[str, str]] = []
+            self._publisher.staged = rendered
+            try:
+                with redis_publish.diverting(channel, rendered):  # rendered, not sent
+                    settlement = self._settler.settle(claim, producer, claim.due_ms, [])
+            except NotStagedError:
+                continue
+            finally:
+                self._publisher.staged = None
+            done.add(claim.id)
+            written.append((got.batch.partition, settlement))
+        if done:
+            logger.info(
+                "periodiq: %d claims taken over were released already; not sent again",
+                len(done),
+            )
+        kept = [
+            got._replace(
+                batch=replace(got.batch, claims=[c for c in got.batch.claims if c.id not in done])
+            )
+            for got in now
+        ]
+        return kept, written
 
     def split(self, batches: list[Claimed]) -> tuple[list[Claimed], list[tuple[Claim, Claimed]]]:
         """The claims to send now, and those whose instant is more than a few ms ahead."""
@@ -216,10 +284,13 @@ class Stager:
         ahead: list[tuple[Claim, Claimed]] = []
         for got in batches:
             far = got.clock + HORIZON_MS
-            later = [claim for claim in got.batch.claims if claim.due_ms > far]
-            if later:
+            claims = [
+                claim for claim in got.batch.claims if (claim.id, claim.version) not in self._held
+            ]
+            later = [claim for claim in claims if claim.due_ms > far]
+            if later or len(claims) < len(got.batch.claims):
                 ahead += [(claim, got) for claim in later]
-                soon = [claim for claim in got.batch.claims if claim.due_ms <= far]
+                soon = [claim for claim in claims if claim.due_ms <= far]
                 got = got._replace(batch=replace(got.batch, claims=soon))
             now.append(got)
         return now, ahead
@@ -295,6 +366,12 @@ class Stager:
         settle: list[tuple[int, Settlement]] = []
         for instant in sorted(moment for moment in self._pending if moment <= now_ms):
             held = self._pending.pop(instant)
+            self._held.difference_update((item.claim.id, item.claim.version) for item in held)
+            # a tick claimed again after its entry changed: its newest claim stands for it
+            newest: dict[str, int] = {}
+            for item in held:
+                newest[item.claim.id] = max(newest.get(item.claim.id, 0), item.claim.version)
+            held = [item for item in held if item.claim.version == newest[item.claim.id]]
             released_key = self._key(prefix, f"{instant}:released")
             ids = [task_id for item in held if item.staged for task_id in item.task_ids]
             found = (

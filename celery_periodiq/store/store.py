@@ -386,3 +386,11 @@ class Store(Reads):
                 key = name.decode() if isinstance(name, bytes) else name
                 changed[key] = max(changed.get(key, 0), int(score))
         return changed
+
+    def hold(self, claims: dict[int, list[str]], until_ms: int) -> None:
+        """Look at these claims (tick ids, by partition) again at ``until_ms`` at the
+        earliest: a beat that staged them holds them until their instant."""
+        pipe = self.client.pipeline(transaction=False)
+        for index, ids in claims.items():
+            pipe.zadd(self.keys.part(index).inflight, dict.fromkeys(ids, until_ms), xx=True)
+        pipe.execute()
