@@ -26,12 +26,13 @@ from celery_periodiq.beat.fire import fire_events
 from celery_periodiq.beat.ledger import Ledger
 from celery_periodiq.beat.partitions import HORIZON_MS, Claimed, Partitions, received
 from celery_periodiq.beat.publish import Publisher
+from celery_periodiq.beat.sent_log import log_sent
 from celery_periodiq.beat.settle import Settler
 from celery_periodiq.beat.staging import Stager
 from celery_periodiq.clock import SAFE_SHARE, elapsed
 from celery_periodiq.config import Settings
 from celery_periodiq.errors import BrokerRefusedError, BrokerUnavailableError
-from celery_periodiq.model.plan import Tick, tick_text, to_ms
+from celery_periodiq.model.plan import Tick
 from celery_periodiq.protocol.keys import Partition
 from celery_periodiq.protocol.records import Settlement
 from celery_periodiq.store.beat_scripts import Claim, ClaimBatch
@@ -45,8 +46,6 @@ logger = logging.getLogger("celery_periodiq.dispatch")
 # message of a burst does not wait long, then twice as many each time up to the most.
 _PUBLISH_CHUNK = 25
 _PUBLISH_CHUNK_MOST = 400
-# A pass that sends more ticks than this logs each at DEBUG and one summary at INFO.
-_LOG_EACH = 10
 
 
 _NEVER = threading.Event()
@@ -125,7 +124,7 @@ class Dispatcher:
         """Claims sent during the last pass, and when: read by the next pass."""
         self._refill: Callable[[], None] | None = None
         self._settler = Settler(self._publisher, self.settings)
-        self._stager = Stager(store, self._publisher, self._settler)
+        self._stager = Stager(store, self._publisher, self._settler, self._link.advanced)
         self._ledger = Ledger(store, beat_id)
         self._partitions = Partitions(store.keys, self.settings, beat_id)
 
@@ -229,9 +228,7 @@ class Dispatcher:
                 batches, ahead = self._staged(batches, producer, settlements)
                 complete = self._publish_all(batches, producer, settlements, sent)
                 if ahead:  # planned and rendered now, staged for their instant
-                    oldest = min(got.claimed_at for _, got in ahead)
-                    check = functools.partial(self._check_lease, oldest)
-                    self._write(self._stager.stage(ahead, producer, check), settlements)
+                    self._stage(ahead, producer, settlements)
             if self._broker_down and sent:  # a pass that sent nothing proves nothing
                 logger.info("periodiq: broker reachable again")
                 self._broker_down = False
@@ -250,7 +247,7 @@ class Dispatcher:
                 logger.error("periodiq: %s; %d claimed ticks stay in flight", error, left)
             self._broker_down = True
         finally:
-            self._log_sent(sent)
+            log_sent(sent)
             self._ledger.wait()
             self._ledger.write_pending()
             self._partitions.settled(settlements)
@@ -267,6 +264,15 @@ class Dispatcher:
         now, ahead, written = self._stager.sort(batches, producer, _sleep_until)
         self._write(written, settlements)
         return now, ahead
+
+    def _stage(
+        self, ahead: list[tuple[Claim, Claimed]], producer: Any, into: dict[int, list[Settlement]]
+    ) -> None:
+        check = functools.partial(self._check_lease, min(got.claimed_at for _, got in ahead))
+        try:
+            self._write(self._stager.stage(ahead, producer, check), into)
+        except _LeaseLostError as lost:
+            logger.warning("periodiq: %d claimed ticks not staged: %s", len(ahead), lost)
 
     def _write(
         self, written: list[tuple[int, Settlement]], into: dict[int, list[Settlement]]
@@ -411,32 +417,6 @@ class Dispatcher:
             f"claimed {now - claimed_at:.1f} s ago, and this beat's heartbeat did not hold "
             "throughout (was the process stopped?)"
         )
-
-    @staticmethod
-    def _log_sent(sent: list[tuple[str, Tick]]) -> None:
-        """One INFO line per tick sent, or, for a pass that sent many, DEBUG lines and one
-        INFO summary, so a beat with many entries does not flood its log."""
-        if not sent:
-            return
-        each = logging.INFO if len(sent) <= _LOG_EACH else logging.DEBUG
-        if logger.isEnabledFor(each):
-            for name, tick in sent:
-                logger.log(
-                    each,
-                    "periodiq: entry %r tick %s sent as %s (stands for %d)",
-                    name,
-                    tick_text(to_ms(tick.nominal)),
-                    tick.task_id,
-                    tick.missed,
-                )
-        if each == logging.DEBUG:
-            logger.info(
-                "periodiq: sent %d ticks of %d entries (ticks %s to %s)",
-                len(sent),
-                len({name for name, _ in sent}),
-                tick_text(min(to_ms(tick.nominal) for _, tick in sent)),
-                tick_text(max(to_ms(tick.nominal) for _, tick in sent)),
-            )
 
     def fire_events(self, event: str, done: set[str] | None = None) -> list[str]:
         """Publish the ``@reboot``/``@shutdown`` entries not in ``done`` (see

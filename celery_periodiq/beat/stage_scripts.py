@@ -8,31 +8,54 @@ Redis channel would put it. Per instant ``T`` (ms), under the staging prefix ``S
 - ``S:count``       string how many messages wait, all instants (the cap counts them);
 - ``S:T``           list   the messages staged for ``T``, in staging order;
 - ``S:T:released``  set    task ids released for ``T`` (a second copy is never pushed);
-                           kept an hour after its last release.
+                           kept an hour after its last release;
+- ``S:claimed``     hash   instant -> the earliest claim (ms) of a message staged for it:
+                           the changes a release must look at are those made after it.
 """
 
 from __future__ import annotations
 
-__all__ = ["RELEASE", "STAGE"]
+from typing import Any
+
+from celery_periodiq.beat import redis_publish
+
+__all__ = ["FIRST_CLAIM", "RELEASE", "STAGE", "staged_messages"]
 
 STAGE = """
--- KEYS[1] S:at  KEYS[2] S:count  KEYS[3] S:T
--- ARGV[1] T (ms); ARGV[2] the most messages that may wait; ARGV[3..] one item each
+-- KEYS[1] S:at  KEYS[2] S:count  KEYS[3] S:T  KEYS[4] S:claimed
+-- ARGV[1] T (ms); ARGV[2] the most messages that may wait; ARGV[3] the earliest claim
+-- (ms) of the messages given; ARGV[4..] one item each
 -- Returns how many were staged: the first ones given; the others are over the cap.
 local waiting = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
 local room = math.max(tonumber(ARGV[2]) - waiting, 0)
-local take = math.min(room, #ARGV - 2)
+local take = math.min(room, #ARGV - 3)
 if take == 0 then return 0 end
-for first = 3, take + 2, 1000 do
-  redis.call('RPUSH', KEYS[3], unpack(ARGV, first, math.min(first + 999, take + 2)))
+for first = 4, take + 3, 1000 do
+  redis.call('RPUSH', KEYS[3], unpack(ARGV, first, math.min(first + 999, take + 3)))
 end
 redis.call('INCRBY', KEYS[2], take)
 redis.call('ZADD', KEYS[1], ARGV[1], ARGV[1])
+local earliest = tonumber(redis.call('HGET', KEYS[4], ARGV[1]))
+if not earliest or tonumber(ARGV[3]) < earliest then
+  redis.call('HSET', KEYS[4], ARGV[1], ARGV[3])
+end
 return take
 """
 
+FIRST_CLAIM = """
+-- KEYS[1] S:at  KEYS[2] S:claimed; ARGV[1] now (ms)
+-- Returns the earliest claim (ms) of the messages staged for instants up to now, or -1.
+local earliest = -1
+for _, instant in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])) do
+  local claimed = tonumber(redis.call('HGET', KEYS[2], instant))
+  if not claimed then return 0 end
+  if earliest < 0 or claimed < earliest then earliest = claimed end
+end
+return earliest
+"""
+
 RELEASE = """
--- KEYS[1] S:at  KEYS[2] S:count
+-- KEYS[1] S:at  KEYS[2] S:count  KEYS[3] S:claimed
 -- ARGV[1] now (ms, the schedule's Redis clock as the caller reads it)
 -- ARGV[2] the most messages to look at
 -- ARGV[3] JSON {entry name: ms of its last change}: a message whose claim came before
@@ -76,6 +99,7 @@ for _, instant in ipairs(instants) do
   if redis.call('LLEN', list) <= #items then
     redis.call('DEL', list)
     redis.call('ZREM', KEYS[1], instant)
+    redis.call('HDEL', KEYS[3], instant)
   else
     redis.call('LTRIM', list, #items, -1)
   end
@@ -85,3 +109,21 @@ if tonumber(redis.call('GET', KEYS[2]) or '0') < 0 then redis.call('SET', KEYS[2
 local more = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 1)
 return {pushed, dropped, #more}
 """
+
+
+_COUNT = "return redis.call('GET', KEYS[1])"
+
+
+def staged_messages(app: Any, key_prefix: str) -> int | None:
+    """How many messages wait staged in ``app``'s broker (None: not a Redis broker, or
+    it cannot be reached: the broker check says which)."""
+    try:
+        with app.connection_for_write() as connection:
+            channel = connection.default_channel
+            if not redis_publish.usable(channel):
+                return None
+            prefix = getattr(channel, "global_keyprefix", "") or ""
+            found = channel.client.eval(_COUNT, 1, f"{prefix}{key_prefix}:staged:count")
+    except Exception:  # the broker check reports an unreachable broker
+        return None
+    return max(int(found or 0), 0)

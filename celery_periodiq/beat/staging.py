@@ -32,7 +32,7 @@ from celery_periodiq.beat.partitions import HORIZON_MS, Claimed
 from celery_periodiq.beat.publish import Publisher
 from celery_periodiq.beat.redis_publish import NotStagedError
 from celery_periodiq.beat.settle import Settler
-from celery_periodiq.beat.stage_scripts import RELEASE, STAGE
+from celery_periodiq.beat.stage_scripts import FIRST_CLAIM, RELEASE, STAGE
 from celery_periodiq.clock import elapsed
 from celery_periodiq.model.plan import Tick
 from celery_periodiq.protocol.headers import task_id_for
@@ -73,8 +73,17 @@ class _Held:
 class Stager:
     """One beat's staged release: what it staged, and the scripts in its broker."""
 
-    def __init__(self, store: Store, publisher: Publisher, settler: Settler) -> None:
+    def __init__(
+        self,
+        store: Store,
+        publisher: Publisher,
+        settler: Settler,
+        progress: Callable[[], None] = lambda: None,
+    ) -> None:
+        """``progress()``: the work under way with the broker advanced (the beat's watchdog
+        takes a broker call without progress for half a lease for a hung broker)."""
         self.store = store
+        self._progress = progress
         self.settings = store.settings
         self._publisher = publisher
         self._settler = settler
@@ -140,7 +149,9 @@ class Stager:
                 bare = Settlement(claim.id, claim.name, claim.version, claim.inc)
                 self._keep(_Held(claim, got, bare, False, []))
             return now
-        for claim, got in ahead:
+        for index, (claim, got) in enumerate(ahead):
+            if index % 64 == 0:
+                self._progress()  # rendering is work of its own, not a broker waited on
             rendered: list[tuple[str, str]] = []
             sent: list[tuple[str, Tick]] = []
             self._publisher.staged = rendered
@@ -174,8 +185,11 @@ class Stager:
                     self._key(prefix, "at"),
                     self._key(prefix, "count"),
                     self._key(prefix, instant),
+                    self._key(prefix, "claimed"),
                 ]
-                taken = int(stage(keys, [instant, self.settings.stage_max, *values]))
+                earliest = min(held.claim.claimed_ms for held, _ in items if held.staged)
+                taken = int(stage(keys, [instant, self.settings.stage_max, earliest, *values]))
+                self._progress()
                 self.staged_count += taken
             left = taken
             for held, _ in items:
@@ -249,6 +263,7 @@ class Stager:
                 "SISMEMBER", self._key(prefix, f"{claim.due_ms}:released"), task_id
             )
         found = pipe.execute()
+        self._progress()
         done: set[str] = set()
         written: list[tuple[int, Settlement]] = []
         for (claim, got), hit in zip(taken, found, strict=True):
@@ -329,14 +344,27 @@ class Stager:
         Raises:
             redis.RedisError: the broker's or the schedule's Redis failed.
         """
-        changed = self.store.changed_since(
-            now_ms - int(self.settings.stage_horizon * 1000) - 60_000
-        )
+        # only changes after the earliest claim of what is released can drop a message
+        since = min(
+            (
+                held.claim.claimed_ms
+                for at, items in self._pending.items()
+                if at <= now_ms
+                for held in items
+            ),
+            default=math.inf,
+        )  # fmt: skip # one generator over two loops reads better on two lines
         if channel is None:  # not a Redis broker: nothing was staged
+            changed = {} if math.isinf(since) else self.store.changed_since(int(since) - 1)
             return self._take(now_ms, channel, "", changed)
         prefix = getattr(channel, "global_keyprefix", "") or ""
+        keys = [self._key(prefix, "at"), self._key(prefix, "count"), self._key(prefix, "claimed")]
+        earliest = int(channel.client.register_script(FIRST_CLAIM)(keys[::2], [now_ms]))
+        if earliest == 0:  # staged by a version that did not say: as far back as may be
+            earliest = now_ms - int(self.settings.stage_horizon * 1000) - 60_000
+        since = min(since, math.inf if earliest < 0 else earliest)
+        changed = {} if math.isinf(since) else self.store.changed_since(int(since) - 1)
         release = channel.client.register_script(RELEASE)
-        keys = [self._key(prefix, "at"), self._key(prefix, "count")]
         args = [
             now_ms,
             _RELEASE_MOST,
@@ -347,6 +375,7 @@ class Stager:
         pushed = dropped = 0
         while True:
             done = release(keys, args)
+            self._progress()
             pushed, dropped = pushed + int(done[0]), dropped + int(done[1])
             if not int(done[2]):
                 break
@@ -379,6 +408,7 @@ class Stager:
                 if ids
                 else {}
             )
+            self._progress()
             for item in held:
                 claim, partition = item.claim, item.got.batch.partition
                 if changed.get(claim.name, -1) > claim.claimed_ms:

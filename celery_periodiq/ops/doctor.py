@@ -11,6 +11,7 @@ import time
 
 import redis
 
+from celery_periodiq.beat.stage_scripts import staged_messages
 from celery_periodiq.config import redacted
 from celery_periodiq.ops.checks import Check, Scope
 from celery_periodiq.ops.doctor_entries import (
@@ -218,4 +219,13 @@ def _check_broker(runtime: Runtime) -> Check:
     # Any transport error is a finding to report, not a crash.
     except Exception as error:
         return Check("broker", "fail", f"cannot reach the broker: {error}")
-    return Check("broker", "ok", f"broker reachable at {where}")
+    staged, most = (
+        staged_messages(runtime.app, runtime.settings.key_prefix),
+        runtime.settings.stage_max,
+    )
+    if not staged:
+        return Check("broker", "ok", f"broker reachable at {where}")
+    detail = (
+        f"broker reachable at {where}; {staged} messages staged for their instant (at most {most})"
+    )
+    return Check("broker", "warn" if staged >= 0.9 * most else "ok", detail)

@@ -31,6 +31,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from celery_periodiq.beat.stage_scripts import staged_messages
 from celery_periodiq.errors import PeriodiqError
 from celery_periodiq.runtime import Runtime
 from celery_periodiq.store.summary import Summary, first_names, summary
@@ -86,6 +87,9 @@ class PeriodiqCollector(Collector):
         up.add_metric([], 1)
         yield up
         yield _gauge("periodiq_beats_live", "Beats whose heartbeat is alive.", beats)
+        staged = staged_messages(self.runtime.app, self.runtime.settings.key_prefix)
+        if staged is not None:
+            yield _gauge("periodiq_staged_messages", "Messages staged for their instant.", staged)
         states = GaugeMetricFamily("periodiq_entries", "Entries by state.", labels=["state"])
         for state, count in sorted(counted.statuses.items()):
             states.add_metric([state], count)
