@@ -21,6 +21,7 @@ from celery import Celery
 from celery_periodiq import periodiq
 from celery_periodiq.api import Periodiq
 from celery_periodiq.beat.dispatch import Dispatcher
+from celery_periodiq.ops.doctor import diagnose
 from celery_periodiq.protocol.headers import HEADER_ENTRY, HEADER_TICK
 
 
@@ -168,6 +169,8 @@ def test_staged_messages_the_broker_lost_are_sent_at_their_instant_the_usual_way
     beat = Dispatcher(app, api.store, "beat-a")
     run_beats([beat], lambda: beat._stager.staged_count >= 20, 3)
     assert beat._stager.staged_count == 20
+    (broker_check,) = [check for check in diagnose(api.runtime) if check.name == "broker"]
+    assert "20 messages staged for their instant" in broker_check.detail
     redis.Redis.from_url(broker_url).flushall()  # a broker restarted without its data
     arrivals = Arrivals(broker_url)
     run_beats([beat], lambda: len(arrivals.got) >= 20, 8)
