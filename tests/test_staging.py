@@ -25,12 +25,15 @@ from celery_periodiq.ops.doctor import diagnose
 from celery_periodiq.protocol.headers import HEADER_ENTRY, HEADER_TICK
 
 
-def staging_app(redis_url: str, broker_url: str, lease: float = 10) -> tuple[Celery, Periodiq]:
+def staging_app(
+    redis_url: str, broker_url: str, lease: float = 10, **settings: Any
+) -> tuple[Celery, Periodiq]:
     app = Celery("staging", broker=broker_url, set_as_current=False)
     app.conf.periodiq_redis_url = redis_url
     app.conf.periodiq_claim_lease = lease
     app.conf.periodiq_stage_min = 1
     app.conf.periodiq_stage_horizon = 30
+    app.conf.update(settings)
     return app, periodiq(app)
 
 
@@ -179,3 +182,19 @@ def test_staged_messages_the_broker_lost_are_sent_at_their_instant_the_usual_way
     assert arrivals.entries() == [f"e-{n:03d}" for n in range(20)]
     assert arrivals.early() == []
     assert all(api.get(f"e-{n:03d}").state.get("last_tick") for n in range(20))
+
+
+def test_ticks_over_the_staging_cap_are_sent_at_their_instant_the_usual_way(
+    redis_url: str, broker_url: str
+) -> None:
+    app, api = staging_app(redis_url, broker_url, periodiq_stage_max=12)
+    burst(api, 20, 4)
+    arrivals = Arrivals(broker_url)
+    beat = Dispatcher(app, api.store, "beat-a")
+    run_beats([beat], lambda: len(arrivals.got) >= 20, 10)
+    arrivals.stop()
+
+    assert beat._stager.staged_count == 12  # the cap: the others waited in the beat
+    assert arrivals.entries() == [f"e-{n:03d}" for n in range(20)]
+    assert len(set(arrivals.ids())) == 20
+    assert arrivals.early() == []
