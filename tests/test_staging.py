@@ -23,6 +23,7 @@ from celery_periodiq.api import Periodiq
 from celery_periodiq.beat.dispatch import Dispatcher
 from celery_periodiq.ops.doctor import diagnose
 from celery_periodiq.protocol.headers import HEADER_ENTRY, HEADER_TICK
+from celery_periodiq.protocol.records import RunEnd, RunStart
 
 
 def staging_app(
@@ -197,4 +198,25 @@ def test_ticks_over_the_staging_cap_are_sent_at_their_instant_the_usual_way(
     assert beat._stager.staged_count == 12  # the cap: the others waited in the beat
     assert arrivals.entries() == [f"e-{n:03d}" for n in range(20)]
     assert len(set(arrivals.ids())) == 20
+    assert arrivals.early() == []
+
+
+def test_a_tick_whose_earlier_run_was_unfinished_at_its_claim_is_decided_at_its_instant(
+    redis_url: str, broker_url: str
+) -> None:
+    app, api = staging_app(redis_url, broker_url)
+    burst(api, 5, 4)
+    # e-000's earlier run is unfinished when the burst is claimed (overlap "skip")
+    api.store.scripts.begin(
+        "e-000", RunStart("r0", None, 0, "skip", 60_000, 0, "h", 10, published=False)
+    )
+    arrivals = Arrivals(broker_url)
+    beat = Dispatcher(app, api.store, "beat-a")
+    run_beats([beat], lambda: beat._stager.staged_count >= 4, 3)
+    api.store.scripts.finish("e-000", RunEnd("r0", None, "succeeded", "", 5, "h", 10))
+    run_beats([beat], lambda: len(arrivals.got) >= 5, 8)
+    arrivals.stop()
+
+    assert beat._stager.staged_count == 4  # e-000 waited in the beat, to be decided then
+    assert arrivals.entries() == [f"e-{n:03d}" for n in range(5)]  # it was free by then
     assert arrivals.early() == []

@@ -32,6 +32,7 @@ from celery_periodiq.beat.partitions import HORIZON_MS, Claimed
 from celery_periodiq.beat.publish import Publisher
 from celery_periodiq.beat.redis_publish import NotStagedError
 from celery_periodiq.beat.settle import Settler
+from celery_periodiq.beat.stage_horizon import Horizon
 from celery_periodiq.beat.stage_scripts import FIRST_CLAIM, RELEASE, STAGE
 from celery_periodiq.clock import elapsed
 from celery_periodiq.model.plan import Tick
@@ -45,17 +46,10 @@ __all__ = ["Stager"]
 
 logger = logging.getLogger("celery_periodiq.dispatch")
 
-# CPU a tick costs to claim, plan, render and stage (s), until measured; the horizon is
-# this many times what the ticks due would take.
-_COST = 150e-6
-_SAFETY = 3.0
-# Less notice than this (ms) and a tick is sent the usual way.
-_SHORTEST_MS = 1000
 # Messages looked at per release call, and how long a released set is kept (ms).
 _RELEASE_MOST = 1000
 _RELEASED_KEPT_MS = 3_600_000
-# How often the due sets are counted (s).
-_COUNT_EVERY = 1.0
+_ASK_EVERY = 1.0  # how often the broker is asked for the first staged instant (s)
 
 
 @dataclass(slots=True)
@@ -93,11 +87,9 @@ class Stager:
         self._held: set[tuple[str, int]] = set()
         """Those claims' ids and versions: claim.lua hands a claim back to its owner once
         its lease ran out (a claim of the same tick after its entry changed is another)."""
-        self._counted = (-math.inf, 0)
-        """``elapsed()`` of the last count of ticks due within the horizon, and the horizon (ms)."""
+        self.horizon = Horizon(store, self.settings)
         self.usable: bool | None = None
         """Whether the broker is a Redis this beat can stage in (None: not known yet)."""
-        self._cost = _COST
         self._theirs = math.inf
         """The first instant with a message staged by any beat, when last read (ms)."""
         self._asked = -math.inf
@@ -107,21 +99,8 @@ class Stager:
         """Messages this beat staged (for the log and tests)."""
 
     def horizon_ms(self, parts: list[Partition], estimate_ms: float) -> int:
-        """How far ahead to claim now (0: not at all): enough to render the ticks due
-        within ``periodiq_stage_horizon`` before the first of them, when there are
-        ``periodiq_stage_min`` of them; counted once a second."""
-        most = self.settings.stage_horizon
-        if not most or self.usable is False or not parts or math.isinf(estimate_ms):
-            return 0
-        at, horizon = self._counted
-        if elapsed() - at < _COUNT_EVERY:
-            return horizon
-        due = self.store.due_by(parts, int(estimate_ms + most * 1000))
-        horizon = 0
-        if due >= self.settings.stage_min:
-            horizon = int(min(most, max(_SHORTEST_MS / 500, due * self._cost * _SAFETY)) * 1000)
-        self._counted = (elapsed(), horizon)
-        return horizon
+        """How far ahead to claim now (ms; 0: not at all; see :mod:`.stage_horizon`)."""
+        return 0 if self.usable is False else self.horizon.ms(parts, estimate_ms)
 
     def can_stage(self, producer: Any) -> bool:
         """Whether ``producer``'s channel is kombu's Redis channel (learnt once)."""
@@ -152,6 +131,10 @@ class Stager:
         for index, (claim, got) in enumerate(ahead):
             if index % 64 == 0:
                 self._progress()  # rendering is work of its own, not a broker waited on
+            if claim.running or claim.queued:  # whether it may run is decided at its instant
+                bare = Settlement(claim.id, claim.name, claim.version, claim.inc)
+                self._keep(_Held(claim, got, bare, False, []))
+                continue
             rendered: list[tuple[str, str]] = []
             sent: list[tuple[str, Tick]] = []
             self._publisher.staged = rendered
@@ -203,7 +186,7 @@ class Stager:
                 ids.setdefault(held.got.batch.partition, []).append(held.claim.id)
             self.store.hold(ids, instant + int(self.settings.claim_lease * 1000))
         if ahead:
-            self._cost = max((elapsed() - started) / len(ahead), 20e-6)
+            self.horizon.measured(elapsed() - started, len(ahead))
         return now
 
     def _keep(self, held: _Held) -> None:
@@ -222,7 +205,7 @@ class Stager:
             return True
         if self.usable is False or not self.settings.stage_horizon:
             return False
-        return elapsed() - self._asked >= _COUNT_EVERY
+        return elapsed() - self._asked >= _ASK_EVERY
 
     def refresh(self, channel: Any) -> int | None:
         """Read the first instant with something staged, any beat's, from the broker
@@ -242,8 +225,8 @@ class Stager:
         to send now (with this beat's staged claims that were not released), those ahead
         of their instant, to stage, and the settlements to write."""
         now, ahead = self.split(batches)
-        now, written = self._released_already(now, producer)
         resend, taken = self.release_due(producer, batches, sleep_until)
+        now, written = self._released_already(now, producer)  # after what was due went out
         return now + resend, ahead, written + taken
 
     def _released_already(
@@ -421,7 +404,13 @@ class Stager:
                 else:  # never staged, or lost with the broker's data: sent now
                     _, claims = resend.setdefault(id(item.got), (item.got, []))
                     claims.append(claim)
-        again = [got._replace(batch=_with_claims(got, claims)) for got, claims in resend.values()]
+        # an earlier run unfinished or waiting at the claim: as it is now, at the instant
+        named = [c.name for _, claims in resend.values() for c in claims if c.running or c.queued]
+        markers = self.store.markers(named, now_ms) if named else {}
+        again = [
+            got._replace(batch=_with_claims(got, [_marked(claim, markers) for claim in claims]))
+            for got, claims in resend.values()
+        ]
         return again, settle
 
     def _key(self, prefix: str, what: object) -> str:
@@ -433,6 +422,13 @@ def _value(claim: Claim, task_id: str, key: str, message: str) -> str:
     raw = [task_id.encode(), key.encode(), claim.name.encode()]
     head = f"{claim.claimed_ms},{len(raw[0])},{len(raw[1])},{len(raw[2])}:"
     return head + task_id + key + claim.name + message
+
+
+def _marked(claim: Claim, markers: dict[str, tuple[bool, bool]]) -> Claim:
+    if claim.name not in markers:
+        return claim
+    running, queued = markers[claim.name]
+    return replace(claim, running=running, queued=queued)
 
 
 def _with_claims(got: Claimed, claims: list[Claim]) -> ClaimBatch:
