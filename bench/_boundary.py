@@ -166,7 +166,7 @@ def _beats(
             current.start_beats(beats)
             current.load([_warmup()])
             wait_for(queue.length, 60, "the warm-up message")
-            instant = _t0(2 + count / 15_000 + lead) / 1000
+            instant = _t0(2 + count / 10_000 + lead) / 1000  # storing: ~10,000/s or more
             specs = [Spec(f"boundary-{i:06d}", round(instant * 1000), 3600) for i in range(count)]
             load_s = current.load(specs)
             stored_lead = instant - time.time()
