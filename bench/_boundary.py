@@ -144,6 +144,7 @@ def _limit(cfg: Config, count: int) -> dict[str, Any]:
             # It has exited by now, and its CPU time with it: its own count of the loop.
             report = json.loads(out.decode().strip().splitlines()[-1])
             stats["beats_after_us"] = report["cpu_seconds"] / count * 1e6
+            del stats["alive"]  # it exits once sent, as it should
         finally:
             proc.stop()
             queue.close()
@@ -188,7 +189,9 @@ def _beats(
 def _show(stats: dict[str, Any], key: str, fmt: str) -> str:
     if "failed" in stats:
         return "failed"
-    value = stats.get(key, math.nan)
+    if key not in stats:
+        return "–"
+    value = stats[key]
     if key.endswith("_ms") and math.isnan(value):
         return f"not in {stats.get('cap', math.nan):.0f} s"
     return "n/a" if math.isnan(value) else fmt.format(value)
@@ -225,8 +228,9 @@ def boundary(cfg: Config) -> list[Row]:
     def cpu(metric: str, role: str) -> Row:
         def pair(stats: dict[str, Any]) -> str:
             before, after = (stats.get(f"{role}_{w}_us", math.nan) for w in ("before", "after"))
-            return "–" if math.isnan(before) and math.isnan(after) else (
-                f"{before:.1f} + {after:.1f}")  # fmt: skip
+            if math.isnan(before) and math.isnan(after):
+                return "–"
+            return " + ".join("n/a" if math.isnan(v) else f"{v:.1f}" for v in (before, after))
 
         return Row("boundary", metric, " / ".join(pair(s) for s in ours), pair(redbeat),
                    pair(limit))  # fmt: skip
@@ -247,8 +251,9 @@ def boundary(cfg: Config) -> list[Row]:
         row("duplicate messages (same task id; RedBeat: same entry and due)", "duplicates",
             "{:.0f}"),
         row("ticks missing", "missing", "{:.0f}"),
+        row("beats alive at the end (of 1 / 2 / 1; RedBeat: of 1)", "alive", "{:.0f}"),
         cpu("CPU µs per tick, the beats (limit: the sending process): before the instant + "
-            "from it", "beats"),
+            "from it (n/a: a beat exited)", "beats"),
         cpu("CPU µs per tick, the schedule's Redis: before + from the instant", "schedule"),
         cpu("CPU µs per tick, the broker's Redis: before + from the instant", "broker"),
     ]  # fmt: skip
