@@ -468,10 +468,16 @@ def run(
     lock_timeout: float | None = None,
     broker_delay: float | None = None,
     replica_acks: int | None = None,
+    listen: bool = True,
+    broker: str | None = None,
+    queue: str | None = None,
 ) -> Iterator[Run]:
     """Fresh Redis servers, a listener and (later) beats for one system; all stopped after.
     With ``replica_acks`` (0 or more) the schedule's Redis has a replica, in sync before
-    the beats start, and celery_periodiq's beats wait for that many."""
+    the beats start, and celery_periodiq's beats wait for that many. Without ``listen``
+    the listener is not started (nothing drains the queue); with ``broker`` (a URL) the
+    beats publish there instead of to the private broker Redis, to the queue ``queue``
+    (Celery's ``task_default_queue``) when given."""
     tmp = tmp_root / label
     tmp.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:
@@ -484,9 +490,11 @@ def run(
             _wait_in_sync(schedule_redis)
             del replica
         broker_redis = stack.enter_context(LocalRedis(tmp / "broker-redis"))
-        listener = Listener(tmp, broker_redis.url).start()
+        listener = Listener(tmp, broker_redis.url)
+        if listen:
+            listener.start()
         stack.callback(listener.proc.stop)
-        broker_url = broker_redis.url
+        broker_url = broker or broker_redis.url
         proxy = None
         if broker_delay is not None:
             proxy = Proc(
@@ -514,6 +522,8 @@ def run(
             env["BENCH_LOCK_TIMEOUT"] = str(lock_timeout)
         if replica_acks is not None:
             env["BENCH_REPLICA_ACKS"] = str(replica_acks)
+        if queue is not None:
+            env["BENCH_QUEUE"] = queue
         current = Run(
             system, tmp, schedule_redis, broker_redis, broker_url, listener, env, loglevel
         )

@@ -4,7 +4,8 @@
 
 Sends one warm-up message (so the connection is open), sleeps until ``--at``,
 then sends ``--count`` messages as fast as it can through one producer and
-prints ``{"sent": N, "seconds": S}``. Each message has the shape of a
+prints ``{"sent": N, "seconds": S, "cpu_seconds": C}`` (C: this process's CPU time in
+that loop). Each message has the shape of a
 celery_periodiq tick: a fixed task id, ``expires``, soft and hard time limits
 and the same seven ``periodiq_*`` headers (the entry is ``limit-<i>``, the tick
 is ``--at`` in ms), so the listener measures it exactly like a beat's output.
@@ -63,7 +64,7 @@ def main() -> None:
         )
         names = [f"limit-{index:06d}" for index in range(args.count)]
         time.sleep(max(args.at - time.time(), 0))
-        began = time.perf_counter()
+        began, cpu_began = time.perf_counter(), time.process_time()
         step = args.batch or args.count
         for start in range(0, args.count, step):
             context = producer.batch(args.batch) if args.batch else contextlib.nullcontext()
@@ -72,8 +73,9 @@ def main() -> None:
                     app.send_task(
                         "bench.noop", args=[], kwargs={}, producer=producer, **options(name)
                     )
-        seconds = time.perf_counter() - began
-    print(json.dumps({"sent": args.count, "seconds": seconds}), flush=True)
+        seconds, cpu_seconds = time.perf_counter() - began, time.process_time() - cpu_began
+    print(json.dumps({"sent": args.count, "seconds": seconds, "cpu_seconds": cpu_seconds}),
+          flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -11,8 +11,11 @@ import time
 import traceback
 from pathlib import Path
 
+from _boundary import boundary
 from _machine import machine as _machine
 from _scenarios import SCENARIOS, Config, Row
+
+RUNNERS = {**SCENARIOS, "boundary": boundary}
 
 HEADER = ["scenario", "metric", "celery_periodiq", "RedBeat", "limit", "ratio", "target"]
 
@@ -24,7 +27,13 @@ def table(rows: list[Row]) -> str:
 
 
 def run_all(
-    names: list[str], quick: bool, json_path: Path | None, loglevel: str, keep: bool
+    names: list[str],
+    quick: bool,
+    json_path: Path | None,
+    loglevel: str,
+    keep: bool,
+    due: int | None = None,
+    lead: float | None = None,
 ) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="periodiq-beat-bench-"))
     began = time.monotonic()
@@ -34,14 +43,14 @@ def run_all(
 
     machine = _machine()
     log(f"machine: {json.dumps(machine)}")
-    cfg = Config(quick=quick, tmp=tmp, loglevel=loglevel, log=log)
+    cfg = Config(quick=quick, tmp=tmp, loglevel=loglevel, log=log, due=due, lead=lead)
     rows: list[Row] = []
     failed = []
     try:
         for name in names:
             log(f"--- {name}{' (quick)' if quick else ''}")
             try:
-                rows += SCENARIOS[name](cfg)
+                rows += RUNNERS[name](cfg)
             except Exception:  # one broken scenario must not hide the others' figures
                 failed.append(name)
                 log(f"scenario {name} FAILED:\n{traceback.format_exc()}")

@@ -63,6 +63,10 @@ class Config:
     loglevel: str
     log: Callable[[str], None]
     details: dict[str, Any] = field(default_factory=dict)
+    due: int | None = None
+    """boundary: ticks due at the instant (None: the scenario's own default)."""
+    lead: float | None = None
+    """boundary: seconds from storing them to the instant (None: its own default)."""
 
 
 def _versus(ours: float, theirs: float | None, what: str) -> str:

@@ -1,9 +1,11 @@
 """Beat benchmark: celery_periodiq against celery-redbeat and against Celery's own limit.
 
     .venv/bin/python bench/beat.py [--scenario NAME] [--quick] [--json FILE]
+    .venv/bin/python bench/beat.py --scenario boundary [--due 100000] [--lead 60]
 
 NAME is one of rest, burst, replicated, spread, spread-large, scale, failover, slow, all (the
-default).
+default), or boundary, which ``all`` leaves out (it takes about 10 minutes: N ticks due at
+one instant, a minute ahead, for five systems; see bench/_boundary.py).
 
 celery-redbeat is never a dependency of the project: the first run creates a
 separate venv, ``.venv-bench`` (or ``$BENCH_VENV``), with
@@ -27,17 +29,26 @@ from pathlib import Path
 from _venv import bootstrap
 
 NAMES = ("rest", "burst", "replicated", "spread", "spread-large", "scale", "failover", "slow")
+"""What ``all`` runs."""
+LONG = ("boundary",)
+"""Scenarios run only when named."""
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--scenario", default="all", choices=[*NAMES, "all"])
+    parser.add_argument("--scenario", default="all", choices=[*NAMES, *LONG, "all"])
     parser.add_argument("--quick", action="store_true", help="shorter runs, smaller workloads")
     parser.add_argument("--json", type=Path, help="also write every figure to this file")
     parser.add_argument("--loglevel", default="WARNING", help="the beats' --loglevel")
     parser.add_argument("--keep", action="store_true", help="keep logs in the temporary dir")
+    parser.add_argument(
+        "--due", type=int, help="boundary: ticks due at the instant (100000; --quick: 5000)"
+    )
+    parser.add_argument(
+        "--lead", type=float, help="boundary: s from storing them to the instant (60; --quick: 20)"
+    )
     args = parser.parse_args()
     bootstrap(__file__, sys.argv[1:])
 
@@ -49,6 +60,8 @@ def main() -> None:
         json_path=args.json,
         loglevel=args.loglevel,
         keep=args.keep,
+        due=args.due,
+        lead=args.lead,
     )
 
 
