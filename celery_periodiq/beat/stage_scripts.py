@@ -17,9 +17,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import redis
+
 from celery_periodiq.beat import redis_publish
 
-__all__ = ["FIRST_CLAIM", "RELEASE", "STAGE", "staged_messages"]
+__all__ = ["FIRST_CLAIM", "RELEASE", "STAGE", "staged_messages", "whole_keys"]
 
 STAGE = """
 -- KEYS[1] S:at  KEYS[2] S:count  KEYS[3] S:T  KEYS[4] S:claimed
@@ -123,7 +125,21 @@ def staged_messages(app: Any, key_prefix: str) -> int | None:
             if not redis_publish.usable(channel):
                 return None
             prefix = getattr(channel, "global_keyprefix", "") or ""
-            found = channel.client.eval(_COUNT, 1, f"{prefix}{key_prefix}:staged:count")
+            found = whole_keys(channel).eval(_COUNT, 1, f"{prefix}{key_prefix}:staged:count")
     except Exception:  # the broker check reports an unreachable broker
         return None
     return max(int(found or 0), 0)
+
+
+def whole_keys(channel: Any) -> redis.Redis:
+    """A client of kombu's Redis ``channel`` that names keys as given: kombu's own puts
+    its ``global_keyprefix`` in front of some commands' keys (a ZRANGE's, an EVALSHA's
+    first), so every key staging names is whole, its prefix written in by the caller."""
+    pool = channel.client.connection_pool
+    found = _WHOLE.get(id(pool))
+    if found is None or found.connection_pool is not pool:
+        found = _WHOLE[id(pool)] = redis.Redis(connection_pool=pool)
+    return found
+
+
+_WHOLE: dict[int, redis.Redis] = {}

@@ -33,7 +33,7 @@ from celery_periodiq.beat.publish import Publisher
 from celery_periodiq.beat.redis_publish import NotStagedError
 from celery_periodiq.beat.settle import Settler
 from celery_periodiq.beat.stage_horizon import Horizon
-from celery_periodiq.beat.stage_scripts import FIRST_CLAIM, RELEASE, STAGE
+from celery_periodiq.beat.stage_scripts import FIRST_CLAIM, RELEASE, STAGE, whole_keys
 from celery_periodiq.clock import elapsed
 from celery_periodiq.model.plan import Tick
 from celery_periodiq.protocol.headers import task_id_for
@@ -128,32 +128,10 @@ class Stager:
                 bare = Settlement(claim.id, claim.name, claim.version, claim.inc)
                 self._keep(_Held(claim, got, bare, False, []))
             return now
-        for index, (claim, got) in enumerate(ahead):
-            if index % 64 == 0:
-                self._progress()  # rendering is work of its own, not a broker waited on
-            if claim.running or claim.queued:  # whether it may run is decided at its instant
-                bare = Settlement(claim.id, claim.name, claim.version, claim.inc)
-                self._keep(_Held(claim, got, bare, False, []))
-                continue
-            rendered: list[tuple[str, str]] = []
-            sent: list[tuple[str, Tick]] = []
-            self._publisher.staged = rendered
-            try:
-                with redis_publish.diverting(channel, rendered):
-                    settlement = self._settler.settle(claim, producer, claim.due_ms, sent)
-                staged = len(rendered) == len(sent)
-            except NotStagedError:
-                settlement = Settlement(claim.id, claim.name, claim.version, claim.inc)
-                staged, sent = False, []
-            finally:
-                self._publisher.staged = None
-            if staged and not sent:  # nothing to send: settled now
-                now.append((got.batch.partition, settlement))
-                continue
-            held = _Held(claim, got, settlement, staged, [tick.task_id for _, tick in sent])
-            by_instant.setdefault(claim.due_ms, []).append((held, rendered))
+        with self._publisher.batch(producer):  # nothing is sent: _put stages instead
+            self._render(ahead, producer, now, by_instant)
         check()  # stopped meanwhile: none of it may be this beat's any more
-        client, prefix = channel.client, getattr(channel, "global_keyprefix", "") or ""
+        client, prefix = whole_keys(channel), getattr(channel, "global_keyprefix", "") or ""
         stage = client.register_script(STAGE)
         for instant, items in by_instant.items():
             values = [
@@ -189,6 +167,41 @@ class Stager:
             self.horizon.measured(elapsed() - started, len(ahead))
         return now
 
+    def _render(
+        self,
+        ahead: list[tuple[Claim, Claimed]],
+        producer: Any,
+        now: list[tuple[int, Settlement]],
+        by_instant: dict[int, list[tuple[_Held, list[tuple[str, str]]]]],
+    ) -> None:
+        """Plan and render each claim ahead: its messages by instant into ``by_instant``,
+        its settlement into ``now`` when there is nothing to send."""
+        channel = producer.channel
+        for index, (claim, got) in enumerate(ahead):
+            if index % 64 == 0:
+                self._progress()  # rendering is work of its own, not a broker waited on
+            if claim.running or claim.queued:  # whether it may run is decided at its instant
+                bare = Settlement(claim.id, claim.name, claim.version, claim.inc)
+                self._keep(_Held(claim, got, bare, False, []))
+                continue
+            rendered: list[tuple[str, str]] = []
+            sent: list[tuple[str, Tick]] = []
+            self._publisher.staged = rendered
+            try:
+                with redis_publish.diverting(channel, rendered):
+                    settlement = self._settler.settle(claim, producer, claim.due_ms, sent)
+                staged = len(rendered) == len(sent)
+            except NotStagedError:
+                settlement = Settlement(claim.id, claim.name, claim.version, claim.inc)
+                staged, sent = False, []
+            finally:
+                self._publisher.staged = None
+            if staged and not sent:  # nothing to send: settled now
+                now.append((got.batch.partition, settlement))
+                continue
+            held = _Held(claim, got, settlement, staged, [tick.task_id for _, tick in sent])
+            by_instant.setdefault(claim.due_ms, []).append((held, rendered))
+
     def _keep(self, held: _Held) -> None:
         self._pending.setdefault(held.claim.due_ms, []).append(held)
         self._held.add((held.claim.id, held.claim.version))
@@ -211,8 +224,8 @@ class Stager:
         """Read the first instant with something staged, any beat's, from the broker
         (None: this beat's only)."""
         if channel is not None:
-            # kombu's client puts its global_keyprefix in front of a ZRANGE's key itself
-            first = channel.client.zrange(self._key("", "at"), 0, 0, withscores=True)
+            prefix = getattr(channel, "global_keyprefix", "") or ""
+            first = whole_keys(channel).zrange(self._key(prefix, "at"), 0, 0, withscores=True)
             self._theirs = float(first[0][1]) if first else math.inf
         self._asked = elapsed()
         moment = self.next_at
@@ -239,12 +252,10 @@ class Stager:
             return now, []
         channel = producer.channel
         prefix = getattr(channel, "global_keyprefix", "") or ""
-        pipe = channel.client.pipeline(transaction=False)
+        pipe = whole_keys(channel).pipeline(transaction=False)
         for claim, _ in taken:
             task_id = task_id_for(self.settings.key_prefix, claim.name, claim.nominal_ms)
-            pipe.execute_command(
-                "SISMEMBER", self._key(prefix, f"{claim.due_ms}:released"), task_id
-            )
+            pipe.sismember(self._key(prefix, f"{claim.due_ms}:released"), task_id)
         found = pipe.execute()
         self._progress()
         done: set[str] = set()
@@ -342,12 +353,13 @@ class Stager:
             return self._take(now_ms, channel, "", changed)
         prefix = getattr(channel, "global_keyprefix", "") or ""
         keys = [self._key(prefix, "at"), self._key(prefix, "count"), self._key(prefix, "claimed")]
-        earliest = int(channel.client.register_script(FIRST_CLAIM)(keys[::2], [now_ms]))
+        client = whole_keys(channel)
+        earliest = int(client.register_script(FIRST_CLAIM)(keys[::2], [now_ms]))
         if earliest == 0:  # staged by a version that did not say: as far back as may be
             earliest = now_ms - int(self.settings.stage_horizon * 1000) - 60_000
         since = min(since, math.inf if earliest < 0 else earliest)
         changed = {} if math.isinf(since) else self.store.changed_since(int(since) - 1)
-        release = channel.client.register_script(RELEASE)
+        release = client.register_script(RELEASE)
         args = [
             now_ms,
             _RELEASE_MOST,
@@ -387,7 +399,7 @@ class Stager:
             released_key = self._key(prefix, f"{instant}:released")
             ids = [task_id for item in held if item.staged for task_id in item.task_ids]
             found = (
-                dict(zip(ids, channel.client.smismember(released_key, ids), strict=True))
+                dict(zip(ids, whole_keys(channel).smismember(released_key, ids), strict=True))
                 if ids
                 else {}
             )
