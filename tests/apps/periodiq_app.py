@@ -5,7 +5,8 @@ TEST_LEASE (claim lease, s), TEST_BEAT_SCHEDULE (JSON: name -> {"task", "every"}
 TEST_REDIS_CLUSTER=1 (TEST_REDIS_URL names Redis Cluster nodes), TEST_REPLICA_ACKS,
 TEST_HISTORY_LENGTH (``periodiq_history_length``),
 TEST_ALERT_TASK (``periodiq_alert_task``; the task ``alert`` records each payload in
-the list "alerts").
+the list "alerts"), TEST_STAGE_HORIZON and TEST_STAGE_MIN (``periodiq_stage_horizon``,
+``periodiq_stage_min``: staged release; the defaults unless given).
 Every run records itself in the Redis list "runs" of TEST_RUNS_URL, else of
 TEST_REDIS_URL.
 """
@@ -33,6 +34,10 @@ app.conf.periodiq_redis_cluster = os.environ.get("TEST_REDIS_CLUSTER") == "1"
 app.conf.periodiq_replica_acks = int(os.environ.get("TEST_REPLICA_ACKS", "0"))
 app.conf.periodiq_alert_task = os.environ.get("TEST_ALERT_TASK") or None
 app.conf.periodiq_history_length = int(os.environ.get("TEST_HISTORY_LENGTH", "40"))
+if os.environ.get("TEST_STAGE_HORIZON"):
+    app.conf.periodiq_stage_horizon = float(os.environ["TEST_STAGE_HORIZON"])
+if os.environ.get("TEST_STAGE_MIN"):
+    app.conf.periodiq_stage_min = int(os.environ["TEST_STAGE_MIN"])
 app.conf.beat_max_loop_interval = 5
 app.conf.broker_connection_retry_on_startup = True
 app.conf.worker_prefetch_multiplier = 1
