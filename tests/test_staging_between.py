@@ -77,13 +77,6 @@ def test_a_staged_message_lands_in_the_priority_list_kombu_would_put_it_in(
     assert {got["properties"]["priority"] for _, got in arrivals.got} == {6}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="kombu's prefixed client prefixes EVALSHA's first key itself (PREFIXED_COMPLEX_"
-    "COMMANDS), so STAGE and RELEASE write and read the staged instants' zset at "
-    "'tenant1:tenant1:...:staged:at', while refresh() reads 'tenant1:...:staged:at' (ZRANGE, "
-    "prefixed once): another beat never learns of this beat's staged instants",
-)
 def test_with_a_global_key_prefix_everything_staged_and_released_is_under_it(
     redis_url: str, broker_url: str
 ) -> None:
@@ -179,12 +172,6 @@ def test_a_manual_run_after_staging_leaves_the_staged_tick_and_both_are_delivere
     assert min(at for at, _ in ticks) >= instant  # none early
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a claim's reply read after a change was published overwrites the partition's "
-    "wake-up that the change cleared (Partitions.claimed after Partitions.touch): the "
-    "new entry's partition is not claimed again until something else touches it",
-)
 def test_an_entry_added_while_a_claim_is_on_its_way_is_claimed_when_due(
     redis_url: str, broker_url: str
 ) -> None:

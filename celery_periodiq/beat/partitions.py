@@ -67,15 +67,21 @@ class Partitions:
         """The partitions the ring gives this beat (None: all, until the ring is known)."""
         self._sweep_at = 0.0
         """``elapsed()`` of the next pass over every partition, watched or not."""
+        self._touched: dict[int, float] = {}
+        """Per partition, ``elapsed()`` when a change last touched it."""
 
     def touch(self, name: str | None = None) -> None:
         """Something changed: claim ``name``'s partition (every partition when None) in the
         next pass, whatever it was known to have due."""
         with self._lock:
+            now = elapsed()
             if name is None:
                 self._wake.clear()
+                self._touched = dict.fromkeys(range(self.keys.partitions), now)
             else:
-                self._wake.pop(self.keys.partition_of(name), None)
+                index = self.keys.partition_of(name)
+                self._wake.pop(index, None)
+                self._touched[index] = now
 
     def watch(self, beats: list[str]) -> None:
         """The live beats changed (or were read again): take this beat's share of the
@@ -143,6 +149,8 @@ class Partitions:
         self.clock = (batch.now_ms + batch.now_us / 1000, got.claimed_at)
         moments = [m for m in (batch.next_due_ms, batch.next_recheck_ms) if m is not None]
         with self._lock:
+            if self._touched.get(batch.partition, -math.inf) >= got.claimed_at:
+                return  # changed after the claim was sent: its reply is out of date
             self._wake[batch.partition] = min(moments, default=math.inf)
 
     def settled(self, settlements: dict[int, list[Settlement]]) -> None:

@@ -15,13 +15,24 @@ Redis channel would put it. Per instant ``T`` (ms), under the staging prefix ``S
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import redis
 
 from celery_periodiq.beat import redis_publish
+from celery_periodiq.errors import BrokerRefusedError, BrokerUnavailableError
 
-__all__ = ["FIRST_CLAIM", "RELEASE", "STAGE", "staged_messages", "whole_keys"]
+__all__ = [
+    "FIRST_CLAIM",
+    "RELEASE",
+    "STAGE",
+    "on_broker",
+    "staged",
+    "staged_messages",
+    "whole_keys",
+]
 
 STAGE = """
 -- KEYS[1] S:at  KEYS[2] S:count  KEYS[3] S:T  KEYS[4] S:claimed
@@ -143,3 +154,27 @@ def whole_keys(channel: Any) -> redis.Redis:
 
 
 _WHOLE: dict[int, redis.Redis] = {}
+
+
+@contextlib.contextmanager
+def on_broker() -> Iterator[None]:
+    """Inside, a failure of the broker's Redis is told as the broker's: refused (an
+    error reply: out of memory, a script error) or unreachable (connection, timeout),
+    never as the schedule's Redis failing.
+
+    Raises:
+        BrokerRefusedError: the broker answered with an error.
+        BrokerUnavailableError: the broker did not answer.
+    """
+    try:
+        yield
+    except redis.ResponseError as error:
+        raise BrokerRefusedError(f"broker refused: {error}") from error
+    except redis.RedisError as error:
+        raise BrokerUnavailableError(f"broker unreachable ({error})") from error
+
+
+def staged(claimed_ms: int, task_id: str, key: str, name: str, message: str) -> str:
+    """A staged message as the release script reads it (see the module's docstring)."""
+    sizes = (len(task_id.encode()), len(key.encode()), len(name.encode()))
+    return f"{claimed_ms},{sizes[0]},{sizes[1]},{sizes[2]}:{task_id}{key}{name}{message}"

@@ -1,21 +1,13 @@
-"""Staged release: a burst of ticks is claimed, planned and rendered ahead of its instant,
-staged in the broker's Redis, and pushed into the queues at the instant by one script.
+"""Staged release: a burst of ticks claimed, planned and rendered ahead of its instant,
+staged in the broker's Redis, and pushed into the queues at the instant by one script
+(stage_scripts.py; docs/deployment/scaling.md tells the whole of it).
 
-When many ticks are due soon (``periodiq_stage_min`` within ``periodiq_stage_horizon``)
-and the broker is a Redis, a beat claims them as far ahead as rendering them takes
-(the horizon follows how many are due and what a tick costs), plans each as of its own
-instant, and stages its message (stage_scripts.py). Nothing staged is in a queue before
-its instant: the release script pushes only instants the caller's clock (the schedule's
-Redis clock, as the beat reads it) has reached, and any live beat releases them, each
-task id once. A change to an entry after its claim (put, pause, resume, delete: the
-partition's change log) drops its staged message at the release: the writer scheduled
-the entry afresh, as it does for any claim in flight.
-
-The claims stay this beat's, in flight, until their instant: then the beat settles
-those whose messages were released, and publishes the usual way those that were not
-(over the cap, not stageable, or lost with a broker that restarted empty). A beat that
-dies meanwhile leaves its staged messages to the others' release, and its claims to
-the usual takeover, which sends nothing a release already pushed.
+Nothing staged is in a queue before its instant (the release pushes only instants the
+beat's lower bound of the Redis clock has reached), each task id goes once, and a
+message whose entry a writer changed after its claim is dropped (the partitions' change
+log). The claims stay in flight until the instant; then the beat settles those released
+and sends the usual way those that were not (over the cap, not stageable, decided at the
+instant, lost by the broker). Any live beat releases; a takeover sends nothing released.
 """
 
 from __future__ import annotations
@@ -33,8 +25,16 @@ from celery_periodiq.beat.publish import Publisher
 from celery_periodiq.beat.redis_publish import NotStagedError
 from celery_periodiq.beat.settle import Settler
 from celery_periodiq.beat.stage_horizon import Horizon
-from celery_periodiq.beat.stage_scripts import FIRST_CLAIM, RELEASE, STAGE, whole_keys
+from celery_periodiq.beat.stage_scripts import (
+    FIRST_CLAIM,
+    RELEASE,
+    STAGE,
+    on_broker,
+    staged,
+    whole_keys,
+)
 from celery_periodiq.clock import elapsed
+from celery_periodiq.errors import BrokerRefusedError
 from celery_periodiq.model.plan import Tick
 from celery_periodiq.protocol.headers import task_id_for
 from celery_periodiq.protocol.keys import Partition
@@ -135,7 +135,7 @@ class Stager:
         stage = client.register_script(STAGE)
         for instant, items in by_instant.items():
             values = [
-                _value(held.claim, task_id, prefix + key, message)
+                staged(held.claim.claimed_ms, task_id, prefix + key, held.claim.name, message)
                 for held, rendered in items
                 if held.staged
                 for task_id, (key, message) in zip(held.task_ids, rendered, strict=True)
@@ -149,7 +149,13 @@ class Stager:
                     self._key(prefix, "claimed"),
                 ]
                 earliest = min(held.claim.claimed_ms for held, _ in items if held.staged)
-                taken = int(stage(keys, [instant, self.settings.stage_max, earliest, *values]))
+                try:
+                    with on_broker():
+                        taken = int(
+                            stage(keys, [instant, self.settings.stage_max, earliest, *values])
+                        )
+                except BrokerRefusedError as error:  # out of memory: sent when due instead
+                    logger.warning("periodiq: %d messages not staged: %s", len(values), error)
                 self._progress()
                 self.staged_count += taken
             left = taken
@@ -225,7 +231,8 @@ class Stager:
         (None: this beat's only)."""
         if channel is not None:
             prefix = getattr(channel, "global_keyprefix", "") or ""
-            first = whole_keys(channel).zrange(self._key(prefix, "at"), 0, 0, withscores=True)
+            with on_broker():
+                first = whole_keys(channel).zrange(self._key(prefix, "at"), 0, 0, withscores=True)
             self._theirs = float(first[0][1]) if first else math.inf
         self._asked = elapsed()
         moment = self.next_at
@@ -256,7 +263,8 @@ class Stager:
         for claim, _ in taken:
             task_id = task_id_for(self.settings.key_prefix, claim.name, claim.nominal_ms)
             pipe.sismember(self._key(prefix, f"{claim.due_ms}:released"), task_id)
-        found = pipe.execute()
+        with on_broker():
+            found = pipe.execute()
         self._progress()
         done: set[str] = set()
         written: list[tuple[int, Settlement]] = []
@@ -354,7 +362,8 @@ class Stager:
         prefix = getattr(channel, "global_keyprefix", "") or ""
         keys = [self._key(prefix, "at"), self._key(prefix, "count"), self._key(prefix, "claimed")]
         client = whole_keys(channel)
-        earliest = int(client.register_script(FIRST_CLAIM)(keys[::2], [now_ms]))
+        with on_broker():
+            earliest = int(client.register_script(FIRST_CLAIM)(keys[::2], [now_ms]))
         if earliest == 0:  # staged by a version that did not say: as far back as may be
             earliest = now_ms - int(self.settings.stage_horizon * 1000) - 60_000
         since = min(since, math.inf if earliest < 0 else earliest)
@@ -369,7 +378,8 @@ class Stager:
         ]
         pushed = dropped = 0
         while True:
-            done = release(keys, args)
+            with on_broker():
+                done = release(keys, args)
             self._progress()
             pushed, dropped = pushed + int(done[0]), dropped + int(done[1])
             if not int(done[2]):
@@ -398,11 +408,9 @@ class Stager:
             held = [item for item in held if item.claim.version == newest[item.claim.id]]
             released_key = self._key(prefix, f"{instant}:released")
             ids = [task_id for item in held if item.staged for task_id in item.task_ids]
-            found = (
-                dict(zip(ids, whole_keys(channel).smismember(released_key, ids), strict=True))
-                if ids
-                else {}
-            )
+            with on_broker():
+                hits = whole_keys(channel).smismember(released_key, ids) if ids else []
+            found = dict(zip(ids, hits, strict=True))
             self._progress()
             for item in held:
                 claim, partition = item.claim, item.got.batch.partition
@@ -427,13 +435,6 @@ class Stager:
 
     def _key(self, prefix: str, what: object) -> str:
         return f"{prefix}{self._prefix}{what}"
-
-
-def _value(claim: Claim, task_id: str, key: str, message: str) -> str:
-    """A staged message as the release script reads it (see stage_scripts.py)."""
-    raw = [task_id.encode(), key.encode(), claim.name.encode()]
-    head = f"{claim.claimed_ms},{len(raw[0])},{len(raw[1])},{len(raw[2])}:"
-    return head + task_id + key + claim.name + message
 
 
 def _marked(claim: Claim, markers: dict[str, tuple[bool, bool]]) -> Claim:
