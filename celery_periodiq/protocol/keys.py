@@ -57,8 +57,8 @@ class Partition:
 
     @property
     def changed(self) -> str:
-        """zset: entry name -> when a writer last changed it (ms), for an hour: a message
-        staged for an entry before its last change is not released."""
+        """zset: entry name -> when a writer last changed it (ms), for 11 minutes: a
+        message staged for an entry before its last change is not released."""
         return f"{self.tag}:changed"
 
     @property

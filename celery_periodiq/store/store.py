@@ -376,7 +376,7 @@ class Store(Reads):
 
     def changed_since(self, since_ms: int) -> dict[str, int]:
         """Entry name -> when a writer last changed it (ms), of changes after ``since_ms``
-        (the partitions' change logs, kept an hour)."""
+        (the partitions' change logs, kept 11 minutes after a change)."""
         pipe = self.client.pipeline(transaction=False)
         for part in self.keys.all():
             pipe.zrangebyscore(part.changed, f"({since_ms}", "+inf", withscores=True)

@@ -311,14 +311,16 @@ end
 
 -- How long a writer's change stays in a partition's change log (ms): longer than any
 -- staged message waits for its instant (the beat's stage horizon is at most 10 minutes).
-local CHANGE_LOG_MS = 3600000
+local CHANGE_LOG_MS = 660000
 
 -- Note in the partition's change log ("changed": zset name -> ms) that a writer changed
 -- the entry now: a message staged for it before now is not released (see the beat's
--- staging.py); entries older than CHANGE_LOG_MS leave the log.
+-- staging.py). Changes older than CHANGE_LOG_MS leave the log, and the log goes with
+-- them when nothing was written for that long.
 local function note_change(changed, name, now)
   if not wrong_type(changed, 'zset') then
     redis.call('ZADD', changed, now, name)
     redis.call('ZREMRANGEBYSCORE', changed, '-inf', now - CHANGE_LOG_MS)
+    redis.call('PEXPIRE', changed, CHANGE_LOG_MS)
   end
 end
