@@ -8,6 +8,11 @@ checked that it would write exactly what kombu wrote: kombu publishes the first
 message of each kind while :func:`capturing` records the message it puts, and
 :func:`learn` keeps that as a template, its JSON cut where a tick's values go, only
 if :func:`render` rebuilds it exactly.
+
+Most of what a tick puts in its message is the same for every tick of its kind with
+the same numbers (the interval, the limits, the arguments): a template keeps, per such
+*shape*, its JSON with all of that written in, so that a tick writes only its own
+values (task id, entry, tick, expiry, delivery tag) into one format string.
 """
 
 from __future__ import annotations
@@ -19,12 +24,19 @@ import os
 import re
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from kombu.serialization import dumps as serialize
 from kombu.utils.json import JSONEncoder, dumps
+
+from celery_periodiq.protocol.headers import (
+    HEADER_ENTRY,
+    HEADER_EXPIRES,
+    HEADER_MISSED,
+    HEADER_TICK,
+)
 
 __all__ = ["RawTemplate", "capturing", "learn", "push", "render", "usable"]
 
@@ -66,6 +78,34 @@ _ENCODE = JSONEncoder().encode
 _quoted = encode_basestring_ascii  # a string as _ENCODE writes it
 
 
+# The slots whose values change with each tick (the others, with its shape: see the
+# module docstring).
+_OWN_SLOTS = frozenset(
+    {
+        ("headers", "id"),
+        ("headers", "root_id"),
+        ("headers", HEADER_ENTRY),
+        ("headers", HEADER_TICK),
+        ("headers", HEADER_EXPIRES),
+        ("headers", HEADER_MISSED),
+        ("properties", "correlation_id"),
+        ("properties", "expiration"),
+        ("properties", "delivery_tag"),
+    }
+)
+# Shapes kept per template; beyond this many, they are all dropped.
+_SHAPES = 256
+
+
+@dataclass(frozen=True, slots=True)
+class _Shaped:
+    """A template's JSON with a shape's values written in: ``text % values``, the
+    values (JSON) of ``slots`` in order."""
+
+    text: str
+    slots: tuple[tuple[str, str], ...]
+
+
 @dataclass(frozen=True, slots=True)
 class RawTemplate:
     """A message kombu put, and the list it went to, as JSON cut where a tick's values
@@ -77,6 +117,12 @@ class RawTemplate:
     """``("headers", name)``, ``("properties", name)`` or ``("body", "")``, in order."""
     message: dict[str, Any]
     serializer: str
+    shapes: dict[str, _Shaped] = field(default_factory=dict, compare=False)
+    """Per shape (the JSON of the values of the slots not a tick's own), the JSON with
+    those written in."""
+
+    shaped_headers: tuple[str, ...] = ()
+    """The headers whose values make the shape (not a tick's own), in the slots' order."""
 
 
 def encode_body(channel: Any, body: Any, serializer: str) -> str:
@@ -153,18 +199,36 @@ def render(
         if expiration is None
         else str(int(expiration * 1000)),
     }
-    pieces = raw.pieces
-    out = [pieces[0]]
+    merged = raw.message["headers"] | headers
+    shaped_values = [merged[name] for name in raw.shaped_headers]
+    shaped_values.append(body)  # None: the template's
+    shape = _ENCODE(shaped_values)  # equal JSON, equal values written
+    shaped = raw.shapes.get(shape)
+    if shaped is None:
+        if len(raw.shapes) >= _SHAPES:
+            raw.shapes.clear()
+        shaped = raw.shapes[shape] = _shaped(raw, merged, body)
+    values = [
+        _encoded(merged[name] if part == "headers" else properties[name])
+        for part, name in shaped.slots
+    ]
+    return shaped.text % tuple(values)
+
+
+def _shaped(raw: RawTemplate, headers: dict[str, Any], body: str | None) -> _Shaped:
+    """The template's JSON with the values of ``headers`` and ``body`` (None: the
+    template's) written in but for a tick's own, and ``%s`` where those go."""
+    text, own = [raw.pieces[0].replace("%", "%%")], []
     for index, (part, name) in enumerate(raw.slots, 1):
-        if part == "headers":
-            value = headers[name] if name in headers else raw.message["headers"][name]
-        elif part == "properties":
-            value = properties[name]
+        if (part, name) in _OWN_SLOTS:
+            own.append((part, name))
+            text.append("%s")
+        elif part == "headers":
+            text.append(_encoded(headers[name]).replace("%", "%%"))
         else:
-            value = raw.message["body"] if body is None else body
-        out.append(_encoded(value))
-        out.append(pieces[index])
-    return "".join(out)
+            text.append(_encoded(raw.message["body"] if body is None else body).replace("%", "%%"))
+        text.append(raw.pieces[index].replace("%", "%%"))
+    return _Shaped("".join(text), tuple(own))
 
 
 def _cut(message: dict[str, Any]) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]] | None:
@@ -218,6 +282,9 @@ def learn(
         slots=cut[1],
         message=message,
         serializer=serializer,
+        shaped_headers=tuple(
+            name for part, name in cut[1] if part == "headers" and (part, name) not in _OWN_SLOTS
+        ),
     )
     rebuilt = render(
         raw,
