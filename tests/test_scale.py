@@ -270,6 +270,22 @@ def test_definitions_read_alike_equal_definitions_read_alone() -> None:
         assert outcome(lambda: reader.read(text)) == outcome(lambda: Entry.from_json(text)), case  # noqa: B023
 
 
+def test_alike_definitions_share_a_schedule_only_where_it_does_not_hash_the_name() -> None:
+    reader = EntryReader()
+    bounds = {"start_at": "2030-01-01T00:00:07+00:00"}
+    hashed = {"task": TASK, "schedule": "H H * * *", "form": "cron", **bounds}
+    every = {"task": TASK, "schedule": "@every 1h", "form": "every", **bounds}
+
+    crons = [reader.read(json.dumps({**hashed, "name": f"h{n}"})) for n in range(6)]
+    intervals = [reader.read(json.dumps({**every, "name": f"i{n}"})) for n in range(3)]
+
+    for entry in crons + intervals:  # what each would be, read alone
+        alone = Entry.from_json(entry.to_json()).parsed_schedule()
+        assert entry.parsed_schedule().next_after(START) == alone.next_after(START)
+    assert len({entry.parsed_schedule().next_after(START) for entry in crons}) > 1
+    assert len({id(entry.parsed_schedule()) for entry in intervals}) == 1
+
+
 def test_one_claim_and_one_ack_take_more_entries_than_lua_unpacks_at_once(
     redis_url: str, broker_url: str
 ) -> None:
