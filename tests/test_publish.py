@@ -227,3 +227,18 @@ def test_a_forked_child_does_not_repeat_its_parents_delivery_tags() -> None:
     os.close(write)
 
     assert not set(in_child) & set(in_parent)
+
+
+def test_delivery_tags_are_version_4_uuids_as_kombu_makes_them() -> None:
+    import uuid
+
+    from celery_periodiq.beat.redis_publish import _uuid4
+
+    tags = [_uuid4() for _ in range(2000)]
+
+    parsed = [uuid.UUID(tag) for tag in tags]
+    assert [str(tag) for tag in parsed] == tags
+    assert {tag.version for tag in parsed} == {4}
+    assert {tag.variant for tag in parsed} == {uuid.RFC_4122}
+    assert {tag[19] for tag in tags} == set("89ab")  # every variant digit occurs
+    assert len(set(tags)) == len(tags)

@@ -118,8 +118,8 @@ class RawTemplate:
     message: dict[str, Any]
     serializer: str
     shapes: dict[str, _Shaped] = field(default_factory=dict, compare=False)
-    """Per shape (the JSON of the values of the slots not a tick's own), the JSON with
-    those written in."""
+    """Per shape (the ``repr`` of the values of the slots not a tick's own), the JSON
+    with those written in."""
 
     shaped_headers: tuple[str, ...] = ()
     """The headers whose values make the shape (not a tick's own), in the slots' order."""
@@ -133,33 +133,35 @@ def encode_body(channel: Any, body: Any, serializer: str) -> str:
 
 
 class _Random(threading.local):
-    """``os.urandom`` read 4 KiB at a time (one system call for 256 tags), per thread."""
+    """``os.urandom`` read 4 KiB at a time (one system call for 256 tags), per thread, in hex."""
 
     def __init__(self) -> None:
         self.forget()
 
     def forget(self) -> None:
-        self.buffer, self.used = b"", 0
+        self.buffer, self.used = "", 0
 
-    def take16(self) -> bytes:
-        if self.used + 16 > len(self.buffer):
-            self.buffer, self.used = os.urandom(4096), 0
-        self.used += 16
-        return self.buffer[self.used - 16 : self.used]
+    def take32(self) -> str:
+        """32 random hex digits."""
+        if self.used + 32 > len(self.buffer):
+            self.buffer, self.used = os.urandom(4096).hex(), 0
+        self.used += 32
+        return self.buffer[self.used - 32 : self.used]
 
 
 _random = _Random()
 # a forked child must not hand out the tags its parent has left in its buffer
 os.register_at_fork(after_in_child=_random.forget)
+# The RFC 4122 variant: the digit's two high bits made 10 (0x8 | digit & 0x3).
+_VARIANT = {digit: "89ab"[int(digit, 16) & 3] for digit in "0123456789abcdef"}
 
 
 def _uuid4() -> str:
-    """``str(uuid.uuid4())`` (what kombu tags a message with), without a UUID object."""
-    raw = bytearray(_random.take16())
-    raw[6] = (raw[6] & 0x0F) | 0x40  # version 4
-    raw[8] = (raw[8] & 0x3F) | 0x80  # RFC 4122 variant
-    hexed = raw.hex()
-    return f"{hexed[:8]}-{hexed[8:12]}-{hexed[12:16]}-{hexed[16:20]}-{hexed[20:]}"
+    """``str(uuid.uuid4())`` (what kombu tags a message with), without a UUID object:
+    random hex digits with the version digit made 4 and the variant's bits set."""
+    hexed = _random.take32()
+    variant = _VARIANT[hexed[16]]
+    return f"{hexed[:8]}-{hexed[8:12]}-4{hexed[13:16]}-{variant}{hexed[17:20]}-{hexed[20:]}"
 
 
 _CONSTANTS = {None: "null", True: "true", False: "false"}
@@ -202,7 +204,8 @@ def render(
     merged = raw.message["headers"] | headers
     shaped_values = [merged[name] for name in raw.shaped_headers]
     shaped_values.append(body)  # None: the template's
-    shape = _ENCODE(shaped_values)  # equal JSON, equal values written
+    # repr tells apart what JSON writes apart (1, 1.0 and True; 0.0 and -0.0), in C
+    shape = repr(shaped_values)
     shaped = raw.shapes.get(shape)
     if shaped is None:
         if len(raw.shapes) >= _SHAPES:
