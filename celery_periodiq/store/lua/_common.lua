@@ -217,6 +217,36 @@ local function wrong_type(key, kind)
   return nil
 end
 
+-- A value as cjson.encode writes it, for a string, a number or a boolean without cjson's
+-- number formatting ("%.14g" through snprintf: the costliest part of encoding a claim or
+-- an event) where a whole number's digits are the same text; anything else as cjson's.
+local function json_value(value)
+  local kind = type(value)
+  if kind == 'number' then
+    if value == math.floor(value) and value > -1e14 and value < 1e14
+        and (value ~= 0 or 1 / value > 0) then
+      return string.format('%d', value)
+    end
+  elseif value == '' then
+    return '""'
+  elseif kind == 'boolean' then
+    return value and 'true' or 'false'
+  end
+  return cjson.encode(value)
+end
+
+-- A JSON object of fields given as {name1, value1, name2, value2, ...} (names plain
+-- words), leaving out those whose value is nil: what cjson.encode writes for the table
+-- of those fields, in another order.
+local function json_fields(fields, count)
+  local parts = {}
+  for i = 1, count, 2 do
+    local value = fields[i + 1]
+    if value ~= nil then parts[#parts + 1] = '"' .. fields[i] .. '":' .. json_value(value) end
+  end
+  return '{' .. table.concat(parts, ',') .. '}'
+end
+
 -- Append an event to a history list (newest first), keeping the newest `keep`. Stored
 -- as [kind, tick, at, task_id, host, note, duration, missed, error], trailing ""s
 -- dropped; with a tick, "at" is kept as milliseconds after it (a few digits, not 13).
@@ -226,10 +256,11 @@ local function record(key, keep, kind, at, tick, task_id, host, note, duration, 
     duration or '', missed or '', err or ''}
   local last = #event
   while last > 3 and event[last] == '' do last = last - 1 end
-  local packed = {}
-  for i = 1, last do packed[i] = event[i] end
-  redis.call('LPUSH', key, cjson.encode(packed))
-  redis.call('LTRIM', key, 0, keep - 1)
+  for i = 1, last do event[i] = json_value(event[i]) end
+  -- a list no longer than `keep` has nothing to trim
+  if redis.call('LPUSH', key, '[' .. table.concat(event, ',', 1, last) .. ']') > keep then
+    redis.call('LTRIM', key, 0, keep - 1)
+  end
 end
 
 -- Alerts. An entry is overdue when no run succeeded for state.alert ms (counted from

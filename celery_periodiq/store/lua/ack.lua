@@ -221,7 +221,7 @@ for name, state in pairs(changed) do
 end
 for name, at in pairs(next_due) do
   if at then
-    scheduled[#scheduled + 1] = at
+    scheduled[#scheduled + 1] = json_value(at)
     scheduled[#scheduled + 1] = name
   else
     dropped[#dropped + 1] = name
