@@ -42,12 +42,21 @@ __all__ = ["RawTemplate", "capturing", "learn", "push", "render", "usable"]
 
 
 def usable(channel: Any) -> bool:
-    """Whether ``channel`` is kombu's Redis channel, publishing as its batches do."""
-    return (
-        type(channel).__module__ == "kombu.transport.redis"
-        and bool(getattr(channel, "supports_batch_publish", False))
-        and not getattr(channel, "_expires", None)  # queues with x-expires: kombu's way
-    )
+    """Whether ``channel`` is kombu's Redis channel, publishing as its batches do (its
+    transport's settings read once per channel: asked for each tick, they cost about
+    what the rest of a tick's message does)."""
+    batches = getattr(channel, _USABLE, None)
+    if batches is None:
+        batches = type(channel).__module__ == "kombu.transport.redis" and bool(
+            getattr(channel, "supports_batch_publish", False)
+        )
+        with contextlib.suppress(AttributeError):  # a channel that takes no attribute
+            setattr(channel, _USABLE, batches)
+    # queues declared with x-expires (kombu's way for them), asked each time: declared later
+    return bool(batches) and not getattr(channel, "_expires", None)
+
+
+_USABLE = "_periodiq_usable"
 
 
 @contextlib.contextmanager
