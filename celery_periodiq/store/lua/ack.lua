@@ -217,7 +217,7 @@ end
 local writes, scheduled, dropped = {}, {}, {}
 for name, state in pairs(changed) do
   writes[#writes + 1] = name
-  writes[#writes + 1] = cjson.encode(state)
+  writes[#writes + 1] = json_object(state)
 end
 for name, at in pairs(next_due) do
   if at then
