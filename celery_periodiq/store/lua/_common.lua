@@ -50,49 +50,6 @@ local function parse_state(raw)
   return nil, 'its state is not a JSON object'
 end
 
--- A value as cjson.encode writes it, for a string, a number or a boolean without cjson's
--- number formatting ("%.14g" through snprintf: the costliest part of encoding a claim or
--- an event) where a whole number's digits are the same text; anything else as cjson's.
-local function json_value(value)
-  local kind = type(value)
-  if kind == 'number' then
-    if value == math.floor(value) and value > -1e14 and value < 1e14
-        and (value ~= 0 or 1 / value > 0) then
-      return string.format('%d', value)
-    end
-  elseif value == '' then
-    return '""'
-  elseif kind == 'boolean' then
-    return value and 'true' or 'false'
-  end
-  return cjson.encode(value)
-end
-
--- A JSON object of fields given as {name1, value1, name2, value2, ...} (names plain
--- words), leaving out those whose value is nil: what cjson.encode writes for the table
--- of those fields, in another order.
-local function json_fields(fields, count)
-  local parts = {}
-  for i = 1, count, 2 do
-    local value = fields[i + 1]
-    if value ~= nil then parts[#parts + 1] = '"' .. fields[i] .. '":' .. json_value(value) end
-  end
-  return '{' .. table.concat(parts, ',') .. '}'
-end
-
--- A state (or any table) as cjson.encode writes it, in the same order: a table whose
--- keys are all strings written key by key (its numbers as json_value writes them, the
--- tables inside by cjson); anything else by cjson.
-local function json_object(value)
-  local parts = {}
-  for key, item in pairs(value) do
-    if type(key) ~= 'string' then return cjson.encode(value) end
-    parts[#parts + 1] = cjson.encode(key) .. ':'
-      .. (type(item) == 'table' and cjson.encode(item) or json_value(item))
-  end
-  return '{' .. table.concat(parts, ',') .. '}'
-end
-
 -- The read side's indexes (keys.py: names, paused, disabled, ended, overdue, failing,
 -- running, and the counters summed as "n:<reason>" in stats): what each entry's state
 -- says, kept per partition so that a scrape or a page never reads every state. A script
@@ -186,7 +143,7 @@ local function load_state(key, name)
 end
 
 local function save_state(key, name, state)
-  redis.call('HSET', key, name, json_object(state))
+  redis.call('HSET', key, name, cjson.encode(state))
   if IDX then
     local after = facts(state)
     index_facts(name, BEFORE[name] or nil, after)
@@ -269,9 +226,10 @@ local function record(key, keep, kind, at, tick, task_id, host, note, duration, 
     duration or '', missed or '', err or ''}
   local last = #event
   while last > 3 and event[last] == '' do last = last - 1 end
-  for i = 1, last do event[i] = json_value(event[i]) end
+  local packed = {}
+  for i = 1, last do packed[i] = event[i] end
   -- a list no longer than `keep` has nothing to trim
-  if redis.call('LPUSH', key, '[' .. table.concat(event, ',', 1, last) .. ']') > keep then
+  if redis.call('LPUSH', key, cjson.encode(packed)) > keep then
     redis.call('LTRIM', key, 0, keep - 1)
   end
 end

@@ -217,11 +217,11 @@ end
 local writes, scheduled, dropped = {}, {}, {}
 for name, state in pairs(changed) do
   writes[#writes + 1] = name
-  writes[#writes + 1] = json_object(state)
+  writes[#writes + 1] = cjson.encode(state)
 end
 for name, at in pairs(next_due) do
   if at then
-    scheduled[#scheduled + 1] = json_value(at)
+    scheduled[#scheduled + 1] = at
     scheduled[#scheduled + 1] = name
   else
     dropped[#dropped + 1] = name

@@ -154,25 +154,25 @@ if taken < batch then
         -- the previous tick: see "prev" above
         local prev, top = tonumber(state.prev) or -1, tonumber(state.top)
         if top and top > prev and top < nominal then prev = top end
-        local claim = json_fields({
-          'name', name,
-          'nominal', nominal,
-          'due', due_at,
-          'claimed', now,
-          'owner', me,
-          'running', holds(state.running, now),
-          'queued', holds(state.queued, now),
-          'version', tonumber(state.version) or 0,
-          'prev', prev,
-          'runs', tonumber(state.runs) or 0,
-          'taken', 0,
-          'rebuilt', rebuilt,
-          'owed', tonumber(state.owed),
-          'inc', type(state.inc) == 'string' and state.inc or nil,
-        }, 28)
+        local claim = cjson.encode({
+          name = name,
+          nominal = nominal,
+          due = due_at,
+          claimed = now,
+          owner = me,
+          running = holds(state.running, now),
+          queued = holds(state.queued, now),
+          version = tonumber(state.version) or 0,
+          prev = prev,
+          runs = tonumber(state.runs) or 0,
+          taken = 0,
+          rebuilt = rebuilt,
+          owed = tonumber(state.owed),
+          inc = type(state.inc) == 'string' and state.inc or nil,
+        })
         written[#written + 1] = id
         written[#written + 1] = claim
-        leases[#leases + 1] = json_value(now + lease)
+        leases[#leases + 1] = now + lease
         leases[#leases + 1] = id
         out[#out + 1] = id
         out[#out + 1] = claim
