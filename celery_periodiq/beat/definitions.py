@@ -43,7 +43,7 @@ class Definitions:
         found = self._kept.get(key)
         if found is not None and found[0] == definition:
             return found[1]
-        entry = self._reader.read(definition)
+        entry = self._reader.read_named(definition, name)
         if found is not None:
             del self._kept[key]
             self._bytes -= len(found[0])
