@@ -10,9 +10,9 @@ message of each kind while :func:`capturing` records the message it puts, and
 if :func:`render` rebuilds it exactly.
 
 Most of what a tick puts in its message is the same for every tick of its kind with
-the same numbers (the interval, the limits, the arguments): a template keeps, per such
-*shape*, its JSON with all of that written in, so that a tick writes only its own
-values (task id, entry, tick, expiry, delivery tag) into one format string.
+the same numbers (the interval, the limits): a template keeps, per such *shape*, its
+JSON with all of that written in, so that a tick writes only its own values (task id,
+entry, tick, expiry, arguments, delivery tag) into one format string.
 """
 
 from __future__ import annotations
@@ -97,6 +97,9 @@ _OWN_SLOTS = frozenset(
         ("headers", HEADER_TICK),
         ("headers", HEADER_EXPIRES),
         ("headers", HEADER_MISSED),
+        ("headers", "argsrepr"),  # the arguments: entries alike but for them share a shape
+        ("headers", "kwargsrepr"),
+        ("body", ""),
         ("properties", "correlation_id"),
         ("properties", "expiration"),
         ("properties", "delivery_tag"),
@@ -211,34 +214,31 @@ def render(
         else str(int(expiration * 1000)),
     }
     merged = raw.message["headers"] | headers
-    shaped_values = [merged[name] for name in raw.shaped_headers]
-    shaped_values.append(body)  # None: the template's
     # repr tells apart what JSON writes apart (1, 1.0 and True; 0.0 and -0.0), in C
-    shape = repr(shaped_values)
+    shape = repr([merged[name] for name in raw.shaped_headers])
     shaped = raw.shapes.get(shape)
     if shaped is None:
         if len(raw.shapes) >= _SHAPES:
             raw.shapes.clear()
-        shaped = raw.shapes[shape] = _shaped(raw, merged, body)
-    values = [
-        _encoded(merged[name] if part == "headers" else properties[name])
-        for part, name in shaped.slots
-    ]
-    return shaped.text % tuple(values)
+        shaped = raw.shapes[shape] = _shaped(raw, merged)
+    parts = {
+        "headers": merged,
+        "properties": properties,
+        "body": {"": raw.message["body"] if body is None else body},
+    }
+    return shaped.text % tuple([_encoded(parts[part][name]) for part, name in shaped.slots])
 
 
-def _shaped(raw: RawTemplate, headers: dict[str, Any], body: str | None) -> _Shaped:
-    """The template's JSON with the values of ``headers`` and ``body`` (None: the
-    template's) written in but for a tick's own, and ``%s`` where those go."""
+def _shaped(raw: RawTemplate, headers: dict[str, Any]) -> _Shaped:
+    """The template's JSON with the values of ``headers`` written in but for a tick's own,
+    and ``%s`` where those go."""
     text, own = [raw.pieces[0].replace("%", "%%")], []
     for index, (part, name) in enumerate(raw.slots, 1):
         if (part, name) in _OWN_SLOTS:
             own.append((part, name))
             text.append("%s")
-        elif part == "headers":
+        else:  # a header: the properties and the body are a tick's own
             text.append(_encoded(headers[name]).replace("%", "%%"))
-        else:
-            text.append(_encoded(raw.message["body"] if body is None else body).replace("%", "%%"))
         text.append(raw.pieces[index].replace("%", "%%"))
     return _Shaped("".join(text), tuple(own))
 
