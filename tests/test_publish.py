@@ -260,5 +260,6 @@ def test_entries_alike_but_for_their_arguments_share_one_shape(
             publisher.send(entry, ticks_of(entry)[0], producer)
     messages(app, broker_url)  # emptied
     (template,) = publisher._templates.values()
-    assert template is not None and template.raw is not None
+    assert template is not None
+    assert template.raw is not None
     assert len(template.raw.shapes) == 1
