@@ -47,7 +47,7 @@ def test_past_its_bound_the_oldest_half_is_dropped() -> None:
 
 
 def test_past_its_bytes_the_oldest_half_is_dropped() -> None:
-    size = len(definition("e0"))
+    size = len(definition("e0")) + 1024  # its text, and about what its entry costs
     definitions = Definitions(most_bytes=3 * size)
     read = [definitions.entry(f"e{i}", 1, definition(f"e{i}")) for i in range(4)]
     assert len(definitions) == 3  # the fourth would pass the bytes: the oldest one dropped
