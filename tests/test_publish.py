@@ -227,3 +227,39 @@ def test_a_forked_child_does_not_repeat_its_parents_delivery_tags() -> None:
     os.close(write)
 
     assert not set(in_child) & set(in_parent)
+
+
+def test_delivery_tags_are_version_4_uuids_as_kombu_makes_them() -> None:
+    import uuid
+
+    from celery_periodiq.beat.redis_publish import _uuid4
+
+    tags = [_uuid4() for _ in range(2000)]
+
+    parsed = [uuid.UUID(tag) for tag in tags]
+    assert [str(tag) for tag in parsed] == tags
+    assert {tag.version for tag in parsed} == {4}
+    assert {tag.variant for tag in parsed} == {uuid.RFC_4122}
+    assert {tag[19] for tag in tags} == set("89ab")  # every variant digit occurs
+    assert len(set(tags)) == len(tags)
+
+
+def test_entries_alike_but_for_their_arguments_share_one_shape(
+    app: Celery, broker_url: str
+) -> None:
+    entries = [
+        build_entry(f"tenant-{n}", "proj.poll", every=60, args=[n, "x" * n], kwargs={"n": n})
+        for n in range(40)
+    ]
+    publisher = Publisher(app)
+
+    compare(app, broker_url, entries)  # what send_task sends, byte for byte
+
+    with app.producer_or_acquire() as producer, publisher.batch(producer):
+        for entry in entries:
+            publisher.send(entry, ticks_of(entry)[0], producer)
+    messages(app, broker_url)  # emptied
+    (template,) = publisher._templates.values()
+    assert template is not None
+    assert template.raw is not None
+    assert len(template.raw.shapes) == 1

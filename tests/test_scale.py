@@ -270,6 +270,55 @@ def test_definitions_read_alike_equal_definitions_read_alone() -> None:
         assert outcome(lambda: reader.read(text)) == outcome(lambda: Entry.from_json(text)), case  # noqa: B023
 
 
+def test_alike_definitions_share_a_schedule_only_where_it_does_not_hash_the_name() -> None:
+    reader = EntryReader()
+    bounds = {"start_at": "2030-01-01T00:00:07+00:00"}
+    hashed = {"task": TASK, "schedule": "H H * * *", "form": "cron", **bounds}
+    every = {"task": TASK, "schedule": "@every 1h", "form": "every", **bounds}
+
+    crons = [reader.read(json.dumps({**hashed, "name": f"h{n}"})) for n in range(6)]
+    intervals = [reader.read(json.dumps({**every, "name": f"i{n}"})) for n in range(3)]
+
+    for entry in crons + intervals:  # what each would be, read alone
+        alone = Entry.from_json(entry.to_json()).parsed_schedule()
+        assert entry.parsed_schedule().next_after(START) == alone.next_after(START)
+    assert len({entry.parsed_schedule().next_after(START) for entry in crons}) > 1
+    assert len({id(entry.parsed_schedule()) for entry in intervals}) == 1
+
+
+def test_definitions_read_by_name_equal_definitions_read_alone() -> None:
+    reader = EntryReader()
+    model = {"task": TASK, "schedule": "@every 1h", "form": "every",
+             "start_at": "2030-01-01T00:00:07+00:00"}  # fmt: skip
+    cases = [
+        ("a", {"name": "a"}),
+        ("b", {"name": "b"}),  # only the name differs: looked up, not parsed
+        ('q"uo\\te', {"name": 'q"uo\\te'}),
+        ("é", {"name": "é"}),
+        ("c", {"name": "c", "start_at": "2031-01-01T00:00:00+00:00"}),
+        ("d", {"name": "d", "kwargs": {"name": "d"}}),  # its name twice: read in full
+        ("e", {"name": "e", "kwargs": {"name": "x"}}),
+        ("f", {"name": "f", "args": [1, [2]]}),
+        ("g", {"name": "g", "jitter": 1}),
+        ("h", {"name": " h"}),  # another name than the claim's
+        ("i", {"name": "i", "schedule": "H * * * *", "form": "cron"}),
+        ("j", {"name": "j", "schedule": "H * * * *", "form": "cron"}),
+    ]
+
+    def outcome(read: object) -> tuple[object, ...]:
+        try:
+            entry = read()  # type: ignore[operator]
+        except EntryError as error:
+            return ("error", str(error))
+        return (entry, entry.to_json(), entry.digest, entry.parsed_schedule().next_after(START))
+
+    for name, case in cases * 2:  # the second time, those alike are looked up
+        text = json.dumps({**model, **case}, sort_keys=True, separators=(",", ":"))
+        alone = outcome(lambda: Entry.from_json(text))  # noqa: B023
+        assert outcome(lambda: reader.read_named(text, name)) == alone, case  # noqa: B023
+    assert reader._texts  # some were looked up
+
+
 def test_one_claim_and_one_ack_take_more_entries_than_lua_unpacks_at_once(
     redis_url: str, broker_url: str
 ) -> None:

@@ -8,6 +8,11 @@ checked that it would write exactly what kombu wrote: kombu publishes the first
 message of each kind while :func:`capturing` records the message it puts, and
 :func:`learn` keeps that as a template, its JSON cut where a tick's values go, only
 if :func:`render` rebuilds it exactly.
+
+Most of what a tick puts in its message is the same for every tick of its kind with
+the same numbers (the interval, the limits): a template keeps, per such *shape*, its
+JSON with all of that written in, so that a tick writes only its own values (task id,
+entry, tick, expiry, arguments, delivery tag) into one format string.
 """
 
 from __future__ import annotations
@@ -19,12 +24,19 @@ import os
 import re
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from kombu.serialization import dumps as serialize
 from kombu.utils.json import JSONEncoder, dumps
+
+from celery_periodiq.protocol.headers import (
+    HEADER_ENTRY,
+    HEADER_EXPIRES,
+    HEADER_MISSED,
+    HEADER_TICK,
+)
 
 __all__ = [
     "NotStagedError",
@@ -39,12 +51,21 @@ __all__ = [
 
 
 def usable(channel: Any) -> bool:
-    """Whether ``channel`` is kombu's Redis channel, publishing as its batches do."""
-    return (
-        type(channel).__module__ == "kombu.transport.redis"
-        and bool(getattr(channel, "supports_batch_publish", False))
-        and not getattr(channel, "_expires", None)  # queues with x-expires: kombu's way
-    )
+    """Whether ``channel`` is kombu's Redis channel, publishing as its batches do (its
+    transport's settings read once per channel: asked for each tick, they cost about
+    what the rest of a tick's message does)."""
+    batches = getattr(channel, _USABLE, None)
+    if batches is None:
+        batches = type(channel).__module__ == "kombu.transport.redis" and bool(
+            getattr(channel, "supports_batch_publish", False)
+        )
+        with contextlib.suppress(AttributeError):  # a channel that takes no attribute
+            setattr(channel, _USABLE, batches)
+    # queues declared with x-expires (kombu's way for them), asked each time: declared later
+    return bool(batches) and not getattr(channel, "_expires", None)
+
+
+_USABLE = "_periodiq_usable"
 
 
 @contextlib.contextmanager
@@ -109,6 +130,37 @@ _ENCODE = JSONEncoder().encode
 _quoted = encode_basestring_ascii  # a string as _ENCODE writes it
 
 
+# The slots whose values change with each tick (the others, with its shape: see the
+# module docstring).
+_OWN_SLOTS = frozenset(
+    {
+        ("headers", "id"),
+        ("headers", "root_id"),
+        ("headers", HEADER_ENTRY),
+        ("headers", HEADER_TICK),
+        ("headers", HEADER_EXPIRES),
+        ("headers", HEADER_MISSED),
+        ("headers", "argsrepr"),  # the arguments: entries alike but for them share a shape
+        ("headers", "kwargsrepr"),
+        ("body", ""),
+        ("properties", "correlation_id"),
+        ("properties", "expiration"),
+        ("properties", "delivery_tag"),
+    }
+)
+# Shapes kept per template; beyond this many, they are all dropped.
+_SHAPES = 256
+
+
+@dataclass(frozen=True, slots=True)
+class _Shaped:
+    """A template's JSON with a shape's values written in: ``text % values``, the
+    values (JSON) of ``slots`` in order."""
+
+    text: str
+    slots: tuple[tuple[str, str], ...]
+
+
 @dataclass(frozen=True, slots=True)
 class RawTemplate:
     """A message kombu put, and the list it went to, as JSON cut where a tick's values
@@ -120,6 +172,12 @@ class RawTemplate:
     """``("headers", name)``, ``("properties", name)`` or ``("body", "")``, in order."""
     message: dict[str, Any]
     serializer: str
+    shapes: dict[str, _Shaped] = field(default_factory=dict, compare=False)
+    """Per shape (the ``repr`` of the values of the slots not a tick's own), the JSON
+    with those written in."""
+
+    shaped_headers: tuple[str, ...] = ()
+    """The headers whose values make the shape (not a tick's own), in the slots' order."""
 
 
 def encode_body(channel: Any, body: Any, serializer: str) -> str:
@@ -130,33 +188,35 @@ def encode_body(channel: Any, body: Any, serializer: str) -> str:
 
 
 class _Random(threading.local):
-    """``os.urandom`` read 4 KiB at a time (one system call for 256 tags), per thread."""
+    """``os.urandom`` read 4 KiB at a time (one system call for 256 tags), per thread, in hex."""
 
     def __init__(self) -> None:
         self.forget()
 
     def forget(self) -> None:
-        self.buffer, self.used = b"", 0
+        self.buffer, self.used = "", 0
 
-    def take16(self) -> bytes:
-        if self.used + 16 > len(self.buffer):
-            self.buffer, self.used = os.urandom(4096), 0
-        self.used += 16
-        return self.buffer[self.used - 16 : self.used]
+    def take32(self) -> str:
+        """32 random hex digits."""
+        if self.used + 32 > len(self.buffer):
+            self.buffer, self.used = os.urandom(4096).hex(), 0
+        self.used += 32
+        return self.buffer[self.used - 32 : self.used]
 
 
 _random = _Random()
 # a forked child must not hand out the tags its parent has left in its buffer
 os.register_at_fork(after_in_child=_random.forget)
+# The RFC 4122 variant: the digit's two high bits made 10 (0x8 | digit & 0x3).
+_VARIANT = {digit: "89ab"[int(digit, 16) & 3] for digit in "0123456789abcdef"}
 
 
 def _uuid4() -> str:
-    """``str(uuid.uuid4())`` (what kombu tags a message with), without a UUID object."""
-    raw = bytearray(_random.take16())
-    raw[6] = (raw[6] & 0x0F) | 0x40  # version 4
-    raw[8] = (raw[8] & 0x3F) | 0x80  # RFC 4122 variant
-    hexed = raw.hex()
-    return f"{hexed[:8]}-{hexed[8:12]}-{hexed[12:16]}-{hexed[16:20]}-{hexed[20:]}"
+    """``str(uuid.uuid4())`` (what kombu tags a message with), without a UUID object:
+    random hex digits with the version digit made 4 and the variant's bits set."""
+    hexed = _random.take32()
+    variant = _VARIANT[hexed[16]]
+    return f"{hexed[:8]}-{hexed[8:12]}-4{hexed[13:16]}-{variant}{hexed[17:20]}-{hexed[20:]}"
 
 
 _CONSTANTS = {None: "null", True: "true", False: "false"}
@@ -196,18 +256,34 @@ def render(
         if expiration is None
         else str(int(expiration * 1000)),
     }
-    pieces = raw.pieces
-    out = [pieces[0]]
+    merged = raw.message["headers"] | headers
+    # repr tells apart what JSON writes apart (1, 1.0 and True; 0.0 and -0.0), in C
+    shape = repr([merged[name] for name in raw.shaped_headers])
+    shaped = raw.shapes.get(shape)
+    if shaped is None:
+        if len(raw.shapes) >= _SHAPES:
+            raw.shapes.clear()
+        shaped = raw.shapes[shape] = _shaped(raw, merged)
+    parts = {
+        "headers": merged,
+        "properties": properties,
+        "body": {"": raw.message["body"] if body is None else body},
+    }
+    return shaped.text % tuple([_encoded(parts[part][name]) for part, name in shaped.slots])
+
+
+def _shaped(raw: RawTemplate, headers: dict[str, Any]) -> _Shaped:
+    """The template's JSON with the values of ``headers`` written in but for a tick's own,
+    and ``%s`` where those go."""
+    text, own = [raw.pieces[0].replace("%", "%%")], []
     for index, (part, name) in enumerate(raw.slots, 1):
-        if part == "headers":
-            value = headers[name] if name in headers else raw.message["headers"][name]
-        elif part == "properties":
-            value = properties[name]
-        else:
-            value = raw.message["body"] if body is None else body
-        out.append(_encoded(value))
-        out.append(pieces[index])
-    return "".join(out)
+        if (part, name) in _OWN_SLOTS:
+            own.append((part, name))
+            text.append("%s")
+        else:  # a header: the properties and the body are a tick's own
+            text.append(_encoded(headers[name]).replace("%", "%%"))
+        text.append(raw.pieces[index].replace("%", "%%"))
+    return _Shaped("".join(text), tuple(own))
 
 
 def _cut(message: dict[str, Any]) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]] | None:
@@ -261,6 +337,9 @@ def learn(
         slots=cut[1],
         message=message,
         serializer=serializer,
+        shaped_headers=tuple(
+            name for part, name in cut[1] if part == "headers" and (part, name) not in _OWN_SLOTS
+        ),
     )
     rebuilt = render(
         raw,

@@ -7,12 +7,12 @@ chunk). An entry whose state was missing is rebuilt from its definition.
 
 from __future__ import annotations
 
-import functools
 import logging
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from celery_periodiq.beat.definitions import Definitions
 from celery_periodiq.beat.publish import Publisher
 from celery_periodiq.beat.redis_publish import NotStagedError
 from celery_periodiq.config import Settings
@@ -28,7 +28,6 @@ from celery_periodiq.model.plan import (
     tick_text,
     to_ms,
 )
-from celery_periodiq.model.reader import EntryReader
 from celery_periodiq.protocol.records import EventRow, Settlement
 from celery_periodiq.schedules import EventSchedule
 from celery_periodiq.store.beat_scripts import Claim
@@ -50,14 +49,6 @@ def _queued_ttl(tick: Tick, sent_at_ms: int) -> int:
     return max(int(tick.interval * 2000), 1000)
 
 
-_READER = EntryReader()
-
-
-@functools.lru_cache(maxsize=4096)
-def _entry(definition: str) -> Entry:
-    return _READER.read(definition)
-
-
 class Settler:
     """Decides one beat's claimed ticks and publishes them through its :class:`Publisher`."""
 
@@ -66,6 +57,7 @@ class Settler:
         self.settings = settings
         self._plain: dict[str, bool] = {}
         """Task name -> whether its runs are a plain task's (:meth:`_is_plain`)."""
+        self._definitions = Definitions()
 
     def settle(
         self, claim: Claim, producer: Any, sent_at_ms: int, sent: list[tuple[str, Tick]]
@@ -97,7 +89,7 @@ class Settler:
         if claim.definition is None:
             return Settlement(claim.id, claim.name, claim.version, claim.inc)
         try:
-            entry = _entry(claim.definition)
+            entry = self._definitions.entry(claim.name, claim.version, claim.definition)
         except EntryError as error:
             logger.error("periodiq: entry %r quarantined: %s", claim.name, error)
             return Settlement(claim.id, claim.name, claim.version, claim.inc, quarantine=str(error))

@@ -292,8 +292,21 @@ class Entry:
         fields["args"], fields["kwargs"] = list(self.args), dict(self.kwargs)
         fields["options"] = dict(self.options)
         copied._check_name()
-        copied._check_schedule()
+        schedule = self.__dict__.get("_schedule")
+        if (
+            schedule is not None
+            and (start_at, end_at) == (self.start_at, self.end_at)
+            and not self._hashes_name()
+        ):
+            # the very schedule this entry was checked with: nothing of it depends on the name
+            fields["_schedule"] = schedule
+        else:
+            copied._check_schedule()
         return copied
+
+    def _hashes_name(self) -> bool:
+        """Whether the schedule depends on the entry's name (a cron's ``H``)."""
+        return self.form == "cron" and "H" in self.schedule.upper()
 
     def _check_timebox(self, schedule: Schedule) -> None:
         # A fixed interval lets us refuse a timebox that would let runs overlap.
@@ -321,7 +334,7 @@ class Entry:
             # Only a cron's H hashes the key (not the h of "@every 1h"): other specs are
             # parsed once for every entry using them, and entries with bounds of their
             # own (a bulk load's start_at) get a copy.
-            key = self.name if self.form == "cron" and "H" in self.schedule.upper() else None
+            key = self.name if self._hashes_name() else None
             cached = _parse_cached(self.schedule, self.form, self.tz, key)
             if self.start_at is not None or self.end_at is not None:
                 cached = cached.bounded(self.start_at, self.end_at)

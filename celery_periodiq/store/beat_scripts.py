@@ -109,8 +109,9 @@ def _decode_claims(partition: int, raw: list[Any]) -> ClaimBatch:
     now, next_due, recheck, micros = (int(value) for value in raw[:4])
     notices = json.loads(raw[4]) if raw[4] else {}
     claims = []
-    for index in range(5, len(raw), 3):
-        record = json.loads(raw[index + 1])
+    # every claim's JSON in one call: one each cost more than decoding them
+    records = json.loads(f"[{','.join(raw[6::3])}]") if len(raw) > 5 else []
+    for index, record in zip(range(5, len(raw), 3), records, strict=True):
         claims.append(
             Claim(
                 id=raw[index],

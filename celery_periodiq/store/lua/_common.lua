@@ -228,8 +228,10 @@ local function record(key, keep, kind, at, tick, task_id, host, note, duration, 
   while last > 3 and event[last] == '' do last = last - 1 end
   local packed = {}
   for i = 1, last do packed[i] = event[i] end
-  redis.call('LPUSH', key, cjson.encode(packed))
-  redis.call('LTRIM', key, 0, keep - 1)
+  -- a list no longer than `keep` has nothing to trim
+  if redis.call('LPUSH', key, cjson.encode(packed)) > keep then
+    redis.call('LTRIM', key, 0, keep - 1)
+  end
 end
 
 -- Alerts. An entry is overdue when no run succeeded for state.alert ms (counted from

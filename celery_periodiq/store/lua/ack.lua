@@ -127,7 +127,10 @@ for k, a in ipairs(settlements) do
     index_named(a.name, states)
   end
   if mine and exists then
-    local problem = wrong_type(history, 'list') or wrong_type(failures, 'list')
+    -- the history's type is told by the first event's LPUSH (below) where there is one
+    local events = type(a.events) == 'table' and a.events or {}
+    local problem = wrong_type(failures, 'list')
+    if problem or #events == 0 then problem = wrong_type(history, 'list') or problem end
     if problem == nil and given(a.quarantine) then problem = a.quarantine end
     local state
     if problem then
@@ -150,6 +153,27 @@ for k, a in ipairs(settlements) do
       if given(a.inc) and state.inc ~= a.inc then
         -- a claim of an incarnation deleted since: the entry of that name now is another
         state = nil
+      end
+      if #events > 0 then
+        -- the first event is written before anything else of the settlement: a history
+        -- key of another type refuses it, and the entry is quarantined as above
+        local written, err = true, nil
+        if state then
+          local e = events[1]
+          written, err = pcall(record, history, keep, e[1], now, e[2], e[3], '', e[5], '',
+            e[4], '')
+        end
+        if not written then
+          problem = wrong_type(history, 'list')
+          if not problem then error(err) end
+        elseif not state then  -- nothing written: its type asked, as for every settlement
+          problem = wrong_type(history, 'list')
+        end
+        if problem then
+          quarantine_here(a.name, problem)
+          next_due[a.name] = false
+          state = nil
+        end
       end
     end
     if problem or not state then
@@ -196,10 +220,9 @@ for k, a in ipairs(settlements) do
       local without = newly_overdue(state, now)
       if without then state.overdue = now end
       changed[a.name] = state
-      if a.events then
-        for _, e in ipairs(a.events) do
-          record(history, keep, e[1], now, e[2], e[3], '', e[5], '', e[4], '')
-        end
+      for index = 2, #events do
+        local e = events[index]
+        record(history, keep, e[1], now, e[2], e[3], '', e[5], '', e[4], '')
       end
       if without then
         local note = 'no successful run for ' .. math.floor(without / 1000) .. ' s'
