@@ -108,9 +108,11 @@ def test_catchup_all_runs_every_missed_tick_as_simulate_says(
             down=(stopped, sent_back),
             names=["every-2s"],
         )
-        counters = api.get("every-2s").counters
+        dropped = [e for e in api.history("every-2s", limit=100) if e.kind == "dropped_too_soon"]
     fires = [int(fire.tick.timestamp() * 1000) for fire in simulated.entries[0].fires]
     assert len(ran) >= 5  # eleven seconds down, a tick every two: at least five in the outage
     assert ran == list(range(ran[0], ran[-1] + 1, 2000)), running.logs()
     assert fires == ran
-    assert counters.get("dropped_too_soon") is None
+    # no run the outage owed is dropped as too soon; an on-time run queued behind the
+    # burst on a busy worker may be (guarantee 4's cost)
+    assert all(e.tick is not None and e.tick > sent_back for e in dropped), dropped
