@@ -58,6 +58,7 @@ def _app(schedule_url: str, broker_url: str) -> Celery:
     app = Celery("bench_tick_cost", broker=broker_url, set_as_current=False)
     app.conf.periodiq_redis_url = schedule_url
     app.conf.periodiq_claim_lease = _LEASE["seconds"]
+    app.conf.periodiq_stage_horizon = 0  # the usual path: --scenario boundary times staging
     app.conf.result_expires = None
     app.task(name=_TASK)(lambda: None)
     return app
