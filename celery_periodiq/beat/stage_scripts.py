@@ -87,12 +87,13 @@ local instants = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 1
 for _, instant in ipairs(instants) do
   local list, released = prefix .. instant, prefix .. instant .. ':released'
   local items = redis.call('LRANGE', list, 0, most - seen - 1)
+  -- a copy per task id (the first not dropped), then one command per key for them all
+  local ids, lists, bodies, taken = {}, {}, {}, {}
   for _, item in ipairs(items) do
     local at, id_len, key_len, name_len, body =
       string.match(item, '^(%d+),(%d+),(%d+),(%d+):()')
     id_len, key_len, name_len = tonumber(id_len), tonumber(key_len), tonumber(name_len)
     local id = string.sub(item, body, body + id_len - 1)
-    local key = string.sub(item, body + id_len, body + id_len + key_len - 1)
     local rest = body + id_len + key_len
     local stale = false
     if any_changed then
@@ -101,9 +102,28 @@ for _, instant in ipairs(instants) do
     end
     if stale then
       dropped = dropped + 1
-    elseif redis.call('SADD', released, id) == 1 then
-      redis.call('LPUSH', key, string.sub(item, rest + name_len))
-      pushed = pushed + 1
+    elseif not taken[id] then
+      taken[id] = true
+      ids[#ids + 1] = id
+      lists[#ids] = string.sub(item, body + id_len, rest - 1)
+      bodies[#ids] = string.sub(item, rest + name_len)
+    end
+  end
+  if #ids > 0 then
+    local known = redis.call('SMISMEMBER', released, unpack(ids))
+    local new, by_list = {}, {}
+    for i = 1, #ids do
+      if known[i] == 0 then
+        new[#new + 1] = ids[i]
+        local found = by_list[lists[i]]
+        if not found then found = {}; by_list[lists[i]] = found end
+        found[#found + 1] = bodies[i]
+      end
+    end
+    if #new > 0 then
+      redis.call('SADD', released, unpack(new))
+      for key, messages in pairs(by_list) do redis.call('LPUSH', key, unpack(messages)) end
+      pushed = pushed + #new
     end
   end
   seen = seen + #items
