@@ -46,6 +46,7 @@ logger = logging.getLogger("celery_periodiq.dispatch")
 # message of a burst does not wait long, then twice as many each time up to the most.
 _PUBLISH_CHUNK = 25
 _PUBLISH_CHUNK_MOST = 400
+_SETTLE_CHUNK = 2000  # settlements of staged claims sent at once
 
 
 _NEVER = threading.Event()
@@ -277,12 +278,14 @@ class Dispatcher:
     def _write(
         self, written: list[tuple[int, Settlement]], into: dict[int, list[Settlement]]
     ) -> None:
-        chunk: dict[int, list[Settlement]] = {}
-        for index, settlement in written:
-            chunk.setdefault(index, []).append(settlement)
-            into.setdefault(index, []).append(settlement)
-        if chunk:
+        """Send ``written`` (a burst's: in chunks, each a step the broker watchdog sees)."""
+        for start in range(0, len(written), _SETTLE_CHUNK):
+            chunk: dict[int, list[Settlement]] = {}
+            for index, settlement in written[start : start + _SETTLE_CHUNK]:
+                chunk.setdefault(index, []).append(settlement)
+                into.setdefault(index, []).append(settlement)
             self._ledger.send(chunk)
+            self._link.advanced()
 
     def _report(self, batch: ClaimBatch) -> None:
         if batch.vanished:
