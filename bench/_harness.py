@@ -498,6 +498,12 @@ def run(
             if cluster
             else LocalRedis(tmp / "schedule-redis")
         )
+        if isinstance(schedule_redis, LocalRedisCluster):
+            # Its nodes keep an append-only file fsynced on every write (for the failover
+            # tests); here no persistence, as the single Redis servers of the other runs.
+            for node in schedule_redis.nodes:
+                with redis.Redis(port=node.port) as client:
+                    client.config_set("appendonly", "no")
         if replica_acks is not None:
             replica = stack.enter_context(LocalRedis(
                 tmp / "schedule-replica",
