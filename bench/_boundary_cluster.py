@@ -15,7 +15,9 @@ read every 20 ms until the instant, to show when the beats began staging and whe
 all were staged, and the beats' own logs (run at INFO) say how many messages each
 released at the instant ("released N staged messages") and when it logged that.
 CPU per tick is split at the instant as in bench/_boundary.py, for the beats, each
-cluster master and the broker. Figures are printed, never asserted.
+cluster master and the broker, and so is the count of commands the masters served
+(the beats' claims, settlements, heartbeats, counts of what is due). Figures are printed, never
+asserted.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from typing import Any
 
 import redis
 from _boundary import _cap, _measure, _Meter, _show, _warmup
-from _harness import Run, Spec, run, wait_for
+from _harness import Proc, Run, Spec, run, wait_for
 from _queue_watch import RedisQueue
 from _scenarios import Config, Row, _t0, _target
 
@@ -39,6 +41,24 @@ TARGET_MS = 500.0
 RELEASED = re.compile(
     r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}): INFO/[^\]]*\] periodiq: released (\d+) staged"
 )
+
+
+class _ClusterMeter(_Meter):
+    """As bench/_boundary.py's, and the commands the masters served so far
+    (``commands``, from ``INFO stats``: the beats' claims, settlements, counts of what
+    is due, heartbeats; and this meter's own ``INFO``, one per master a reading)."""
+
+    def __init__(self, procs: list[Proc], redis_urls: dict[str, str], masters: list[str]):
+        super().__init__(procs, redis_urls)
+        self.masters = masters
+
+    def read(self) -> dict[str, float]:
+        found = super().read()
+        found["commands"] = 0.0
+        for url in self.masters:
+            with redis.Redis.from_url(url) as client:
+                found["commands"] += int(client.info("stats")["total_commands_processed"])
+        return found
 
 
 class StagedCount:
@@ -122,11 +142,12 @@ def _on_cluster(cfg: Config, count: int, total: int, beats: int, lead: float) ->
             cfg.log(f"cluster: {count:,} due stored in {due_s:.1f} s, {stored_lead:.1f} s ahead")
             purged = queue.purge()
             masters = current.schedule_redis.master_ports()  # type: ignore[union-attr]
+            urls = [f"redis://127.0.0.1:{port}/0" for port in masters]
             roles = {"broker": current.broker_redis.url}
-            roles.update({f"master{i}": f"redis://127.0.0.1:{port}/0"
-                          for i, port in enumerate(masters)})  # fmt: skip
+            roles.update({f"master{i}": url for i, url in enumerate(urls)})
+            meter = _ClusterMeter(current.beats, roles, urls)
             stats, curve = _measure(
-                queue, instant, count, _Meter(current.beats, roles), system="periodiq",
+                queue, instant, count, meter, system="periodiq",
                 prefix="boundary-", cap=_cap(count), every=0.002,
             )  # fmt: skip
             stats.update(_released(current, instant))
@@ -140,6 +161,8 @@ def _on_cluster(cfg: Config, count: int, total: int, beats: int, lead: float) ->
         staged_all_s=staging.before_s(instant, count), staged_peak=float(staging.peak),
     )  # fmt: skip
     for role in ("before", "after"):
+        # _measure gives every reading per tick, in millionths: back to calls
+        stats[f"commands_{role}"] = stats.pop(f"commands_{role}_us") * count / 1e6
         stats[f"masters_{role}_us"] = sum(stats[f"master{i}_{role}_us"] for i in range(3))
     return {**stats, "curve": curve.thinned()}
 
@@ -201,6 +224,10 @@ def boundary_on_cluster(cfg: Config) -> list[Row]:
         row("messages the beats' logs say they released at the instant", "released",
             "{:,.0f}"),
         row("ms from the instant to the last 'released' log line", "release_logged_last_ms",
+            "{:,.0f}"),
+        row("commands the masters served from storing the due ones to the instant",
+            "commands_before", "{:,.0f}"),
+        row("commands the masters served from the instant to the end", "commands_after",
             "{:,.0f}"),
         cpu("CPU µs per tick, the beats: before the instant + from it", "beats"),
         cpu("CPU µs per tick, the 3 masters together: before + from the instant", "masters"),
