@@ -199,6 +199,10 @@ def _show(stats: dict[str, Any], key: str, fmt: str) -> str:
 
 def boundary(cfg: Config) -> list[Row]:
     """N ticks due at one instant: from the instant to the last message, per system."""
+    if cfg.cluster_total:
+        from _boundary_cluster import boundary_on_cluster
+
+        return boundary_on_cluster(cfg)
     count = cfg.due or (5_000 if cfg.quick else 100_000)
     lead = cfg.lead if cfg.lead is not None else (20.0 if cfg.quick else 60.0)
     found: dict[str, dict[str, Any]] = {}

@@ -3,7 +3,8 @@ the broker listener, and the two schedulers behind one small interface.
 
 Every run gets its own pair of ``redis-server`` processes (the schedule's and
 the broker's) from :class:`celery_periodiq.localredis.LocalRedis`, on free
-loopback ports, so nothing here ever touches a Redis you run.
+loopback ports, so nothing here ever touches a Redis you run; with ``cluster`` the
+schedule's is a 3-master :class:`~celery_periodiq.localredis.LocalRedisCluster`.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 
 import redis
 
-from celery_periodiq.localredis import LocalRedis
+from celery_periodiq.localredis import LocalRedis, LocalRedisCluster
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
@@ -312,7 +313,7 @@ class Run:
     system: str
     """``periodiq`` or ``redbeat``."""
     tmp: Path
-    schedule_redis: LocalRedis
+    schedule_redis: LocalRedis | LocalRedisCluster
     broker_redis: LocalRedis
     broker_url: str
     """What the beats publish to (the broker, or the slow proxy in front of it)."""
@@ -323,11 +324,17 @@ class Run:
     _extra: list[Proc] = field(default_factory=list)
 
     @property
+    def cluster(self) -> bool:
+        return isinstance(self.schedule_redis, LocalRedisCluster)
+
+    @property
     def schedule_url(self) -> str:
         return self.schedule_redis.url
 
     @property
-    def client(self) -> redis.Redis:
+    def client(self) -> Any:
+        if self.cluster:
+            return redis.RedisCluster.from_url(self.schedule_url, decode_responses=True)
         return redis.Redis.from_url(self.schedule_url, decode_responses=True)
 
     # beats
@@ -372,7 +379,7 @@ class Run:
         """Store ``specs`` the fast way for this system; returns seconds taken."""
         began = time.perf_counter()
         if self.system == "periodiq":
-            _load_periodiq(self.schedule_url, self.broker_url, specs)
+            _load_periodiq(self.schedule_url, self.broker_url, specs, cluster=self.cluster)
         else:
             _load_redbeat(self.schedule_url, self.broker_url, specs)
         return time.perf_counter() - began
@@ -386,7 +393,9 @@ class Run:
             proc.stop()
 
 
-def _load_periodiq(schedule_url: str, broker_url: str, specs: Sequence[Spec]) -> None:
+def _load_periodiq(
+    schedule_url: str, broker_url: str, specs: Sequence[Spec], *, cluster: bool = False
+) -> None:
     """The API's bulk path: ``Periodiq.add_many``, 50,000 entries per call."""
     from celery import Celery
 
@@ -395,6 +404,7 @@ def _load_periodiq(schedule_url: str, broker_url: str, specs: Sequence[Spec]) ->
     app = Celery("bench-load", broker=broker_url, set_as_current=False)
     app.conf.periodiq_redis_url = schedule_url
     app.conf.periodiq_key_prefix = "periodiq"  # the bench apps share one schedule
+    app.conf.periodiq_redis_cluster = cluster
     app.task(name=TASK)(lambda: None)  # known to the app: add_many checks the name
     api = periodiq(app)
     for chunk in chunks(specs, 50_000):
@@ -471,17 +481,29 @@ def run(
     listen: bool = True,
     broker: str | None = None,
     queue: str | None = None,
+    cluster: bool = False,
 ) -> Iterator[Run]:
     """Fresh Redis servers, a listener and (later) beats for one system; all stopped after.
     With ``replica_acks`` (0 or more) the schedule's Redis has a replica, in sync before
     the beats start, and celery_periodiq's beats wait for that many. Without ``listen``
     the listener is not started (nothing drains the queue); with ``broker`` (a URL) the
     beats publish there instead of to the private broker Redis, to the queue ``queue``
-    (Celery's ``task_default_queue``) when given."""
+    (Celery's ``task_default_queue``) when given. With ``cluster`` the schedule's store
+    is a 3-master Redis Cluster without replicas (celery_periodiq only)."""
     tmp = tmp_root / label
     tmp.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:
-        schedule_redis = stack.enter_context(LocalRedis(tmp / "schedule-redis"))
+        schedule_redis: LocalRedis | LocalRedisCluster = stack.enter_context(
+            LocalRedisCluster(tmp / "schedule-cluster", masters=3, replicas=0)
+            if cluster
+            else LocalRedis(tmp / "schedule-redis")
+        )
+        if isinstance(schedule_redis, LocalRedisCluster):
+            # Its nodes keep an append-only file fsynced on every write (for the failover
+            # tests); here no persistence, as the single Redis servers of the other runs.
+            for node in schedule_redis.nodes:
+                with redis.Redis(port=node.port) as client:
+                    client.config_set("appendonly", "no")
         if replica_acks is not None:
             replica = stack.enter_context(LocalRedis(
                 tmp / "schedule-replica",
@@ -524,6 +546,8 @@ def run(
             env["BENCH_REPLICA_ACKS"] = str(replica_acks)
         if queue is not None:
             env["BENCH_QUEUE"] = queue
+        if cluster:
+            env["BENCH_REDIS_CLUSTER"] = "1"
         current = Run(
             system, tmp, schedule_redis, broker_redis, broker_url, listener, env, loglevel
         )

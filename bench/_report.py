@@ -34,6 +34,7 @@ def run_all(
     keep: bool,
     due: int | None = None,
     lead: float | None = None,
+    cluster_total: int | None = None,
 ) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="periodiq-beat-bench-"))
     began = time.monotonic()
@@ -43,7 +44,8 @@ def run_all(
 
     machine = _machine()
     log(f"machine: {json.dumps(machine)}")
-    cfg = Config(quick=quick, tmp=tmp, loglevel=loglevel, log=log, due=due, lead=lead)
+    cfg = Config(quick=quick, tmp=tmp, loglevel=loglevel, log=log, due=due, lead=lead,
+                 cluster_total=cluster_total)  # fmt: skip
     rows: list[Row] = []
     failed = []
     try:

@@ -67,6 +67,8 @@ class Config:
     """boundary: ticks due at the instant (None: the scenario's own default)."""
     lead: float | None = None
     """boundary: seconds from storing them to the instant (None: its own default)."""
+    cluster_total: int | None = None
+    """boundary: on a 3-master Redis Cluster with this many entries in all (None: one Redis)."""
 
 
 def _versus(ours: float, theirs: float | None, what: str) -> str:

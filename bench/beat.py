@@ -2,10 +2,13 @@
 
     .venv/bin/python bench/beat.py [--scenario NAME] [--quick] [--json FILE]
     .venv/bin/python bench/beat.py --scenario boundary [--due 100000] [--lead 60]
+    .venv/bin/python bench/beat.py --scenario boundary --due 100000 --cluster-total 1000000
 
 NAME is one of rest, burst, replicated, spread, spread-large, scale, failover, slow, all (the
 default), or boundary, which ``all`` leaves out (it takes about 10 minutes: N ticks due at
-one instant, a minute ahead, for five systems; see bench/_boundary.py).
+one instant, a minute ahead, for five systems; see bench/_boundary.py; with
+``--cluster-total`` celery_periodiq alone, 1 and 2 beats, on a 3-master Redis Cluster
+holding that many entries: see bench/_boundary_cluster.py).
 
 celery-redbeat is never a dependency of the project: the first run creates a
 separate venv, ``.venv-bench`` (or ``$BENCH_VENV``), with
@@ -49,6 +52,11 @@ def main() -> None:
     parser.add_argument(
         "--lead", type=float, help="boundary: s from storing them to the instant (60; --quick: 20)"
     )
+    parser.add_argument(
+        "--cluster-total", type=int,
+        help="boundary: celery_periodiq alone, its schedule on a 3-master Redis Cluster "
+        "holding this many entries, --due of them due at the instant",
+    )  # fmt: skip
     args = parser.parse_args()
     bootstrap(__file__, sys.argv[1:])
 
@@ -62,6 +70,7 @@ def main() -> None:
         keep=args.keep,
         due=args.due,
         lead=args.lead,
+        cluster_total=args.cluster_total,
     )
 
 
