@@ -28,6 +28,7 @@ __all__ = [
     "FIRST_CLAIM",
     "RELEASE",
     "STAGE",
+    "global_prefix",
     "on_broker",
     "staged",
     "staged_messages",
@@ -155,7 +156,7 @@ def staged_messages(app: Any, key_prefix: str) -> int | None:
             channel = connection.default_channel
             if not redis_publish.usable(channel):
                 return None
-            prefix = getattr(channel, "global_keyprefix", "") or ""
+            prefix = global_prefix(channel)
             found = whole_keys(channel).eval(_COUNT, 1, f"{prefix}{key_prefix}:staged:count")
     except Exception:  # the broker check reports an unreachable broker
         return None
@@ -198,3 +199,9 @@ def staged(claimed_ms: int, task_id: str, key: str, name: str, message: str) -> 
     """A staged message as the release script reads it (see the module's docstring)."""
     sizes = (len(task_id.encode()), len(key.encode()), len(name.encode()))
     return f"{claimed_ms},{sizes[0]},{sizes[1]},{sizes[2]}:{task_id}{key}{name}{message}"
+
+
+def global_prefix(channel: Any) -> str:
+    """kombu's ``global_keyprefix`` of a Redis ``channel`` ("" for none): staging writes it
+    into every key it names (see :func:`whole_keys`)."""
+    return getattr(channel, "global_keyprefix", "") or ""

@@ -29,6 +29,7 @@ from celery_periodiq.beat.stage_scripts import (
     FIRST_CLAIM,
     RELEASE,
     STAGE,
+    global_prefix,
     on_broker,
     staged,
     whole_keys,
@@ -125,13 +126,13 @@ class Stager:
         channel = producer.channel
         if not self.can_stage(producer):  # sent the usual way at their instant
             for claim, got in ahead:
-                bare = Settlement(claim.id, claim.name, claim.version, claim.inc)
+                bare = _bare(claim)
                 self._keep(_Held(claim, got, bare, False, []))
             return now
         with self._publisher.batch(producer):  # nothing is sent: _put stages instead
             self._render(ahead, producer, now, by_instant)
         check()  # stopped meanwhile: none of it may be this beat's any more
-        client, prefix = whole_keys(channel), getattr(channel, "global_keyprefix", "") or ""
+        client, prefix = whole_keys(channel), global_prefix(channel)
         stage = client.register_script(STAGE)
         for instant, items in by_instant.items():
             values = [
@@ -187,7 +188,7 @@ class Stager:
             if index % 64 == 0:
                 self._progress()  # rendering is work of its own, not a broker waited on
             if claim.running or claim.queued:  # whether it may run is decided at its instant
-                bare = Settlement(claim.id, claim.name, claim.version, claim.inc)
+                bare = _bare(claim)
                 self._keep(_Held(claim, got, bare, False, []))
                 continue
             rendered: list[tuple[str, str]] = []
@@ -198,7 +199,7 @@ class Stager:
                     settlement = self._settler.settle(claim, producer, claim.due_ms, sent)
                 staged = len(rendered) == len(sent)
             except NotStagedError:
-                settlement = Settlement(claim.id, claim.name, claim.version, claim.inc)
+                settlement = _bare(claim)
                 staged, sent = False, []
             finally:
                 self._publisher.staged = None
@@ -230,7 +231,7 @@ class Stager:
         """Read the first instant with something staged, any beat's, from the broker
         (None: this beat's only)."""
         if channel is not None:
-            prefix = getattr(channel, "global_keyprefix", "") or ""
+            prefix = global_prefix(channel)
             with on_broker():
                 first = whole_keys(channel).zrange(self._key(prefix, "at"), 0, 0, withscores=True)
             self._theirs = float(first[0][1]) if first else math.inf
@@ -258,7 +259,7 @@ class Stager:
         if not taken or not self.can_stage(producer):
             return now, []
         channel = producer.channel
-        prefix = getattr(channel, "global_keyprefix", "") or ""
+        prefix = global_prefix(channel)
         pipe = whole_keys(channel).pipeline(transaction=False)
         for claim, _ in taken:
             task_id = task_id_for(self.settings.key_prefix, claim.name, claim.nominal_ms)
@@ -359,7 +360,7 @@ class Stager:
         if channel is None:  # not a Redis broker: nothing was staged
             changed = {} if math.isinf(since) else self.store.changed_since(int(since) - 1)
             return self._take(now_ms, channel, "", changed)
-        prefix = getattr(channel, "global_keyprefix", "") or ""
+        prefix = global_prefix(channel)
         keys = [self._key(prefix, "at"), self._key(prefix, "count"), self._key(prefix, "claimed")]
         client = whole_keys(channel)
         with on_broker():
@@ -369,13 +370,8 @@ class Stager:
         since = min(since, math.inf if earliest < 0 else earliest)
         changed = {} if math.isinf(since) else self.store.changed_since(int(since) - 1)
         release = client.register_script(RELEASE)
-        args = [
-            now_ms,
-            _RELEASE_MOST,
-            json.dumps(changed),
-            prefix + self._prefix,
-            _RELEASED_KEPT_MS,
-        ]
+        args: list[int | str] = [now_ms, _RELEASE_MOST, json.dumps(changed)]
+        args += [prefix + self._prefix, _RELEASED_KEPT_MS]
         pushed = dropped = 0
         while True:
             with on_broker():
@@ -416,9 +412,7 @@ class Stager:
                 claim, partition = item.claim, item.got.batch.partition
                 if changed.get(claim.name, -1) > claim.claimed_ms:
                     # changed since its claim: the writer scheduled it afresh
-                    settle.append(
-                        (partition, Settlement(claim.id, claim.name, claim.version, claim.inc))
-                    )
+                    settle.append((partition, _bare(claim)))
                 elif item.staged and all(found.get(task_id) for task_id in item.task_ids):
                     settle.append((partition, item.settlement))
                 else:  # never staged, or lost with the broker's data: sent now
@@ -435,6 +429,11 @@ class Stager:
 
     def _key(self, prefix: str, what: object) -> str:
         return f"{prefix}{self._prefix}{what}"
+
+
+def _bare(claim: Claim) -> Settlement:
+    """The settlement of a claim that sends nothing (its next tick is decided elsewhere)."""
+    return Settlement(claim.id, claim.name, claim.version, claim.inc)
 
 
 def _marked(claim: Claim, markers: dict[str, tuple[bool, bool]]) -> Claim:
