@@ -15,11 +15,13 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 import redis
 from celery import Celery
 
 from celery_periodiq import periodiq
 from celery_periodiq.api import Periodiq
+from celery_periodiq.beat import staging
 from celery_periodiq.beat.dispatch import Dispatcher
 from celery_periodiq.ops.doctor import diagnose
 from celery_periodiq.protocol.headers import HEADER_ENTRY, HEADER_TICK
@@ -220,3 +222,37 @@ def test_a_tick_whose_earlier_run_was_unfinished_at_its_claim_is_decided_at_its_
     assert beat._stager.staged_count == 4  # e-000 waited in the beat, to be decided then
     assert arrivals.entries() == [f"e-{n:03d}" for n in range(5)]  # it was free by then
     assert arrivals.early() == []
+
+
+def test_a_burst_released_onto_a_queue_with_messages_waiting_goes_behind_them(
+    redis_url: str, broker_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a few messages per release call: the release stops and goes on where it stopped
+    monkeypatch.setattr(staging, "_RELEASE_MOST", 7)
+    app, api = staging_app(redis_url, broker_url)
+    start = burst(api, 60, 4)
+    broker = redis.Redis.from_url(broker_url)
+    broker.lpush("celery", b"waiting")  # no worker drains the queue meanwhile
+    beat = Dispatcher(app, api.store, "beat-a")
+    lengths: list[tuple[float, int]] = []
+
+    def released() -> bool:
+        lengths.append((time.time() * 1000, int(broker.llen("celery"))))
+        return lengths[-1][1] > 60 - 3 + 1 and start < datetime.now(UTC)
+
+    run_beats([beat], lambda: beat._stager.staged_count >= 60, 3)
+    api.pause("e-000")  # changed after staging: its instant's messages are looked at
+    api.update("e-001", args=[42])
+    beat.touch()
+    run_beats([beat], released, 8)
+    run_beats([beat], lambda: False, 0.5)  # anything more would be a copy
+
+    # e-001's new claim was given to the stage script too, which kept its first copy
+    assert beat._stager.staged_count == 61
+    instant = start.timestamp() * 1000
+    assert {length for at, length in lengths if at < instant - 5} == {1}  # none early
+    in_order = broker.lrange("celery", 0, -1)[::-1]  # as a worker pops them
+    assert in_order[0] == b"waiting"
+    entries = [json.loads(message)["headers"][HEADER_ENTRY] for message in in_order[1:]]
+    assert sorted(entries) == [f"e-{n:03d}" for n in range(1, 60)]  # each once, e-000 not
+    assert entries[-1] == "e-001"  # sent the usual way after the release, when due anew

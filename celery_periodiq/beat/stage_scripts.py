@@ -1,16 +1,25 @@
 """The broker-side scripts of staged release, run in the broker's Redis (see staging.py).
 
-Each staged message is one list item, ``"<staged_at>,<id len>,<key len>,<name len>:"``
-then the task id, the queue list's key, the entry's name and the message as kombu's
-Redis channel would put it. Per instant ``T`` (ms), under the staging prefix ``S``:
+Laid out so that the release at the instant does as little as can be: per instant
+``T`` (ms) and queue list ``Q`` (the whole key kombu pushes to), the messages wait in
+a list the release moves into ``Q`` as they are, by one ``RENAME`` when ``Q`` is empty
+(however many) and by ``LMOVE``s otherwise; a task id is recorded once when staged, so
+the release looks at no message unless a writer changed one of the instant's entries
+after its claim. Under the staging prefix ``S``:
 
 - ``S:at``          zset   instant -> instant: the instants with messages waiting;
 - ``S:count``       string how many messages wait, all instants (the cap counts them);
-- ``S:T``           list   the messages staged for ``T``, in staging order;
-- ``S:T:released``  set    task ids released for ``T`` (a second copy is never pushed);
-                           kept an hour after its last release;
 - ``S:claimed``     hash   instant -> the earliest claim (ms) of a message staged for it:
-                           the changes a release must look at are those made after it.
+                           the changes a release must look at are those made after it;
+- ``S:T:queues``    set    the queue lists with messages waiting for ``T``;
+- ``S:T:q:Q``       list   the messages for ``Q``, the first staged at the right end
+                           (kombu pushes left and pops right);
+- ``S:T:h:Q``       list   aligned with it, ``"<claimed ms>,<id len>:<id><entry name>"``:
+                           read only when a message may have to be dropped;
+- ``S:T:names``     hash   entry name -> the earliest claim (ms) of its messages for ``T``;
+- ``S:T:ids``       set    the task ids staged for ``T`` (a second copy is never staged);
+                           once ``T`` is released, the ids released (a message dropped
+                           leaves it), kept an hour after.
 """
 
 from __future__ import annotations
@@ -30,29 +39,79 @@ __all__ = [
     "STAGE",
     "global_prefix",
     "on_broker",
-    "staged",
     "staged_messages",
     "whole_keys",
 ]
 
 STAGE = """
--- KEYS[1] S:at  KEYS[2] S:count  KEYS[3] S:T  KEYS[4] S:claimed
--- ARGV[1] T (ms); ARGV[2] the most messages that may wait; ARGV[3] the earliest claim
--- (ms) of the messages given; ARGV[4..] one item each
--- Returns how many were staged: the first ones given; the others are over the cap.
+-- KEYS[1] S:at  KEYS[2] S:count  KEYS[3] S:claimed  KEYS[4] S:T:queues  KEYS[5] S:T:names
+-- KEYS[6] S:T:ids
+-- ARGV[1] T (ms); ARGV[2] the most messages that may wait; ARGV[3] S:T: (the instant's
+-- prefix, whole); ARGV[4..] five per message: its claim (ms), task id, entry name,
+-- queue list, message
+-- A message whose task id is staged already is not staged again (another beat's copy
+-- stands for it). Returns how many of those given are staged: the first ones; the
+-- others are over the cap.
 local waiting = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
 local room = math.max(tonumber(ARGV[2]) - waiting, 0)
-local take = math.min(room, #ARGV - 3)
+local given = (#ARGV - 3) / 5
+local take = math.min(room, given)
 if take == 0 then return 0 end
-for first = 4, take + 3, 1000 do
-  redis.call('RPUSH', KEYS[3], unpack(ARGV, first, math.min(first + 999, take + 3)))
+local ids = {}
+for i = 1, take do ids[i] = ARGV[i * 5] end
+local known = {}
+for first = 1, take, 1000 do
+  local found = redis.call('SMISMEMBER', KEYS[6], unpack(ids, first, math.min(first + 999, take)))
+  for j = 1, #found do known[first + j - 1] = found[j] end
 end
-redis.call('INCRBY', KEYS[2], take)
+local bodies, heads, new, earliest, names, seen = {}, {}, {}, {}, {}, {}
+for i = 1, take do
+  local at = (i - 1) * 5 + 4
+  local id = ARGV[at + 1]
+  if known[i] == 0 and not seen[id] then
+    seen[id] = true
+    local claimed, name, queue = tonumber(ARGV[at]), ARGV[at + 2], ARGV[at + 3]
+    if not bodies[queue] then bodies[queue] = {}; heads[queue] = {} end
+    table.insert(bodies[queue], ARGV[at + 4])
+    table.insert(heads[queue], ARGV[at] .. ',' .. #id .. ':' .. id .. name)
+    new[#new + 1] = id
+    if not earliest[name] then names[#names + 1] = name end
+    if not earliest[name] or claimed < earliest[name] then earliest[name] = claimed end
+  end
+end
+if #new == 0 then return take end
+local function push(key, values)
+  for first = 1, #values, 1000 do
+    redis.call('LPUSH', key, unpack(values, first, math.min(first + 999, #values)))
+  end
+end
+local first_claim = math.huge
+for queue, messages in pairs(bodies) do
+  push(ARGV[3] .. 'q:' .. queue, messages)
+  push(ARGV[3] .. 'h:' .. queue, heads[queue])
+  redis.call('SADD', KEYS[4], queue)
+end
+for first = 1, #new, 1000 do
+  redis.call('SADD', KEYS[6], unpack(new, first, math.min(first + 999, #new)))
+end
+for first = 1, #names, 1000 do
+  local part = {unpack(names, first, math.min(first + 999, #names))}
+  local had = redis.call('HMGET', KEYS[5], unpack(part))
+  local set = {}
+  for j, name in ipairs(part) do
+    local before = tonumber(had[j])
+    if not before or earliest[name] < before then
+      set[#set + 1] = name
+      set[#set + 1] = earliest[name]
+    end
+    if earliest[name] < first_claim then first_claim = earliest[name] end
+  end
+  if #set > 0 then redis.call('HSET', KEYS[5], unpack(set)) end
+end
+redis.call('INCRBY', KEYS[2], #new)
 redis.call('ZADD', KEYS[1], ARGV[1], ARGV[1])
-local earliest = tonumber(redis.call('HGET', KEYS[4], ARGV[1]))
-if not earliest or tonumber(ARGV[3]) < earliest then
-  redis.call('HSET', KEYS[4], ARGV[1], ARGV[3])
-end
+local before = tonumber(redis.call('HGET', KEYS[3], ARGV[1]))
+if not before or first_claim < before then redis.call('HSET', KEYS[3], ARGV[1], first_claim) end
 return take
 """
 
@@ -71,74 +130,90 @@ return earliest
 RELEASE = """
 -- KEYS[1] S:at  KEYS[2] S:count  KEYS[3] S:claimed
 -- ARGV[1] now (ms, the schedule's Redis clock as the caller reads it)
--- ARGV[2] the most messages to look at
+-- ARGV[2] the most messages to move one by one (a RENAME moves any number at once)
 -- ARGV[3] JSON {entry name: ms of its last change}: a message whose claim came before
 --         its entry's last change is dropped
--- ARGV[4] S (the staging prefix, with ':'); ARGV[5] how long a released set is kept (ms)
--- Only messages of instants up to now are pushed, never one of a later instant; each
--- task id at most once per instant. The instants' lists are named from S (a broker is
--- a single Redis, not a Cluster).
+-- ARGV[4] S (the staging prefix, with ':'); ARGV[5] how long an ids set is kept (ms)
+-- Only messages of instants up to now are pushed, never one of a later instant. The
+-- instants' keys are named from S (a broker is a single Redis, not a Cluster).
 -- Returns {pushed, dropped, 1 if more is due else 0}.
 local now, most = tonumber(ARGV[1]), tonumber(ARGV[2])
 local changed = cjson.decode(ARGV[3])
-local any_changed = next(changed) ~= nil
 local prefix, keep = ARGV[4], tonumber(ARGV[5])
-local pushed, dropped, seen = 0, 0, 0
-local instants = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 16)
-for _, instant in ipairs(instants) do
-  local list, released = prefix .. instant, prefix .. instant .. ':released'
-  local items = redis.call('LRANGE', list, 0, most - seen - 1)
-  -- a copy per task id (the first not dropped), then one command per key for them all
-  local ids, lists, bodies, taken = {}, {}, {}, {}
-  for _, item in ipairs(items) do
-    local at, id_len, key_len, name_len, body =
-      string.match(item, '^(%d+),(%d+),(%d+),(%d+):()')
-    id_len, key_len, name_len = tonumber(id_len), tonumber(key_len), tonumber(name_len)
-    local id = string.sub(item, body, body + id_len - 1)
-    local rest = body + id_len + key_len
-    local stale = false
-    if any_changed then
-      local when = changed[string.sub(item, rest, rest + name_len - 1)]
-      stale = when ~= nil and tonumber(when) > tonumber(at)
-    end
-    if stale then
-      dropped = dropped + 1
-    elseif not taken[id] then
-      taken[id] = true
-      ids[#ids + 1] = id
-      lists[#ids] = string.sub(item, body + id_len, rest - 1)
-      bodies[#ids] = string.sub(item, rest + name_len)
+local changed_names = {}
+for name in pairs(changed) do changed_names[#changed_names + 1] = name end
+local pushed, dropped, moved = 0, 0, 0
+
+-- whether a message of an entry changed after its claim waits for the instant
+local function any_stale(names_key)
+  for first = 1, #changed_names, 1000 do
+    local part = {unpack(changed_names, first, math.min(first + 999, #changed_names))}
+    local claims = redis.call('HMGET', names_key, unpack(part))
+    for j, name in ipairs(part) do
+      if claims[j] and tonumber(changed[name]) > tonumber(claims[j]) then return true end
     end
   end
-  if #ids > 0 then
-    local known = redis.call('SMISMEMBER', released, unpack(ids))
-    local new, by_list = {}, {}
-    for i = 1, #ids do
-      if known[i] == 0 then
-        new[#new + 1] = ids[i]
-        local found = by_list[lists[i]]
-        if not found then found = {}; by_list[lists[i]] = found end
-        found[#found + 1] = bodies[i]
+  return false
+end
+
+-- up to n messages, the first staged first, each looked at; returns how many were
+local function sift(bodies, heads, queue, ids, n)
+  local messages = redis.call('LRANGE', bodies, -n, -1)
+  local about = redis.call('LRANGE', heads, -n, -1)
+  local gone = {}
+  for i = #messages, 1, -1 do
+    local claimed, id_len, rest = string.match(about[i], '^(%d+),(%d+):()')
+    local id = string.sub(about[i], rest, rest + id_len - 1)
+    local when = changed[string.sub(about[i], rest + id_len)]
+    if when ~= nil and tonumber(when) > tonumber(claimed) then
+      dropped = dropped + 1
+      gone[#gone + 1] = id
+    else
+      redis.call('LPUSH', queue, messages[i])
+      pushed = pushed + 1
+    end
+  end
+  if #gone > 0 then redis.call('SREM', ids, unpack(gone)) end
+  redis.call('LTRIM', bodies, 0, -#messages - 1)
+  redis.call('LTRIM', heads, 0, -#messages - 1)
+  return #messages
+end
+
+for _, instant in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 16)) do
+  local base = prefix .. instant .. ':'
+  local queues_key, names_key, ids = base .. 'queues', base .. 'names', base .. 'ids'
+  local stale = #changed_names > 0 and any_stale(names_key)
+  for _, queue in ipairs(redis.call('SMEMBERS', queues_key)) do
+    local bodies, heads = base .. 'q:' .. queue, base .. 'h:' .. queue
+    local waiting = redis.call('LLEN', bodies)
+    if waiting == 0 then
+      -- nothing left (the SREM below was not reached)
+    elseif not stale and redis.call('EXISTS', queue) == 0 then
+      pushed = pushed + waiting
+      redis.call('RENAME', bodies, queue)
+    elseif not stale then
+      local n = math.min(waiting, most - moved)
+      for _ = 1, n do redis.call('LMOVE', bodies, queue, 'RIGHT', 'LEFT') end
+      redis.call('LTRIM', heads, 0, -n - 1)
+      moved, pushed = moved + n, pushed + n
+    else
+      while moved < most and redis.call('LLEN', bodies) > 0 do
+        moved = moved + sift(bodies, heads, queue, ids, math.min(1000, most - moved))
       end
     end
-    if #new > 0 then
-      redis.call('SADD', released, unpack(new))
-      for key, messages in pairs(by_list) do redis.call('LPUSH', key, unpack(messages)) end
-      pushed = pushed + #new
+    if redis.call('LLEN', bodies) == 0 then
+      redis.call('UNLINK', heads)
+      redis.call('SREM', queues_key, queue)
     end
+    if moved >= most then break end
   end
-  seen = seen + #items
-  redis.call('DECRBY', KEYS[2], #items)
-  if #items > 0 then redis.call('PEXPIRE', released, keep) end
-  if redis.call('LLEN', list) <= #items then
-    redis.call('DEL', list)
-    redis.call('ZREM', KEYS[1], instant)
-    redis.call('HDEL', KEYS[3], instant)
-  else
-    redis.call('LTRIM', list, #items, -1)
-  end
-  if seen >= most then break end
+  if redis.call('SCARD', queues_key) > 0 then break end
+  redis.call('ZREM', KEYS[1], instant)
+  redis.call('HDEL', KEYS[3], instant)
+  redis.call('UNLINK', names_key)
+  redis.call('PEXPIRE', ids, keep)
 end
+redis.call('DECRBY', KEYS[2], pushed + dropped)
 if tonumber(redis.call('GET', KEYS[2]) or '0') < 0 then redis.call('SET', KEYS[2], 0) end
 local more = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 1)
 return {pushed, dropped, #more}
@@ -193,12 +268,6 @@ def on_broker() -> Iterator[None]:
         raise BrokerRefusedError(f"broker refused: {error}") from error
     except redis.RedisError as error:
         raise BrokerUnavailableError(f"broker unreachable ({error})") from error
-
-
-def staged(claimed_ms: int, task_id: str, key: str, name: str, message: str) -> str:
-    """A staged message as the release script reads it (see the module's docstring)."""
-    sizes = (len(task_id.encode()), len(key.encode()), len(name.encode()))
-    return f"{claimed_ms},{sizes[0]},{sizes[1]},{sizes[2]}:{task_id}{key}{name}{message}"
 
 
 def global_prefix(channel: Any) -> str:

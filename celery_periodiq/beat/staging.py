@@ -31,7 +31,6 @@ from celery_periodiq.beat.stage_scripts import (
     STAGE,
     global_prefix,
     on_broker,
-    staged,
     whole_keys,
 )
 from celery_periodiq.clock import elapsed
@@ -40,15 +39,15 @@ from celery_periodiq.model.plan import Tick
 from celery_periodiq.protocol.headers import task_id_for
 from celery_periodiq.protocol.keys import Partition
 from celery_periodiq.protocol.records import Settlement
-from celery_periodiq.store.beat_scripts import Claim, ClaimBatch
+from celery_periodiq.store.beat_scripts import Claim
 from celery_periodiq.store.store import Store
 
 __all__ = ["Stager"]
 
 logger = logging.getLogger("celery_periodiq.dispatch")
 
-# Messages looked at per release call, and how long a released set is kept (ms).
-_RELEASE_MOST = 1000
+# Messages moved one by one per release call, and how long an ids set is kept (ms).
+_RELEASE_MOST = 5000
 _RELEASED_KEPT_MS = 3_600_000
 _ASK_EVERY = 1.0  # how often the broker is asked for the first staged instant (s)
 
@@ -98,6 +97,9 @@ class Stager:
         """A Redis clock reading (ms) from a claim's reply, and ``elapsed()`` after it."""
         self.staged_count = 0
         """Messages this beat staged (for the log and tests)."""
+        self._released_to = -math.inf
+        """The instant (ms) up to which this beat last released everything staged (and
+        none staged before ``_theirs`` waits)."""
 
     def horizon_ms(self, parts: list[Partition], estimate_ms: float) -> int:
         """How far ahead to claim now (ms; 0: not at all; see :mod:`.stage_horizon`)."""
@@ -135,28 +137,23 @@ class Stager:
         client, prefix = whole_keys(channel), global_prefix(channel)
         stage = client.register_script(STAGE)
         for instant, items in by_instant.items():
-            values = [
-                staged(held.claim.claimed_ms, task_id, prefix + key, held.claim.name, message)
-                for held, rendered in items
-                if held.staged
-                for task_id, (key, message) in zip(held.task_ids, rendered, strict=True)
-            ]
+            values: list[int | str] = []
+            for held, rendered in items:
+                if held.staged:
+                    for task_id, (key, message) in zip(held.task_ids, rendered, strict=True):
+                        values += (held.claim.claimed_ms, task_id, held.claim.name, prefix + key)
+                        values.append(message)
             taken = 0
             if values:
-                keys = [
-                    self._key(prefix, "at"),
-                    self._key(prefix, "count"),
-                    self._key(prefix, instant),
-                    self._key(prefix, "claimed"),
-                ]
-                earliest = min(held.claim.claimed_ms for held, _ in items if held.staged)
+                base = self._key(prefix, f"{instant}:")
+                keys = [self._key(prefix, "at"), self._key(prefix, "count")]
+                keys += [self._key(prefix, "claimed"), f"{base}queues", f"{base}names"]
+                keys.append(f"{base}ids")
                 try:
                     with on_broker():
-                        taken = int(
-                            stage(keys, [instant, self.settings.stage_max, earliest, *values])
-                        )
+                        taken = int(stage(keys, [instant, self.settings.stage_max, base, *values]))
                 except BrokerRefusedError as error:  # out of memory: sent when due instead
-                    logger.warning("periodiq: %d messages not staged: %s", len(values), error)
+                    logger.warning("periodiq: %d messages not staged: %s", len(values) // 5, error)
                 self._progress()
                 self.staged_count += taken
             left = taken
@@ -255,7 +252,14 @@ class Stager:
     ) -> tuple[list[Claimed], list[tuple[int, Settlement]]]:
         """Of the claims taken over from another beat, those whose staged message a
         release pushed are settled, planned as of their instant, and not sent again."""
-        taken = [(claim, got) for got in now for claim in got.batch.claims if claim.taken]
+        # an instant not released yet: its ids set holds what is staged, not released
+        released = max(self._released_to, self._theirs - 1)
+        taken = [
+            (claim, got)
+            for got in now
+            for claim in got.batch.claims
+            if claim.taken and claim.due_ms <= released
+        ]
         if not taken or not self.can_stage(producer):
             return now, []
         channel = producer.channel
@@ -263,7 +267,7 @@ class Stager:
         pipe = whole_keys(channel).pipeline(transaction=False)
         for claim, _ in taken:
             task_id = task_id_for(self.settings.key_prefix, claim.name, claim.nominal_ms)
-            pipe.sismember(self._key(prefix, f"{claim.due_ms}:released"), task_id)
+            pipe.sismember(self._key(prefix, f"{claim.due_ms}:ids"), task_id)
         with on_broker():
             found = pipe.execute()
         self._progress()
@@ -380,6 +384,7 @@ class Stager:
             pushed, dropped = pushed + int(done[0]), dropped + int(done[1])
             if not int(done[2]):
                 break
+        self._released_to = now_ms
         if pushed or dropped:
             logger.info(
                 "periodiq: released %d staged messages (%d dropped: their entries changed "
@@ -402,7 +407,7 @@ class Stager:
             for item in held:
                 newest[item.claim.id] = max(newest.get(item.claim.id, 0), item.claim.version)
             held = [item for item in held if item.claim.version == newest[item.claim.id]]
-            released_key = self._key(prefix, f"{instant}:released")
+            released_key = self._key(prefix, f"{instant}:ids")
             ids = [task_id for item in held if item.staged for task_id in item.task_ids]
             with on_broker():
                 hits = whole_keys(channel).smismember(released_key, ids) if ids else []
@@ -422,7 +427,7 @@ class Stager:
         named = [c.name for _, claims in resend.values() for c in claims if c.running or c.queued]
         markers = self.store.markers(named, now_ms) if named else {}
         again = [
-            got._replace(batch=_with_claims(got, [_marked(claim, markers) for claim in claims]))
+            got._replace(batch=replace(got.batch, claims=[_marked(c, markers) for c in claims]))
             for got, claims in resend.values()
         ]
         return again, settle
@@ -441,7 +446,3 @@ def _marked(claim: Claim, markers: dict[str, tuple[bool, bool]]) -> Claim:
         return claim
     running, queued = markers[claim.name]
     return replace(claim, running=running, queued=queued)
-
-
-def _with_claims(got: Claimed, claims: list[Claim]) -> ClaimBatch:
-    return replace(got.batch, claims=claims)
