@@ -74,7 +74,7 @@ class Config:
 def _versus(ours: float, theirs: float | None, what: str) -> str:
     if theirs is None or not theirs or math.isnan(theirs) or math.isnan(ours):
         return ""
-    return f"{ours / theirs:.2f}× {what}"
+    return f"{ours / theirs:.3g}× {what}"
 
 
 def _target(ok: bool, text: str) -> str:
