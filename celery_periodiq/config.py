@@ -88,7 +88,7 @@ class Settings:
     stage_min: int = 1000
     """Ticks due within the horizon before a beat stages them."""
     stage_max: int = 200_000
-    """The most messages staged in the broker at once (about 1.2 KB each)."""
+    """The most messages staged in the broker at once (about 1.45 KB each)."""
     alert_task: str | None = None
     checkins: tuple[str, ...] = ()
     """The monitors told of each run: "sentry" and/or "ping" (implied by a ping URL)."""
