@@ -228,7 +228,11 @@ def boundary(cfg: Config) -> list[Row]:
         ("periodiq-2-behind", lambda: _beats(cfg, "periodiq", count, 2, lead, backlog=BACKLOG)),
         ("redbeat", lambda: _beats(cfg, "redbeat", count, 1, lead)),
     ]
+    chosen = set(cfg.only.split(",")) if cfg.only else None
     for label, measure in runs:
+        if chosen is not None and label not in chosen:
+            found[label] = {"failed": "not run (--only)"}
+            continue
         try:
             found[label] = measure()
         except Exception as error:  # RabbitMQ down, say: the other figures still count

@@ -35,6 +35,7 @@ def run_all(
     due: int | None = None,
     lead: float | None = None,
     cluster_total: int | None = None,
+    only: str | None = None,
 ) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="periodiq-beat-bench-"))
     began = time.monotonic()
@@ -45,7 +46,7 @@ def run_all(
     machine = _machine()
     log(f"machine: {json.dumps(machine)}")
     cfg = Config(quick=quick, tmp=tmp, loglevel=loglevel, log=log, due=due, lead=lead,
-                 cluster_total=cluster_total)  # fmt: skip
+                 cluster_total=cluster_total, only=only)  # fmt: skip
     rows: list[Row] = []
     failed = []
     try:

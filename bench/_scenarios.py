@@ -69,6 +69,8 @@ class Config:
     """boundary: seconds from storing them to the instant (None: its own default)."""
     cluster_total: int | None = None
     """boundary: on a 3-master Redis Cluster with this many entries in all (None: one Redis)."""
+    only: str | None = None
+    """boundary: the runs to make, comma-separated (None: all)."""
 
 
 def _versus(ours: float, theirs: float | None, what: str) -> str:

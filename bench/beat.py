@@ -57,6 +57,10 @@ def main() -> None:
         help="boundary: celery_periodiq alone, its schedule on a 3-master Redis Cluster "
         "holding this many entries, --due of them due at the instant",
     )  # fmt: skip
+    parser.add_argument(
+        "--only", help="boundary: only these runs, comma-separated (limit, periodiq-1, "
+        "periodiq-2, periodiq-amqp, periodiq-2-behind, redbeat)",
+    )  # fmt: skip # one call reads better than a help string split in three
     args = parser.parse_args()
     bootstrap(__file__, sys.argv[1:])
 
@@ -71,6 +75,7 @@ def main() -> None:
         due=args.due,
         lead=args.lead,
         cluster_total=args.cluster_total,
+        only=args.only,
     )
 
 
