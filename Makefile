@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.installed-demo
 
-.PHONY: test lint docs tools demo bench soak venv clean
+.PHONY: test lint docs tools release-check demo bench soak venv clean
 
 venv: $(STAMP)
 
@@ -31,11 +31,11 @@ $(DEMO_STAMP): pyproject.toml
 	@touch $(DEMO_STAMP)
 
 lint: venv
-	$(BIN)/ruff check celery_periodiq tests bench example_project
-	$(BIN)/ruff format --check celery_periodiq tests bench example_project
+	$(BIN)/ruff check celery_periodiq tests bench example_project tools
+	$(BIN)/ruff format --check celery_periodiq tests bench example_project tools
 	$(BIN)/mypy --strict celery_periodiq
 
-test: lint docs tools
+test: lint docs tools release-check
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # The documentation site (mkdocs.yml) into site/; strict: a warning (a broken link or
@@ -43,6 +43,12 @@ test: lint docs tools
 # Not --quiet: it hides the warnings that --strict counts.
 docs: venv
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
+# The package as users get it (tools/release_check.py): python -m build (sdist, and the
+# wheel from it), twine check --strict, LICENSE in both, and the wheel installed alone in a
+# fresh venv where `celery -A app periodiq` and `celery beat -S periodiq` find it.
+release-check: venv
+	$(BIN)/python tools/release_check.py
 
 # faketime lets a test run a beat on a host clock that is minutes off; prometheus scrapes
 # the metrics in a test; chromium shows the dashboard to Playwright.

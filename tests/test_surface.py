@@ -366,6 +366,20 @@ def test_the_wheel_declares_both_celery_entry_points(wheel: Path) -> None:
     assert isinstance(found["celery.commands", "periodiq"].load(), click.Group)
 
 
+def test_the_wheel_carries_the_mit_license_file(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        (metadata,) = (n for n in names if n.endswith(".dist-info/METADATA"))
+        headers = archive.read(metadata).decode().partition("\n\n")[0].splitlines()
+        (license_file,) = (n for n in names if n.endswith(".dist-info/licenses/LICENSE"))
+        text = archive.read(license_file).decode()
+
+    assert "License-Expression: MIT" in headers
+    assert "License-File: LICENSE" in headers
+    assert text == (TREE / "LICENSE").read_text()
+    assert text.startswith("MIT License\n")
+
+
 def parse_entry_points(text: str) -> Iterator[tuple[str, str, str]]:
     group = ""
     for line in text.splitlines():

@@ -1,12 +1,13 @@
-"""The runtime API: ``periodiq(app)`` creates, changes, pauses, triggers, inspects
-and deletes entries while everything runs. The CLI is a thin layer over it.
+"""The runtime API: ``periodiq(app)`` gives :class:`Periodiq`, which creates, changes,
+pauses, triggers, inspects and deletes entries while everything runs.
 
-:class:`Periodiq` is a facade: each method checks what it is given, takes the guard of
-the app's :class:`~celery_periodiq.runtime.Runtime` (Redis errors as ours) and hands
-the work to the operations in :mod:`celery_periodiq.ops`. Its methods are written in
-three parts, by topic: :mod:`~celery_periodiq.api.entries` (writing entries),
-:mod:`~celery_periodiq.api.reading` (reading them) and
-:mod:`~celery_periodiq.api.operations` (the schedule as a whole).
+Owns the public facade: each method checks what it is given, takes the guard of the app's
+:class:`~celery_periodiq.runtime.Runtime` (Redis errors as ours) and hands the work to
+:mod:`celery_periodiq.ops`. Open first: this module (``Periodiq``), then its three parts,
+written over ``base``: ``entries`` (writing entries), ``reading`` (reading them) and
+``operations`` (the schedule as a whole).
+May import: ``ops`` and every layer below it (``runtime``, ``store``, ``model``, ...);
+never ``present``, ``web``, ``contrib`` or ``cli``, which are built on it.
 """
 
 from __future__ import annotations

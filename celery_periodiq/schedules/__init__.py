@@ -1,9 +1,13 @@
-"""One parser for every schedule form: :func:`parse_schedule`.
+"""One parser for every schedule form: :func:`parse_schedule`. Schedule maths is pure: it
+takes "now" and returns instants.
 
-Forms: cron (5, 6 or 7 fields, seconds first; ``L W # ?``; Jenkins ``H``),
-macros (``@daily`` ...), systemd calendar events, ``@every`` intervals and
-``every=`` seconds, and the ``@reboot`` / ``@shutdown`` events. The exact
-rules are in ``docs/schedule-semantics.md`` and ``docs/schedules.md``.
+Forms: cron (5, 6 or 7 fields, seconds first; ``L W # ?``; Jenkins ``H``), macros
+(``@daily`` ...), systemd calendar events, ``@every`` intervals and ``every=`` seconds,
+one-off instants, solar events and ``@reboot`` / ``@shutdown``; the exact rules are in
+``docs/schedule-semantics.md`` and ``docs/schedules.md``.
+Open first: this module (``parse_schedule``), then ``engine`` (croniter proposes, the
+field rules decide) and ``base``.
+May import: ``errors`` only (the bottom layer); croniter, ephem, and Celery's schedule base.
 """
 
 from __future__ import annotations

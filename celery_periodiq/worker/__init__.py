@@ -1,9 +1,10 @@
 """The worker side: what runs around a periodic task's body on a Celery worker.
 
-``task`` holds :class:`PeriodicTask`, whose guard (begin.lua before the body, finish.lua
-after it) a newcomer reads first; ``begin`` sends a run's begin until Redis and its
-replicas have it, for ``task`` and for ``plain`` (the duplicate check that plain tasks
-run by an entry get as the worker starts: ``startup``, which also stops a worker whose
-settings are invalid); ``checkins`` and ``monitors`` tell Sentry Crons and ping monitors
-of each run. It may import ``runtime``, ``store`` and the layers below.
+Owns :class:`~celery_periodiq.worker.task.PeriodicTask` and its guard (``task``: begin.lua
+before the body, finish.lua after it); ``begin``, which sends a run's begin until Redis
+and its replicas have it; ``plain``, the duplicate check of plain tasks run by an entry,
+installed as the worker starts (``startup``, which also stops a worker whose settings are
+invalid); and check-ins to Sentry Crons and ping monitors (``checkins``, ``monitors``).
+Open first: ``task``.
+May import: ``runtime``, ``store`` and the layers below; never ``beat`` or ``declare``.
 """
