@@ -5,5 +5,7 @@ after it) a newcomer reads first; ``begin`` sends a run's begin until Redis and 
 replicas have it, for ``task`` and for ``plain`` (the duplicate check that plain tasks
 run by an entry get as the worker starts: ``startup``, which also stops a worker whose
 settings are invalid); ``checkins`` and ``monitors`` tell Sentry Crons and ping monitors
-of each run. It may import ``runtime``, ``store`` and the layers below.
+of each run; ``task_modules`` imports the app's task modules as a worker does at start,
+for the processes that list or look up its tasks without being one (the CLI, the API,
+the dashboard, the admin). It may import ``runtime``, ``store`` and the layers below.
 """
