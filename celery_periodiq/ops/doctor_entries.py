@@ -18,6 +18,7 @@ from celery_periodiq.runtime import Runtime
 from celery_periodiq.store import walk
 from celery_periodiq.store.views import StoredEntry
 from celery_periodiq.worker.task import PeriodicTask
+from celery_periodiq.worker.task_modules import import_task_modules
 
 __all__ = [
     "DEFAULT_SAMPLE",
@@ -233,10 +234,11 @@ def _sampled(runtime: Runtime, sample: int) -> Iterator[list[StoredEntry]]:
 
 
 def _tasks(runtime: Runtime) -> dict[str, Any] | None:
-    """The app's tasks by name, with its configured modules imported; None when the
-    app cannot list them here."""
+    """The app's tasks by name, with its task modules imported as a worker imports
+    them; None when the app cannot list them here."""
+    if not import_task_modules(runtime.app):
+        return None
     try:
-        runtime.app.loader.import_default_modules()
         return dict(runtime.app.tasks)
-    except Exception:  # an app that cannot import its modules here: nothing to compare
+    except Exception:  # an app that cannot finalize here: nothing to compare
         return None

@@ -33,6 +33,7 @@ from celery_periodiq.runtime import Runtime
 from celery_periodiq.store.store import Store
 from celery_periodiq.store.views import StoredEntry
 from celery_periodiq.worker.plain import is_plain
+from celery_periodiq.worker.task_modules import import_task_modules
 
 __all__ = [
     "add",
@@ -141,9 +142,11 @@ def _steered(name: str, status: str) -> None:
 
 def warn_unknown_task(app: Celery, task: str, seen: set[str]) -> None:
     """Log once per task name (``seen`` holds those logged) when the app does not know it
-    (a typo, or a task that only the workers' code defines)."""
+    (a typo, or a task that only the workers' code defines), once its task modules are
+    imported as a worker imports them."""
     if task in seen:
         return
+    import_task_modules(app)
     try:
         known = task in app.tasks
     except Exception:  # an app that cannot finalize here: nothing to compare with

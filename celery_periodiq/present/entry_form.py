@@ -38,6 +38,7 @@ from celery_periodiq.schedules import Schedule, parse_form
 from celery_periodiq.schedules.calendar import looks_like_calendar
 from celery_periodiq.schedules.zones import zone
 from celery_periodiq.store.views import StoredEntry
+from celery_periodiq.worker.task_modules import import_task_modules
 
 __all__ = ["FIELDS", "EntryForm", "preview", "save", "task_choices", "unknown_task"]
 
@@ -372,7 +373,9 @@ def _parsed(schedule: str, tz: str, key: str) -> Schedule:
 
 
 def task_choices(app: Celery) -> list[str]:
-    """The app's registered task names, sorted (Celery's own ``celery.*`` left out)."""
+    """The app's registered task names, sorted (Celery's own ``celery.*`` left out), once
+    its task modules are imported as a worker imports them."""
+    import_task_modules(app)
     try:
         names = list(app.tasks)
     except Exception:  # an app that cannot finalize here: nothing to offer

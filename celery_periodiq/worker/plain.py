@@ -58,6 +58,7 @@ from celery_periodiq.protocol.records import RunEnd, RunStart
 from celery_periodiq.worker import checkins
 from celery_periodiq.worker.begin import begin_run, refused_end
 from celery_periodiq.worker.task import _HOST, PeriodicTask, request_header, store_of
+from celery_periodiq.worker.task_modules import import_task_modules
 
 __all__ = ["install", "is_plain", "uses_periodiq"]
 
@@ -72,7 +73,9 @@ _STARTED = "periodiq_plain_run"
 def is_plain(app: Celery, name: str) -> bool | None:
     """Whether ``app``'s task ``name`` is plain (not a ``PeriodicTask``): its runs keep the
     task's own time limits unless their entry sets a timebox. None when ``app`` does not
-    know the task here (a task only the workers' code defines)."""
+    know the task here (a task only the workers' code defines), once its task modules
+    are imported as a worker imports them."""
+    import_task_modules(app)
     try:
         task = app.tasks.get(name)
     except Exception:  # an app that cannot finalize here: nothing to tell by
