@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
 from celery import Celery
 
-from celery_periodiq.errors import ConfigurationError
+from celery_periodiq.errors import ConfigurationError, did_you_mean
 from celery_periodiq.model.policy import (
     CATCHUP_POLICIES,
     DEFAULT_CATCHUP,
@@ -33,6 +34,7 @@ __all__ = [
     "Settings",
     "app_namespace",
     "redacted",
+    "refuse_unknown",
     "sentinel_hosts",
 ]
 
@@ -106,9 +108,11 @@ class Settings:
         """Read and check the app's settings.
 
         Raises:
-            ConfigurationError: a setting has a value it cannot have.
+            ConfigurationError: a setting has a value it cannot have, or a ``periodiq_*``
+                setting is none of ours (a misspelling would else be ignored).
         """
         conf = app.conf
+        refuse_unknown(app)
 
         def get(name: str) -> Any:
             value = conf.get(name)
@@ -240,6 +244,43 @@ class Settings:
     def keys(self) -> Keys:
         """The Redis key names under this app's prefix and partitions."""
         return Keys(self.key_prefix, self.partitions)
+
+
+_OURS = "periodiq_"
+
+
+def refuse_unknown(app: Celery) -> None:
+    """Refuse a ``periodiq_*`` key of ``app.conf`` that is none of our settings (with
+    ``config_from_object(..., namespace="CELERY")``, a ``CELERY_PERIODIQ_*`` key too).
+
+    Raises:
+        ConfigurationError: the key, and the settings it is closest to.
+    """
+    given = getattr(app, "namespace", None)  # config_from_object's (celery-types lacks it)
+    namespace = given.rstrip("_") + "_" if isinstance(given, str) and given else None
+    for key in list(app.conf.keys()):
+        if not isinstance(key, str):
+            continue
+        if key.startswith(_OURS):
+            written, name = "", key
+        elif namespace and key.upper().startswith((namespace + _OURS).upper()):
+            written, name = key[: len(namespace)], key[len(namespace) :].lower()
+        else:
+            continue
+        if name in DEFAULTS:
+            continue
+        ours = [known.removeprefix(_OURS) for known in DEFAULTS]  # told apart by the rest
+        show = partial(_spelled, written, key.isupper())
+        hint = did_you_mean(name.removeprefix(_OURS), ours, show=show)
+        raise ConfigurationError(
+            f"setting {key} is unknown{hint}; the settings are the periodiq_* keys of "
+            "docs/reference/settings.md"
+        )
+
+
+def _spelled(namespace: str, upper: bool, rest: str) -> str:
+    """The setting ``periodiq_<rest>`` as the key of the user's configuration spells it."""
+    return namespace + (_OURS + rest).upper() if upper else namespace + _OURS + rest
 
 
 _KINDS = {

@@ -3,7 +3,8 @@
 Configured from the environment: TEST_BROKER_URL, TEST_REDIS_URL,
 TEST_LEASE (claim lease, s), TEST_BEAT_SCHEDULE (JSON: name -> {"task", "every"}),
 TEST_REDIS_CLUSTER=1 (TEST_REDIS_URL names Redis Cluster nodes), TEST_REPLICA_ACKS,
-TEST_HISTORY_LENGTH (``periodiq_history_length``),
+TEST_HISTORY_LENGTH (``periodiq_history_length``), TEST_CONF (JSON: more settings,
+``app.conf.update``),
 TEST_ALERT_TASK (``periodiq_alert_task``; the task ``alert`` records each payload in
 the list "alerts"), TEST_STAGE_HORIZON and TEST_STAGE_MIN (``periodiq_stage_horizon``,
 ``periodiq_stage_min``: staged release; the defaults unless given).
@@ -45,6 +46,7 @@ app.conf.beat_schedule = {
     name: {"task": spec["task"], "schedule": float(spec["every"])}
     for name, spec in json.loads(os.environ.get("TEST_BEAT_SCHEDULE", "{}")).items()
 }
+app.conf.update(json.loads(os.environ.get("TEST_CONF", "{}")))
 
 _results: Any = (
     redis.Redis.from_url(os.environ["TEST_RUNS_URL"], decode_responses=True)

@@ -1,0 +1,115 @@
+"""Celery's conventions, kept:
+
+- a misspelled ``periodiq_*`` setting is refused, naming the one meant;
+
+Real Redis servers, the API and the CLI in-process (click's runner, as Celery runs it)
+and real beats, workers and CLI processes of ``tests/apps/periodiq_app.py``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from celery import Celery
+
+from celery_periodiq import ConfigurationError, periodiq
+from tests.processes import cluster, wait_for
+from tests.test_cli import cli, one_error_line, snapshot
+
+
+@pytest.fixture
+def make_app(redis_url: str, broker_url: str) -> Iterator[Callable[..., Celery]]:
+    made: list[Celery] = []
+
+    def make(**settings: Any) -> Celery:
+        app = Celery("conventions", broker=broker_url, set_as_current=False)
+        app.conf.periodiq_redis_url = redis_url
+        app.conf.update(settings)
+
+        @app.task(name="proj.make_report", shared=False)
+        def make_report() -> None: ...
+
+        made.append(app)
+        return app
+
+    yield make
+    for app in made:
+        client = vars(app).get("_periodiq_client")
+        if client is not None:
+            client.store.client.close()
+        app.close()
+
+
+# (d) unknown settings
+
+
+@pytest.mark.parametrize(
+    ("key", "said"),
+    [
+        ("periodiq_claim_leese", "setting periodiq_claim_leese is unknown (did you mean "
+         "periodiq_claim_lease?)"),
+        ("periodiq_redis_uri", "setting periodiq_redis_uri is unknown (did you mean "
+         "periodiq_redis_url"),
+        ("periodiq_frobnicate", "setting periodiq_frobnicate is unknown; the settings are"),
+    ],
+)  # fmt: skip
+def test_an_unknown_periodiq_setting_is_refused_naming_the_one_meant(
+    make_app: Callable[..., Celery], redis_url: str, key: str, said: str
+) -> None:
+    app = make_app(**{key: 5})
+    before = snapshot(redis_url)
+
+    with pytest.raises(ConfigurationError) as refused:
+        periodiq(app)
+    added = cli(app, "add", "x", "proj.make_report", "--every", "60")
+
+    assert str(refused.value).startswith(said)
+    assert added.exit_code == 2
+    assert said in one_error_line(added)
+    assert snapshot(redis_url) == before
+
+
+def test_with_celerys_namespace_the_prefixed_keys_are_checked_and_others_left_alone(
+    make_app: Callable[..., Celery],
+) -> None:
+    class Good:
+        CELERY_PERIODIQ_CLAIM_LEASE = 5
+        PERIODIQ_CELERY_APP = "proj.celery:app"  # a Django setting of ours, not the app's
+        PERIODIQ_WHATEVER = 1  # not prefixed: not the app's setting
+
+    class Misspelled(Good):
+        CELERY_PERIODIQ_CLAIM_LEESE = 5
+
+    good, bad = make_app(), make_app()
+    good.config_from_object(Good, namespace="CELERY")
+    bad.config_from_object(Misspelled, namespace="CELERY")
+
+    assert periodiq(good).settings.claim_lease == 5
+    with pytest.raises(ConfigurationError, match=r"CELERY_PERIODIQ_CLAIM_LEESE is unknown "
+                       r"\(did you mean CELERY_PERIODIQ_CLAIM_LEASE\?\)"):  # fmt: skip
+        periodiq(bad)
+
+
+def test_a_beat_and_a_worker_with_a_misspelled_setting_do_not_start(
+    tmp_path: Path, redis_url: str, broker_url: str
+) -> None:
+    conf = {"periodiq_claim_leese": 5}
+    with cluster(tmp_path, redis_url, broker_url, TEST_CONF=json.dumps(conf)) as running:
+        worker, beat = running.worker(), running.beat()
+        for process in (worker, beat):
+            wait_for(lambda p=process: not p.running, 60, "the process to stop")  # type: ignore[misc]
+        listed = running.cli("list")
+
+    said = "setting periodiq_claim_leese is unknown (did you mean periodiq_claim_lease?)"
+    for process, what in ((worker, "worker"), (beat, "beat")):
+        assert process.process is not None
+        assert process.process.returncode == 1, process.output()
+        (line,) = [line for line in process.output().splitlines() if "CRITICAL" in line]
+        assert said in line
+        assert line.endswith(f"; the {what} cannot start")
+    assert listed.returncode == 2
+    assert said in listed.stderr
