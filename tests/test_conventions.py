@@ -1,6 +1,8 @@
 """Celery's conventions, kept:
 
 - a misspelled ``periodiq_*`` setting is refused, naming the one meant;
+- every message names its entry as ``periodic_task_name`` (django-celery-beat's header,
+  which django-celery-results stores);
 
 Real Redis servers, the API and the CLI in-process (click's runner, as Celery runs it)
 and real beats, workers and CLI processes of ``tests/apps/periodiq_app.py``.
@@ -42,6 +44,23 @@ def make_app(redis_url: str, broker_url: str) -> Iterator[Callable[..., Celery]]
         if client is not None:
             client.store.client.close()
         app.close()
+
+
+# (b) periodic_task_name
+
+
+def test_every_run_names_its_entry_as_periodic_task_name_on_the_worker(
+    tmp_path: Path, redis_url: str, broker_url: str
+) -> None:
+    with cluster(tmp_path, redis_url, broker_url) as running:
+        api = running.firing(["alpha", "beta"])  # one task: one message template for both
+        task_id = api.trigger("alpha")
+        wait_for(lambda: any(run["task_id"] == task_id for run in running.runs()), 30,
+                 "the triggered run")  # fmt: skip
+        runs = running.runs()
+
+    assert {run["entry"] for run in runs} == {"alpha", "beta"}
+    assert all(run["periodic_task_name"] == run["entry"] for run in runs), runs
 
 
 # (d) unknown settings

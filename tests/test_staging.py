@@ -256,3 +256,19 @@ def test_a_burst_released_onto_a_queue_with_messages_waiting_goes_behind_them(
     entries = [json.loads(message)["headers"][HEADER_ENTRY] for message in in_order[1:]]
     assert sorted(entries) == [f"e-{n:03d}" for n in range(1, 60)]  # each once, e-000 not
     assert entries[-1] == "e-001"  # sent the usual way after the release, when due anew
+
+
+def test_staged_messages_name_their_entry_as_periodic_task_name(
+    redis_url: str, broker_url: str
+) -> None:
+    app, api = staging_app(redis_url, broker_url)
+    start = burst(api, 30, 4)  # one task: the entries share one message template
+    arrivals = Arrivals(broker_url)
+    beats = [Dispatcher(app, api.store, "beat-a")]
+    run_beats(beats, lambda: start < datetime.now(UTC) - timedelta(seconds=1), 10)
+    arrivals.stop()
+
+    assert beats[0]._stager.staged_count == 30
+    headers = [message["headers"] for _, message in arrivals.got]
+    assert arrivals.entries() == [f"e-{n:03d}" for n in range(30)]
+    assert [h.get("periodic_task_name") for h in headers] == [h[HEADER_ENTRY] for h in headers]

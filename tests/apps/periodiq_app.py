@@ -63,6 +63,7 @@ def _record(request: Any, **extra: Any) -> None:
         "tick": getattr(request, "periodiq_tick", None),
         "missed": getattr(request, "periodiq_missed", None),
         "task_id": request.id,
+        "periodic_task_name": getattr(request, "periodic_task_name", None),
         "timelimit": getattr(request, "timelimit", None),
         "host": socket.gethostname(),
         "at": time.time(),
