@@ -3,6 +3,7 @@
 - a misspelled ``periodiq_*`` setting is refused, naming the one meant;
 - every message names its entry as ``periodic_task_name`` (django-celery-beat's header,
   which django-celery-results stores);
+- ``metrics`` does not take celery-exporter's port;
 
 Real Redis servers, the API and the CLI in-process (click's runner, as Celery runs it)
 and real beats, workers and CLI processes of ``tests/apps/periodiq_app.py``.
@@ -11,6 +12,9 @@ and real beats, workers and CLI processes of ``tests/apps/periodiq_app.py``.
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +23,8 @@ import pytest
 from celery import Celery
 
 from celery_periodiq import ConfigurationError, periodiq
-from tests.processes import cluster, wait_for
+from celery_periodiq.cli.ops import METRICS_PORT
+from tests.processes import APPS, CELERY, cluster, wait_for
 from tests.test_cli import cli, one_error_line, snapshot
 
 
@@ -61,6 +66,48 @@ def test_every_run_names_its_entry_as_periodic_task_name_on_the_worker(
 
     assert {run["entry"] for run in runs} == {"alpha", "beta"}
     assert all(run["periodic_task_name"] == run["entry"] for run in runs), runs
+
+
+# (c) the metrics port
+
+
+def test_metrics_listens_by_default_on_a_port_no_common_exporter_takes(
+    tmp_path: Path, redis_url: str, broker_url: str
+) -> None:
+    taken = {
+        9808: "celery-exporter", 5555: "flower", 8765: "our dashboard", 9090: "prometheus",
+        9091: "pushgateway", 9093: "alertmanager", 9100: "node_exporter",
+        9121: "redis_exporter", 9187: "postgres_exporter", 9419: "rabbitmq_exporter",
+        9540: "celery-exporter (OvalMoney)", 15692: "rabbitmq's prometheus plugin",
+        8888: "celery-prometheus-exporter",
+    }  # fmt: skip
+    with socket.socket() as probe:
+        if probe.connect_ex(("127.0.0.1", METRICS_PORT)) == 0:
+            pytest.skip(f"something else listens on {METRICS_PORT} here")
+    log = tmp_path / "metrics.log"
+    url = f"http://127.0.0.1:{METRICS_PORT}/metrics"
+    with cluster(tmp_path, redis_url, broker_url) as running, log.open("w") as said:
+        served = subprocess.Popen(
+            [CELERY, "-A", "periodiq_app", "periodiq", "metrics"],
+            env=running.env, cwd=APPS, stdout=subprocess.DEVNULL, stderr=said,
+        )  # fmt: skip
+        try:
+            body = wait_for(lambda: _read(url), 30, "the metrics endpoint")
+        finally:
+            served.terminate()
+            served.wait(timeout=20)
+
+    assert METRICS_PORT not in taken
+    assert f"periodiq metrics at {url}" in log.read_text()
+    assert "periodiq_up 1.0" in body
+
+
+def _read(url: str) -> str | None:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as answer:
+            return str(answer.read().decode())
+    except OSError:
+        return None
 
 
 # (d) unknown settings
