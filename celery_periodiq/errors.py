@@ -33,7 +33,8 @@ class EntryError(PeriodiqError, ValueError):
 
 
 class EntryNotFoundError(PeriodiqError, KeyError):
-    """No entry has that name."""
+    """No entry has that name; the message offers the stored names closest to it (``did
+    you mean 'proj.make_report'?``)."""
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else "entry not found"

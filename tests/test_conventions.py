@@ -4,6 +4,7 @@
 - every message names its entry as ``periodic_task_name`` (django-celery-beat's header,
   which django-celery-results stores);
 - ``metrics`` does not take celery-exporter's port;
+- a missing entry's error offers the names closest to it;
 
 Real Redis servers, the API and the CLI in-process (click's runner, as Celery runs it)
 and real beats, workers and CLI processes of ``tests/apps/periodiq_app.py``.
@@ -22,7 +23,7 @@ from typing import Any
 import pytest
 from celery import Celery
 
-from celery_periodiq import ConfigurationError, periodiq
+from celery_periodiq import ConfigurationError, EntryNotFoundError, Periodiq, periodiq
 from celery_periodiq.cli.ops import METRICS_PORT
 from tests.processes import APPS, CELERY, cluster, wait_for
 from tests.test_cli import cli, one_error_line, snapshot
@@ -179,3 +180,57 @@ def test_a_beat_and_a_worker_with_a_misspelled_setting_do_not_start(
         assert line.endswith(f"; the {what} cannot start")
     assert listed.returncode == 2
     assert said in listed.stderr
+
+
+# (e) did you mean
+
+
+def _calls(api: Periodiq, name: str) -> list[Callable[[], object]]:
+    return [
+        lambda: api.get(name), lambda: api.pause(name), lambda: api.resume(name),
+        lambda: api.delete(name), lambda: api.update(name, owner="x"),
+        lambda: api.history(name), lambda: api.trigger(name), lambda: api.upcoming(name),
+    ]  # fmt: skip
+
+
+def test_a_name_that_is_no_entry_is_refused_with_the_names_closest_to_it(
+    make_app: Callable[..., Celery], redis_url: str
+) -> None:
+    app = make_app()
+    api = periodiq(app)
+    api.add("proj.make_report", "proj.make_report", every=60)
+    api.add("proj.make_reports", "proj.make_report", every=60)
+    api.add("cleanup", "proj.make_report", every=60)
+    before = snapshot(redis_url)
+
+    errors = []
+    for call in _calls(api, "make_report"):
+        with pytest.raises(EntryNotFoundError) as missing:
+            call()
+        errors.append(str(missing.value))
+    with pytest.raises(EntryNotFoundError) as unlike:
+        api.get("zzz")
+    shown = cli(app, "show", "make_report")
+
+    meant = "no entry named 'make_report' (did you mean 'proj.make_report' or 'proj.make_reports'?)"
+    assert errors == [meant] * len(errors)
+    assert str(unlike.value) == "no entry named 'zzz'"
+    assert shown.exit_code == 3
+    assert one_error_line(shown) == f"Error: {meant}"
+    assert snapshot(redis_url) == before
+
+
+def test_in_a_large_schedule_the_names_containing_it_are_offered(
+    make_app: Callable[..., Celery],
+) -> None:
+    api = periodiq(make_app())
+    api.add_many(
+        {"name": f"tenant-{n:05d}", "task": "proj.make_report", "every": 3600}
+        for n in range(20_001)
+    )
+    api.add("proj.make_report", "proj.make_report", every=60)
+
+    with pytest.raises(EntryNotFoundError) as missing:
+        api.get("make_report")
+
+    assert str(missing.value) == "no entry named 'make_report' (did you mean 'proj.make_report'?)"
