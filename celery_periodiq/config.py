@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from celery import Celery
+from celery.utils.time import timezone as celery_zones
 
 from celery_periodiq.errors import ConfigurationError, did_you_mean
 from celery_periodiq.model.policy import (
@@ -24,6 +25,7 @@ from celery_periodiq.model.policy import (
     OVERLAP_POLICIES,
 )
 from celery_periodiq.protocol.keys import Keys
+from celery_periodiq.schedules.zones import zone
 
 __all__ = [
     "CATCHUP_POLICIES",
@@ -33,6 +35,7 @@ __all__ = [
     "Keys",
     "Settings",
     "app_namespace",
+    "app_zone",
     "redacted",
     "refuse_unknown",
     "sentinel_hosts",
@@ -99,6 +102,8 @@ class Settings:
     checkin_timeout: float = 2.0
     namespace: str = "default"
     """The app's main name: what the default prefix is derived from."""
+    default_tz: str = "UTC"
+    """The zone of an entry that names none: the app's (:func:`app_zone`)."""
     url_origin: str = "periodiq_redis_url"
     """Where ``redis_url`` came from: ``periodiq_redis_url``, ``broker_url`` or ``default``
     (neither was a Redis URL, so ``redis://localhost:6379/0`` is assumed)."""
@@ -166,6 +171,7 @@ class Settings:
                 _typed("periodiq_checkin_timeout", get("periodiq_checkin_timeout"), float)
             ),
             namespace=namespace,
+            default_tz=app_zone(app),
             url_origin=origin,
         )
         settings.check()
@@ -408,6 +414,35 @@ def _redis_url_from_broker(broker: object) -> tuple[str, str]:
     if isinstance(broker, str) and broker.startswith(("redis://", "rediss://")):
         return broker, "broker_url"
     return "redis://localhost:6379/0", "default"
+
+
+def app_zone(app: Celery) -> str:
+    """The IANA name of the zone Celery reads the app's ``crontab`` schedules in: its
+    ``timezone`` setting (or Django's ``TIME_ZONE``, as Celery reads it); without one,
+    UTC when ``enable_utc`` is on (the default), else the host's zone.
+
+    Raises:
+        ConfigurationError: ``timezone`` is no IANA zone, or it is unset with
+            ``enable_utc`` off and the host's zone has no IANA name.
+    """
+    conf = app.conf
+    name = conf.get("timezone") or conf.get("TIME_ZONE")
+    if not name:
+        if conf.get("enable_utc", True):
+            return "UTC"
+        name = getattr(celery_zones.local, "key", None)
+        if not name:
+            raise ConfigurationError(
+                "setting timezone is unset and enable_utc is False, so Celery reads "
+                "schedules on the host's clock, whose zone has no IANA name here; set "
+                "timezone (e.g. 'Europe/Berlin')"
+            )
+    text = str(name)
+    try:
+        zone(text)
+    except ValueError:
+        raise _bad("timezone", name, "an IANA zone name such as 'Europe/Berlin' or 'UTC'") from None
+    return text
 
 
 def app_namespace(app: Celery) -> str:

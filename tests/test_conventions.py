@@ -5,6 +5,7 @@
   which django-celery-results stores);
 - ``metrics`` does not take celery-exporter's port;
 - a missing entry's error offers the names closest to it;
+- an entry that names no zone is read in the app's ``timezone``, as a ``crontab`` is.
 
 Real Redis servers, the API and the CLI in-process (click's runner, as Celery runs it)
 and real beats, workers and CLI processes of ``tests/apps/periodiq_app.py``.
@@ -17,11 +18,14 @@ import socket
 import subprocess
 import urllib.request
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from celery import Celery
+from celery.schedules import crontab
 
 from celery_periodiq import ConfigurationError, EntryNotFoundError, Periodiq, periodiq
 from celery_periodiq.cli.ops import METRICS_PORT
@@ -50,6 +54,131 @@ def make_app(redis_url: str, broker_url: str) -> Iterator[Callable[..., Celery]]
         if client is not None:
             client.store.client.close()
         app.close()
+
+
+# (a) an entry's zone
+
+BERLIN = ZoneInfo("Europe/Berlin")
+
+
+def test_an_entry_naming_no_zone_is_read_in_the_apps_timezone_through_the_api_and_cli(
+    make_app: Callable[..., Celery],
+) -> None:
+    app = make_app(timezone="Europe/Berlin")
+    api = periodiq(app)
+
+    api.add("by-api", "proj.make_report", cron="0 9 * * *")
+    api.add("by-api-in-utc", "proj.make_report", cron="0 9 * * *", tz="UTC")
+    api.add("by-crontab", "proj.make_report", schedule=crontab(hour=9, minute=0))
+    api.add_many([{"name": "by-add-many", "task": "proj.make_report", "cron": "0 9 * * *"}])
+    added = cli(app, "add", "by-cli", "proj.make_report", "--cron", "0 9 * * *",
+                "--start-at", "2030-01-01T00:00")  # fmt: skip
+
+    assert added.exit_code == 0, added.output
+    zones = {item.name: item.entry.tz for item in api.list() if item.entry is not None}
+    assert zones == {
+        "by-api": "Europe/Berlin", "by-api-in-utc": "UTC", "by-crontab": "Europe/Berlin",
+        "by-add-many": "Europe/Berlin", "by-cli": "Europe/Berlin",
+    }  # fmt: skip
+    new_year = datetime(2026, 1, 1, tzinfo=UTC)
+    assert api.upcoming("by-api", 1, after=new_year) == [datetime(2026, 1, 1, 9, tzinfo=BERLIN)]
+    by_cli = api.get("by-cli").entry
+    assert by_cli is not None
+    assert by_cli.start_at == datetime(2030, 1, 1, tzinfo=BERLIN)  # read in the app's zone
+
+
+def test_list_shows_each_entrys_zone(make_app: Callable[..., Celery]) -> None:
+    app = make_app(timezone="Europe/Berlin")
+    api = periodiq(app)
+    api.add("berlin", "proj.make_report", cron="0 9 * * *")
+    api.add("utc", "proj.make_report", cron="0 9 * * *", tz="UTC")
+
+    listed = cli(app, "list")
+    as_json = cli(app, "list", "--json")
+
+    assert "0 9 * * * — at 09:00 every day, Europe/Berlin" in listed.stdout
+    assert "0 9 * * * — at 09:00 every day, UTC" in listed.stdout
+    assert {row["name"]: row["tz"] for row in json.loads(as_json.stdout)} == {
+        "berlin": "Europe/Berlin",
+        "utc": "UTC",
+    }
+
+
+def test_without_a_timezone_entries_are_in_utc_and_a_stored_entry_keeps_its_zone(
+    make_app: Callable[..., Celery],
+) -> None:
+    periodiq(make_app()).add("stored", "proj.make_report", cron="0 9 * * *")
+
+    moved = make_app(timezone="America/New_York")  # the same schedule, timezone changed
+    api = periodiq(moved)
+    api.update("stored", owner="ops")
+    updated = cli(moved, "update", "stored", "--queue", "reports")
+
+    assert updated.exit_code == 0, updated.output
+    entry = api.get("stored").entry
+    assert entry is not None
+    assert (entry.tz, entry.owner, entry.options) == ("UTC", "ops", {"queue": "reports"})
+
+
+@pytest.mark.parametrize("zone", ["Mars/Olympus", "Berlin", "Europe/Berlin/"])
+def test_a_timezone_that_is_no_zone_is_refused_and_nothing_is_written(
+    make_app: Callable[..., Celery], redis_url: str, zone: str
+) -> None:
+    app = make_app(timezone=zone)
+    before = snapshot(redis_url)
+
+    with pytest.raises(ConfigurationError) as refused:
+        periodiq(app)
+    added = cli(app, "add", "x", "proj.make_report", "--cron", "0 9 * * *")
+
+    said = f"setting timezone={zone!r} is invalid (allowed: an IANA zone name"
+    assert str(refused.value).startswith(said)
+    assert added.exit_code == 2
+    assert said in one_error_line(added)
+    assert snapshot(redis_url) == before
+
+
+def test_a_beat_declares_a_periodic_entry_in_the_apps_timezone_and_leaves_stored_ones(
+    tmp_path: Path, redis_url: str, broker_url: str
+) -> None:
+    conf = {"timezone": "America/New_York"}
+    with cluster(tmp_path, redis_url, broker_url, TEST_CONF=json.dumps(conf),
+                 TEST_DECLARE_CRON="0 9 * * *") as running:  # fmt: skip
+        api = running.api()  # the app without a timezone: UTC
+        api.add("runtime", "record", cron="0 9 * * *")
+        running.beat()
+        wait_for(lambda: _entry(api, "declared-cron"), 60, "the beat to write the declared entry")
+        shown = running.cli("show", "declared-cron", "--json")
+        declared, runtime = api.get("declared-cron").entry, api.get("runtime").entry
+
+    assert declared is not None
+    assert runtime is not None
+    assert (declared.tz, runtime.tz) == ("America/New_York", "UTC")
+    assert json.loads(shown.stdout)["tz"] == "America/New_York"
+
+
+def test_with_enable_utc_off_and_no_timezone_the_hosts_zone_is_the_default(
+    tmp_path: Path, redis_url: str, broker_url: str
+) -> None:
+    conf = {"enable_utc": False}
+    with cluster(tmp_path, redis_url, broker_url, TEST_CONF=json.dumps(conf)) as running:
+        preview = running.cli("next", "0 9 * * *", "--json", TZ="America/Sao_Paulo")
+        added = running.cli("add", "local", "record", "--cron", "0 9 * * *",
+                            TZ="America/Sao_Paulo")  # fmt: skip
+        entry = running.api().get("local").entry
+
+    assert preview.returncode == 0, preview.stderr
+    assert json.loads(preview.stdout)["tz"] == "America/Sao_Paulo"
+    assert added.returncode == 0, added.stderr
+    assert entry is not None
+    assert entry.tz == "America/Sao_Paulo"
+
+
+def _entry(api: Periodiq, name: str) -> object:
+    try:
+        return api.get(name).entry
+    except EntryNotFoundError:
+        return None
 
 
 # (b) periodic_task_name

@@ -94,7 +94,7 @@ def with_schedule(options: dict[str, Any], app: Celery) -> dict[str, Any]:
     converted = {
         key: item for key, item in registry.schedule_options(value, app).items() if item is not None
     }
-    if options.get("tz") not in (None, "UTC"):
+    if options.get("tz") is not None:
         converted.pop("tz", None)  # a zone given with it wins
     return {**options, **converted}
 
@@ -198,7 +198,7 @@ def update(runtime: Runtime, name: str, force: bool, changes: dict[str, Any]) ->
     current = readable(store, name)
     _may_change(store, name, current, force, "update")
     changes = with_schedule(dict(changes), runtime.app)
-    entry = changed_entry(current, dict(changes))
+    entry = changed_entry(current, dict(changes), Defaults.of(runtime.settings))
     if changes.get("at") is not None:  # a one-off kept as it was may well be past
         refuse_past(entry, from_ms(store.now_ms()))
     (status,) = store.put("update", [entry])

@@ -58,7 +58,7 @@ def editing_routes(api: Periodiq, guard: Guard, render: Render) -> list[Route]:
         return None
 
     def new_page(request: Request) -> Response:
-        return refused(request) or page(request, EntryForm.blank())
+        return refused(request) or page(request, EntryForm.blank(api.settings.default_tz))
 
     def edit_page(request: Request) -> Response:
         if (answer := refused(request)) is not None:
@@ -85,7 +85,7 @@ def editing_routes(api: Periodiq, guard: Guard, render: Render) -> list[Route]:
         params = request.query_params
         answer = preview(
             params.get("schedule", ""),
-            params.get("tz", "") or "UTC",
+            params.get("tz", "") or api.settings.default_tz,
             api.now(),
             name=params.get("name") or None,
         )

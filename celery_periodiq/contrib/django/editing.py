@@ -57,7 +57,11 @@ def edit(model_admin: ModelAdmin, request: HttpRequest, object_id: str | None) -
                 model_admin.message_user(request, f"{done} {saved}.", messages.SUCCESS)
                 return HttpResponseRedirect(url(model_admin, "change", saved))
         else:
-            form = EntryForm.blank() if editing is None else EntryForm.of(api.get(editing))
+            form = (
+                EntryForm.blank(api.settings.default_tz)
+                if editing is None
+                else EntryForm.of(api.get(editing))
+            )
         tasks = task_choices(api.app)
     except EntryNotFoundError as error:
         raise Http404(str(error)) from error
@@ -89,12 +93,13 @@ def preview_view(model_admin: ModelAdmin, request: HttpRequest) -> HttpResponse:
         raise PermissionDenied
     params = request.GET
     try:
-        now = client().now()
+        api = client()
+        now = api.now()
     except OUTAGES as error:
         return JsonResponse({"error": str(error)}, status=503)
     answer = preview(
         params.get("schedule", ""),
-        params.get("tz", "") or "UTC",
+        params.get("tz", "") or api.settings.default_tz,
         now,
         name=params.get("name") or None,
     )
