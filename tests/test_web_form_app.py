@@ -1,4 +1,6 @@
-"""The dashboard's entry form and the app: a new entry's zone is the app's ``timezone``.
+"""The dashboard's entry form and the app: the warning of a task the app does not register
+is on the page (while typing, and on the saved entry's page), not only in the server's
+log; a new entry's zone is the app's ``timezone``.
 
 Starlette's test client against a real Redis, as tests/test_web_form.py.
 """
@@ -35,6 +37,40 @@ def api(redis_url: str, broker_url: str) -> Iterator[Periodiq]:
 @pytest.fixture
 def web(api: Periodiq) -> TestClient:
     return TestClient(make_app(api, TOKEN), follow_redirects=False)
+
+
+def test_the_preview_says_while_typing_when_the_task_is_none_of_the_apps(
+    web: TestClient,
+) -> None:
+    # The warning went to the server's log only; the form page asks it with the preview.
+    unknown = web.get("/api/preview", params={"schedule": "@daily", "task": "proj.typo"})
+    known = web.get("/api/preview", params={"schedule": "@daily", "task": "proj.report"})
+    empty = web.get("/api/preview", params={"schedule": "nonsense", "task": ""})
+
+    assert unknown.json()["unknown_task"] == (
+        "'proj.typo' is not a task of this app: check its name, or that the workers' code "
+        "defines it (runs of an unknown task fail on the worker)"
+    )
+    assert known.json()["unknown_task"] is None
+    assert (empty.status_code, empty.json()["unknown_task"]) == (400, None)
+
+
+def test_the_form_page_has_the_task_warning_and_the_saved_entry_page_shows_it(
+    api: Periodiq, web: TestClient
+) -> None:
+    csrf = signed_in(web)
+
+    blank = web.get("/entries/new").text
+    saved = web.post("/entries/new", data={**filled(task="proj.typo"), "csrf": csrf})
+    landed = web.get(saved.headers["location"]).text
+    known = web.post("/entries/new", data={**filled(name="known"), "csrf": csrf})
+    known_page = web.get(known.headers["location"]).text
+
+    assert '<div class="warning" role="status" id="task-warning" hidden></div>' in blank
+    assert "task: task.value" in blank  # the page asks the preview about the task typed
+    assert saved.status_code == 303
+    assert "Task &#39;proj.typo&#39; is not a task of this app" in landed
+    assert "is not a task of this app" not in known_page
 
 
 @pytest.fixture

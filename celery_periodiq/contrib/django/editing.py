@@ -87,8 +87,8 @@ def edit(model_admin: ModelAdmin, request: HttpRequest, object_id: str | None) -
 
 
 def preview_view(model_admin: ModelAdmin, request: HttpRequest) -> HttpResponse:
-    """``?schedule=&tz=&name=``: the schedule in words and its next 5 fires, as JSON (for
-    whoever may add or change entries)."""
+    """``?schedule=&tz=&name=&task=``: the schedule in words and its next 5 fires, and
+    whether the task is none of the app's, as JSON (for whoever may add or change entries)."""
     if not (model_admin.has_add_permission(request) or model_admin.has_change_permission(request)):
         raise PermissionDenied
     params = request.GET
@@ -103,4 +103,5 @@ def preview_view(model_admin: ModelAdmin, request: HttpRequest) -> HttpResponse:
         now,
         name=params.get("name") or None,
     )
+    answer["unknown_task"] = unknown_task(task_choices(api.app), params.get("task", ""))
     return JsonResponse(answer, status=400 if answer["error"] else 200)
