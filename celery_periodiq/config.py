@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
 from celery import Celery
+from celery.utils.time import timezone as celery_zones
 
-from celery_periodiq.errors import ConfigurationError
+from celery_periodiq.errors import ConfigurationError, did_you_mean
 from celery_periodiq.model.policy import (
     CATCHUP_POLICIES,
     DEFAULT_CATCHUP,
@@ -23,6 +25,7 @@ from celery_periodiq.model.policy import (
     OVERLAP_POLICIES,
 )
 from celery_periodiq.protocol.keys import Keys
+from celery_periodiq.schedules.zones import zone
 
 __all__ = [
     "CATCHUP_POLICIES",
@@ -32,7 +35,9 @@ __all__ = [
     "Keys",
     "Settings",
     "app_namespace",
+    "app_zone",
     "redacted",
+    "refuse_unknown",
     "sentinel_hosts",
 ]
 
@@ -97,6 +102,8 @@ class Settings:
     checkin_timeout: float = 2.0
     namespace: str = "default"
     """The app's main name: what the default prefix is derived from."""
+    default_tz: str = "UTC"
+    """The zone of an entry that names none: the app's (:func:`app_zone`)."""
     url_origin: str = "periodiq_redis_url"
     """Where ``redis_url`` came from: ``periodiq_redis_url``, ``broker_url`` or ``default``
     (neither was a Redis URL, so ``redis://localhost:6379/0`` is assumed)."""
@@ -106,9 +113,11 @@ class Settings:
         """Read and check the app's settings.
 
         Raises:
-            ConfigurationError: a setting has a value it cannot have.
+            ConfigurationError: a setting has a value it cannot have, or a ``periodiq_*``
+                setting is none of ours (a misspelling would else be ignored).
         """
         conf = app.conf
+        refuse_unknown(app)
 
         def get(name: str) -> Any:
             value = conf.get(name)
@@ -162,6 +171,7 @@ class Settings:
                 _typed("periodiq_checkin_timeout", get("periodiq_checkin_timeout"), float)
             ),
             namespace=namespace,
+            default_tz=app_zone(app),
             url_origin=origin,
         )
         settings.check()
@@ -240,6 +250,43 @@ class Settings:
     def keys(self) -> Keys:
         """The Redis key names under this app's prefix and partitions."""
         return Keys(self.key_prefix, self.partitions)
+
+
+_OURS = "periodiq_"
+
+
+def refuse_unknown(app: Celery) -> None:
+    """Refuse a ``periodiq_*`` key of ``app.conf`` that is none of our settings (with
+    ``config_from_object(..., namespace="CELERY")``, a ``CELERY_PERIODIQ_*`` key too).
+
+    Raises:
+        ConfigurationError: the key, and the settings it is closest to.
+    """
+    given = getattr(app, "namespace", None)  # config_from_object's (celery-types lacks it)
+    namespace = given.rstrip("_") + "_" if isinstance(given, str) and given else None
+    for key in list(app.conf.keys()):
+        if not isinstance(key, str):
+            continue
+        if key.startswith(_OURS):
+            written, name = "", key
+        elif namespace and key.upper().startswith((namespace + _OURS).upper()):
+            written, name = key[: len(namespace)], key[len(namespace) :].lower()
+        else:
+            continue
+        if name in DEFAULTS:
+            continue
+        ours = [known.removeprefix(_OURS) for known in DEFAULTS]  # told apart by the rest
+        show = partial(_spelled, written, key.isupper())
+        hint = did_you_mean(name.removeprefix(_OURS), ours, show=show)
+        raise ConfigurationError(
+            f"setting {key} is unknown{hint}; the settings are the periodiq_* keys of "
+            "docs/reference/settings.md"
+        )
+
+
+def _spelled(namespace: str, upper: bool, rest: str) -> str:
+    """The setting ``periodiq_<rest>`` as the key of the user's configuration spells it."""
+    return namespace + (_OURS + rest).upper() if upper else namespace + _OURS + rest
 
 
 _KINDS = {
@@ -367,6 +414,35 @@ def _redis_url_from_broker(broker: object) -> tuple[str, str]:
     if isinstance(broker, str) and broker.startswith(("redis://", "rediss://")):
         return broker, "broker_url"
     return "redis://localhost:6379/0", "default"
+
+
+def app_zone(app: Celery) -> str:
+    """The IANA name of the zone Celery reads the app's ``crontab`` schedules in: its
+    ``timezone`` setting (or Django's ``TIME_ZONE``, as Celery reads it); without one,
+    UTC when ``enable_utc`` is on (the default), else the host's zone.
+
+    Raises:
+        ConfigurationError: ``timezone`` is no IANA zone, or it is unset with
+            ``enable_utc`` off and the host's zone has no IANA name.
+    """
+    conf = app.conf
+    name = conf.get("timezone") or conf.get("TIME_ZONE")
+    if not name:
+        if conf.get("enable_utc", True):
+            return "UTC"
+        name = getattr(celery_zones.local, "key", None)
+        if not name:
+            raise ConfigurationError(
+                "setting timezone is unset and enable_utc is False, so Celery reads "
+                "schedules on the host's clock, whose zone has no IANA name here; set "
+                "timezone (e.g. 'Europe/Berlin')"
+            )
+    text = str(name)
+    try:
+        zone(text)
+    except ValueError:
+        raise _bad("timezone", name, "an IANA zone name such as 'Europe/Berlin' or 'UTC'") from None
+    return text
 
 
 def app_namespace(app: Celery) -> str:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Callable, Iterable
+
 import redis
 
 
@@ -30,7 +33,8 @@ class EntryError(PeriodiqError, ValueError):
 
 
 class EntryNotFoundError(PeriodiqError, KeyError):
-    """No entry has that name."""
+    """No entry has that name; the message offers the stored names closest to it (``did
+    you mean 'proj.make_report'?``)."""
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else "entry not found"
@@ -91,6 +95,25 @@ def shown(value: object, most: int = _SHOWN) -> str:
         return f"{(value[:most] + '…')!r} ({len(value)} characters)"
     text = repr(value)
     return text if len(text) <= most else f"{text[:most]}… ({len(text)} characters)"
+
+
+def did_you_mean(
+    word: str, choices: Iterable[str], most: int = 3, show: Callable[[str], str] | None = None
+) -> str:
+    """``" (did you mean 'x'?)"`` for the choices closest to ``word`` (those that end with
+    ``.word`` or ``:word``, a name qualified by its module, first), or ``""`` when none is
+    close: the end of a message that says ``word`` is unknown. ``show`` writes a choice
+    (default: :func:`shown`, quoted)."""
+    pool = list(dict.fromkeys(choices))
+    qualified = [choice for choice in pool if choice.endswith((f".{word}", f":{word}"))]
+    close = difflib.get_close_matches(word, pool, n=most, cutoff=0.6)
+    if close:  # the closest, and those nearly as close: not every name above the cutoff
+        best = difflib.SequenceMatcher(None, word, close[0]).ratio()
+        close = [c for c in close if difflib.SequenceMatcher(None, word, c).ratio() > best - 0.1]
+    found = list(dict.fromkeys(sorted(qualified) + close))[:most]
+    if not found:
+        return ""
+    return " (did you mean " + " or ".join(map(show or shown, found)) + "?)"
 
 
 class ReplicasBehindError(PeriodiqError, redis.RedisError):

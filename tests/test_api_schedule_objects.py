@@ -31,10 +31,11 @@ def api(redis_url: str, broker_url: str) -> Iterator[Periodiq]:
     [
         (crontab(minute="*/15", hour="9-17", day_of_week="mon-fri"),
          "*/15 9-17 * * mon-fri", "cron", "Europe/Berlin"),
-        (every(timedelta(seconds=30)), "@every 30s", "every", "UTC"),
-        (timedelta(minutes=5), "@every 5m", "every", "UTC"),
-        (90, "@every 1m30s", "every", "UTC"),
-        (solar("sunrise", 52.52, 13.40), "@solar sunrise 52.52 13.4", "cron", "UTC"),
+        # the app's zone, as for any entry naming none (an interval or the sun ignore it)
+        (every(timedelta(seconds=30)), "@every 30s", "every", "Europe/Berlin"),
+        (timedelta(minutes=5), "@every 5m", "every", "Europe/Berlin"),
+        (90, "@every 1m30s", "every", "Europe/Berlin"),
+        (solar("sunrise", 52.52, 13.40), "@solar sunrise 52.52 13.4", "cron", "Europe/Berlin"),
         (parse_schedule("Mon..Fri 09:00", tz="Asia/Tokyo"), "Mon..Fri 09:00", "calendar",
          "Asia/Tokyo"),
     ],

@@ -263,3 +263,36 @@ def test_entries_alike_but_for_their_arguments_share_one_shape(
     assert template is not None
     assert template.raw is not None
     assert len(template.raw.shapes) == 1
+
+
+def test_each_message_names_its_entry_as_periodic_task_name_by_either_path(
+    app: Celery, broker_url: str
+) -> None:
+    # django-celery-beat's scheduler puts the entry's name in this header, and
+    # django-celery-results stores it (TaskResult.periodic_task_name). Entries alike share
+    # one template: each message must still name its own entry.
+    entries = [build_entry(f"report-{n}", "proj.registered", every=60) for n in range(3)]
+    publisher = Publisher(app)
+
+    with app.producer_or_acquire() as producer:
+        send(app, entries[0], ticks_of(entries[0])[0], producer)  # send_task itself
+    by_send_task = messages(app, broker_url)
+    with app.producer_or_acquire() as producer, publisher.batch(producer):
+        for entry in entries:
+            for tick in ticks_of(entry, 2):
+                publisher.send(entry, tick, producer)
+    by_publisher = messages(app, broker_url)
+
+    sent = [message["headers"] for found in (by_send_task, by_publisher) for
+            queue in found.values() for message in queue]  # fmt: skip
+    assert len(sent) == 7
+    assert [headers["periodic_task_name"] for headers in sent] == [
+        headers["periodiq_entry"] for headers in sent
+    ]
+    assert sorted({headers["periodic_task_name"] for headers in sent}) == [
+        "report-0", "report-1", "report-2",
+    ]  # fmt: skip
+    assert len(publisher._templates) < 6  # most were filled in from a template
+    raws = [t.raw for t in publisher._templates.values() if t is not None]
+    assert len(raws) == len(publisher._templates)
+    assert all(raw is not None and len(raw.shapes) == 1 for raw in raws)  # names: a tick's own

@@ -280,3 +280,19 @@ def test_a_beat_holding_staged_claims_sleeps_until_their_instant(
     # a sweep a lease and the instant wake it; before, it woke pass after pass from a
     # horizon before the rechecks, ahead of the instant (45,729 passes in 1.7 s)
     assert passes <= 8
+
+
+def test_staged_messages_name_their_entry_as_periodic_task_name(
+    redis_url: str, broker_url: str
+) -> None:
+    app, api = staging_app(redis_url, broker_url)
+    start = burst(api, 30, 4)  # one task: the entries share one message template
+    arrivals = Arrivals(broker_url)
+    beats = [Dispatcher(app, api.store, "beat-a")]
+    run_beats(beats, lambda: start < datetime.now(UTC) - timedelta(seconds=1), 10)
+    arrivals.stop()
+
+    assert beats[0]._stager.staged_count == 30
+    headers = [message["headers"] for _, message in arrivals.got]
+    assert arrivals.entries() == [f"e-{n:03d}" for n in range(30)]
+    assert [h.get("periodic_task_name") for h in headers] == [h[HEADER_ENTRY] for h in headers]

@@ -159,7 +159,8 @@ def test_the_cli_add_and_update_take_the_vocabulary(command: str, extra: set[str
 def test_the_cli_help_names_the_vocabulary_defaults() -> None:
     taken = cli_options_of("add")
 
-    assert f"(default {DEFAULTS['tz']})" in str(taken["tz"].help)
+    assert DEFAULTS["tz"] is None  # the app's zone, resolved when the entry is written
+    assert "(default: the app's timezone, else UTC)" in str(taken["tz"].help)
     assert f"({DEFAULTS['failure_threshold']})" in str(taken["failure_threshold"].help)
 
 
@@ -170,9 +171,9 @@ def test_entry_fields_are_the_options_resolved() -> None:
 
     assert set(stored) == (VOCABULARY - set(SCHEDULE_OPTIONS)) | resolved
     # None and () are stored as empty lists and dicts; overlap and catchup None as the
-    # default policies
+    # default policies, tz None as the zone of an app without a timezone
     empties: dict[str, object] = {"args": [], "kwargs": {}, "options": {}}
-    policies = {"overlap": DEFAULT_OVERLAP, "catchup": DEFAULT_CATCHUP}
+    policies = {"overlap": DEFAULT_OVERLAP, "catchup": DEFAULT_CATCHUP, "tz": "UTC"}
     for name in VOCABULARY - set(SCHEDULE_OPTIONS):
         item = stored[name]
         default = item.default if item.default_factory is MISSING else item.default_factory()

@@ -35,7 +35,7 @@ class Entries(Client, Protocol):
         args: list[Any] | tuple[Any, ...] = (),
         kwargs: dict[str, Any] | None = None,
         options: dict[str, Any] | None = None,
-        tz: str = "UTC",
+        tz: str | None = None,
         owner: str | None = None,
         tolerance: float | str = AUTO,
         timebox: float | str | None = AUTO,
@@ -64,6 +64,8 @@ class Entries(Client, Protocol):
             calendar: a systemd calendar event (``"Mon..Fri 09:00"``).
             at: run once, at this instant (an aware datetime, or ISO 8601 with an
                 offset); it must be in the future. After it the entry has ended.
+            tz: the IANA zone the schedule is read in (default: the app's
+                ``timezone``, as Celery reads a ``crontab``; UTC when the app sets none).
             alert_after: seconds without a successful run before the entry is overdue
                 (``"auto"``: two intervals plus the timebox; None: never).
             failure_threshold: consecutive failed or timeboxed runs before it is failing.

@@ -3,8 +3,8 @@
 Every message of a tick carries, in its headers (named in
 :mod:`celery_periodiq.protocol.headers`), the entry name, the tick's nominal
 instant, its interval and how many ticks it stands for; the worker's guards
-(task.py) read them back. The task id is derived from the tick, so a tick
-published twice is recognisably the same run.
+(task.py) read them back. The name is also django-celery-beat's ``periodic_task_name``.
+The task id is derived from the tick, so a tick published twice is the same run.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ from celery_periodiq.model.policy import Limits
 from celery_periodiq.protocol.headers import (
     HEADER_BACKFILL,
     HEADER_CATCHUP,
-    HEADER_ENTRY,
     HEADER_EXPIRES,
     HEADER_FLOOR,
     HEADER_INTERVAL,
@@ -42,6 +41,7 @@ from celery_periodiq.protocol.headers import (
     HEADER_OVERLAP,
     HEADER_TICK,
     HEADER_TTL,
+    entry_headers,
     task_id_for,
 )
 
@@ -67,7 +67,7 @@ def message_options(
     (``expiration``: RabbitMQ's per-message TTL; kombu's Redis transport has none).
     """
     options: dict[str, Any] = dict(entry.options)
-    headers: dict[str, Any] = {HEADER_ENTRY: entry.name, HEADER_OVERLAP: entry.overlap}
+    headers = entry_headers(entry.name, entry.overlap)
     if tick is None:
         limits = manual or Limits(None, None, None, None)
         headers[HEADER_MANUAL] = True

@@ -35,6 +35,7 @@ from celery_periodiq.protocol.headers import (
     HEADER_ENTRY,
     HEADER_EXPIRES,
     HEADER_MISSED,
+    HEADER_PERIODIC_TASK_NAME,
     HEADER_TICK,
 )
 
@@ -120,7 +121,9 @@ def _replaced_put(channel: Any, put: Any) -> Iterator[None]:
 
 
 # What a tick changes in a message: these headers, and the properties and body below.
-_TICK_HEADERS = frozenset({"id", "root_id", "expires", "timelimit", "argsrepr", "kwargsrepr"})
+_TICK_HEADERS = frozenset(
+    {"id", "root_id", "expires", "timelimit", "argsrepr", "kwargsrepr", HEADER_PERIODIC_TASK_NAME}
+)
 _TICK_HEADER_PREFIX = "periodiq_"
 _TICK_PROPERTIES = ("correlation_id", "expiration", "delivery_tag")
 _SLOT = re.compile(r'"\\u0000periodiq-slot:(\d+)\\u0000"')
@@ -137,6 +140,7 @@ _OWN_SLOTS = frozenset(
         ("headers", "id"),
         ("headers", "root_id"),
         ("headers", HEADER_ENTRY),
+        ("headers", HEADER_PERIODIC_TASK_NAME),  # the entry's name: entries share a template
         ("headers", HEADER_TICK),
         ("headers", HEADER_EXPIRES),
         ("headers", HEADER_MISSED),

@@ -90,10 +90,10 @@ def add_command(ctx: click.Context, /, name: str, task: str, **options: Any) -> 
     name such as proj.tasks.report. Give exactly one of --cron, --every,
     --calendar, --at. Beats pick the entry up within a second.
     """
-    changes = entry_changes(ctx, options, None)
-    if not any(form in changes for form in ("cron", "every", "calendar", "at")):
+    if not any(options.get(form) is not None for form in ("cron", "every", "calendar", "at")):
         fail("give one of --cron, --every, --calendar, --at")
     api = api_of(ctx)
+    changes = entry_changes(ctx, options, None, api.settings.default_tz)
     _saved(api, "Added", api.add(name, task, **changes))
 
 

@@ -40,7 +40,8 @@ _ENTRY_OPTIONS: list[Callable[[F], F]] = [
     _option("--at", type=Instant(), metavar="ISO", group=_SCHEDULE,
             help="Run once, at this instant (with an offset: 2026-12-01T09:00:00+01:00)."),
     _option("--tz", metavar="TZ", group=_SCHEDULE,
-            help="IANA time zone the schedule is read in (default UTC)."),
+            help="IANA time zone the schedule is read in (default: the app's timezone, "
+                 "else UTC)."),
     _option("--start-at", type=Instant(none=None), metavar="ISO", group=_SCHEDULE,
             help="Nothing fires before this (intervals anchor here); 'none' clears."),
     _option("--end-at", type=Instant(none=None), metavar="ISO", group=_SCHEDULE,
@@ -129,13 +130,13 @@ def _every(value: str) -> float | str:
 
 
 def entry_changes(
-    ctx: click.Context, values: dict[str, Any], current: Entry | None
+    ctx: click.Context, values: dict[str, Any], current: Entry | None, default_tz: str = "UTC"
 ) -> dict[str, Any]:
     """The API keyword arguments for the options typed on the command line.
 
     An option left out changes nothing; ``current`` (for ``update``) supplies
     the options that ``--queue``/``--priority`` leave as they are, and the
-    zone of times written without an offset.
+    zone of times written without an offset (for ``add``: ``default_tz``, the app's).
     """
     given = {
         key: value
@@ -149,7 +150,7 @@ def entry_changes(
         changes["every"] = _every(given["every"])
     if "owner" in given:
         changes["owner"] = given["owner"] or None
-    tz = given.get("tz") or (current.tz if current is not None else "UTC")
+    tz = given.get("tz") or (current.tz if current is not None else default_tz)
     for key in ("start_at", "end_at"):
         if key in given:
             changes[key] = aware(given[key], tz)

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import click
+from celery import Celery
 
 from celery_periodiq.api import Periodiq
 from celery_periodiq.cli.group import now_of, periodiq, print_text, style_of, width
@@ -22,6 +23,7 @@ from celery_periodiq.cli.options import (
     now_option,
     print_json,
 )
+from celery_periodiq.config import app_zone
 from celery_periodiq.errors import ScheduleError
 from celery_periodiq.present import shapes, text
 from celery_periodiq.present.events import failures_text, history_text
@@ -266,7 +268,9 @@ def failures_command(ctx: click.Context, limit: int, as_json: bool) -> None:
 
 @periodiq.command("next")
 @click.argument("spec")
-@click.option("--tz", default="UTC", show_default=True, help="IANA time zone of the schedule.")
+@click.option(
+    "--tz", help="IANA time zone of the schedule (default: the app's timezone, else UTC)."
+)
 @click.option(
     "--from",
     "start",
@@ -289,7 +293,7 @@ def failures_command(ctx: click.Context, limit: int, as_json: bool) -> None:
 def next_command(
     ctx: click.Context,
     spec: str,
-    tz: str,
+    tz: str | None,
     start: datetime | None,
     count: int,
     key: str | None,
@@ -301,6 +305,9 @@ def next_command(
 
     --json: {spec, form, description, tz, from, runs}.
     """
+    if tz is None:
+        app = getattr(ctx.obj, "app", None)
+        tz = app_zone(app) if isinstance(app, Celery) else "UTC"
     try:
         schedule = parse_schedule(spec, tz=tz, key=key)
     except ScheduleError as error:

@@ -193,12 +193,17 @@ def doctor_command(
         ctx.exit(EXIT_PROBLEM)
 
 
+# Beside the dashboard's 8765 (whose /metrics says the same). Not 9808, celery-exporter's,
+# which often runs beside it; Prometheus' exporter range, 9100-9999, is all allocated.
+METRICS_PORT = 8766
+
+
 @periodiq.command("metrics")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option(
     "--port",
     type=click.IntRange(0, 65535),
-    default=9808,
+    default=METRICS_PORT,
     show_default=True,
     help="Port to listen on (0: any free one).",
 )

@@ -38,7 +38,7 @@ def periodic(
     name: str | None = None,
     args: list[Any] | tuple[Any, ...] = (),
     kwargs: dict[str, Any] | None = None,
-    tz: str = "UTC",
+    tz: str | None = None,
     tolerance: float | str = AUTO,
     timebox: float | str | None = AUTO,
     grace: float | None = None,
@@ -78,6 +78,8 @@ def periodic(
             One already past is accepted, with a warning, and never runs: the code
             outlives the instant, and importing it must not fail then.
         name: the entry name (default: the task name); also what Jenkins ``H`` hashes.
+        tz: the IANA zone the schedule is read in (default: the app's ``timezone``, as
+            for a ``crontab`` in ``beat_schedule``; UTC when the app sets none).
         tolerance: seconds a run may start before ``last_run + interval`` (default 10%).
         timebox: the soft time limit (default half the interval; None disables).
         grace: seconds between the soft and the hard time limit.

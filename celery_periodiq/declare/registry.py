@@ -18,7 +18,7 @@ from celery.schedules import crontab
 from celery.schedules import schedule as every_schedule
 from celery.schedules import solar as celery_solar
 
-from celery_periodiq.config import Settings
+from celery_periodiq.config import Settings, app_zone
 from celery_periodiq.errors import ConfigurationError, EntryError, shown
 from celery_periodiq.model.build import build_entry, task_name
 from celery_periodiq.model.entry import Entry
@@ -112,7 +112,7 @@ def schedule_options(value: Any, app: Celery) -> dict[str, Any]:
                 "as a cron expression (crontab(5)) either one matching is enough",
                 " ".join(fields),
             )
-        return {"cron": " ".join(fields), "tz": str(app.conf.timezone or "UTC")}
+        return {"cron": " ".join(fields), "tz": app_zone(app)}
     if isinstance(value, datetime):
         return {"at": value}
     if isinstance(value, celery_solar):

@@ -116,7 +116,7 @@ def build_entry(
     args: list[Any] | tuple[Any, ...] = (),
     kwargs: dict[str, Any] | None = None,
     options: dict[str, Any] | None = None,
-    tz: str = "UTC",
+    tz: str | None = None,
     owner: str | None = None,
     tolerance: float | str = AUTO,
     timebox: float | str | None = AUTO,
@@ -139,8 +139,8 @@ def build_entry(
     """Build and validate an entry from keyword options (those of
     :class:`~celery_periodiq.model.options.EntryOptions`, with its defaults).
 
-    ``overlap`` and ``catchup`` left as None take ``defaults`` (the app's
-    ``periodiq_default_*`` settings).
+    ``overlap``, ``catchup`` and ``tz`` left as None take ``defaults`` (the app's
+    ``periodiq_default_*`` settings and Celery ``timezone``).
 
     Raises:
         EntryError: any option is invalid; the message names it and what is allowed.
@@ -156,7 +156,7 @@ def build_entry(
         task=task_name(task),
         schedule=spec,
         form=form,
-        tz=tz,
+        tz=defaults.tz_of(tz),
         args=list(args),
         kwargs={} if kwargs is None else kwargs,
         options={} if options is None else options,
@@ -283,8 +283,11 @@ class EntryBuilder:
         return entry
 
 
-def changed_entry(entry: Entry, changes: dict[str, Any]) -> Entry:
-    """``entry`` with ``changes`` (the keyword options of ``update()``) applied.
+def changed_entry(
+    entry: Entry, changes: dict[str, Any], defaults: Defaults = OUR_DEFAULTS
+) -> Entry:
+    """``entry`` with ``changes`` (the keyword options of ``update()``) applied; an option
+    changed to None takes ``defaults`` as :func:`build_entry` does.
 
     Raises:
         EntryError: an unknown option, or an invalid value.
@@ -302,7 +305,7 @@ def changed_entry(entry: Entry, changes: dict[str, Any]) -> Entry:
     else:
         current[entry.form] = entry.schedule
     current.update(changes)
-    return build_entry(entry.name, source=entry.source, **current)
+    return build_entry(entry.name, source=entry.source, defaults=defaults, **current)
 
 
 def refuse_past(entry: Entry, now: datetime) -> None:

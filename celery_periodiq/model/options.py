@@ -32,7 +32,8 @@ class EntryOptions:
     The options are what the API and ``@periodic`` document; the entry they build is
     :class:`~celery_periodiq.model.entry.Entry`, whose fields store them resolved (one
     ``schedule`` and its ``form`` for the four schedule options, the app's default
-    policies for ``overlap``/``catchup`` left None, empty lists and dicts for None).
+    policies for ``overlap``/``catchup`` and its zone for ``tz`` left None, empty lists
+    and dicts for None).
     """
 
     cron: str | None = None
@@ -49,8 +50,9 @@ class EntryOptions:
     """The task's keyword arguments (JSON values)."""
     options: dict[str, Any] | None = None
     """Message options: the keys of :data:`OPTION_KEYS`."""
-    tz: str = "UTC"
-    """The IANA time zone the schedule is read in."""
+    tz: str | None = None
+    """The IANA time zone the schedule is read in (None: the app's ``timezone``, as
+    Celery reads a ``crontab`` in it; UTC when the app sets none)."""
     owner: str | None = None
     """A tag, to list and delete entries by."""
     tolerance: float | str = AUTO

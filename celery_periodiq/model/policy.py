@@ -69,6 +69,8 @@ class AppDefaults(Protocol):
     def default_catchup(self) -> str: ...
     @property
     def default_grace(self) -> float: ...
+    @property
+    def default_tz(self) -> str: ...
 
 
 class Policied(Protocol):
@@ -88,18 +90,29 @@ class Policied(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Defaults:
-    """The policies an entry gets when it sets none: the app's settings, or ours."""
+    """The policies and zone an entry gets when it sets none: the app's, or ours."""
 
     overlap: str = DEFAULT_OVERLAP
     catchup: str = DEFAULT_CATCHUP
     grace: float = DEFAULT_GRACE
+    tz: str = "UTC"
 
     @classmethod
     def of(cls, settings: AppDefaults | None) -> Defaults:
-        """The defaults of an app (``periodiq_default_*``); ours without settings."""
+        """The defaults of an app (``periodiq_default_*``, and Celery's ``timezone``); ours
+        without settings."""
         if settings is None:
             return cls()
-        return cls(settings.default_overlap, settings.default_catchup, settings.default_grace)
+        return cls(
+            settings.default_overlap,
+            settings.default_catchup,
+            settings.default_grace,
+            settings.default_tz,
+        )
+
+    def tz_of(self, given: str | None) -> str:
+        """``given``, or the app's time zone when it is None."""
+        return self.tz if given is None else given
 
     def overlap_of(self, given: str | None) -> str:
         """``given``, or the default overlap policy when it is None."""

@@ -12,7 +12,7 @@ from celery_periodiq.model.plan import from_ms
 from celery_periodiq.model.simulate import check_range, simulate_entry
 from celery_periodiq.model.simulation import MOST_LIMIT, MOST_LISTED, EntrySimulation, Simulation
 from celery_periodiq.model.simulation import Settings as PlanSettings
-from celery_periodiq.ops.steer import check_name, check_owner, some_names
+from celery_periodiq.ops.steer import check_name, check_owner, not_found, some_names
 from celery_periodiq.runtime import Runtime
 from celery_periodiq.store.store import Store
 from celery_periodiq.store.views import StoredEntry
@@ -70,9 +70,10 @@ def _chosen(store: Store, owner: str | None, names: list[str] | None) -> list[St
         return store.load(None if owner is None else store.owned_by(owner))
     stored = store.load(names)
     missing = sorted(set(names) - {item.name for item in stored})
+    if len(missing) == 1:
+        raise not_found(store, missing[0])
     if missing:
-        noun = "entry named" if len(missing) == 1 else "entries named"
-        raise EntryNotFoundError(f"no {noun} {some_names(missing)}")
+        raise EntryNotFoundError(f"no entries named {some_names(missing)}")
     if owner is not None:
         stored = [item for item in stored if item.entry and item.entry.owner == owner]
     return stored

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import redis
 from celery import Celery
 
 from celery_periodiq.beat.publish import send
@@ -22,6 +23,7 @@ from celery_periodiq.errors import (
     EntryExistsError,
     EntryNotFoundError,
     PeriodiqError,
+    did_you_mean,
     shown,
 )
 from celery_periodiq.model import policy
@@ -43,6 +45,7 @@ __all__ = [
     "check_owner",
     "declared_in",
     "delete",
+    "not_found",
     "pause",
     "readable",
     "resume",
@@ -92,15 +95,25 @@ def with_schedule(options: dict[str, Any], app: Celery) -> dict[str, Any]:
     converted = {
         key: item for key, item in registry.schedule_options(value, app).items() if item is not None
     }
-    if options.get("tz") not in (None, "UTC"):
+    if options.get("tz") is not None:
         converted.pop("tz", None)  # a zone given with it wins
     return {**options, **converted}
+
+
+def not_found(store: Store, name: str) -> EntryNotFoundError:
+    """The error that no entry is named ``name``, offering the stored names closest to it
+    (``make_report``: did you mean ``proj.make_report``?)."""
+    try:
+        hint = did_you_mean(name, store.names_like(name))
+    except redis.RedisError:  # the entry is missing all the same; say that
+        hint = ""
+    return EntryNotFoundError(f"no entry named {shown(name)}{hint}")
 
 
 def stored(store: Store, name: str) -> StoredEntry:
     found = store.load([check_name(name)])
     if not found:
-        raise EntryNotFoundError(f"no entry named {shown(name)}")
+        raise not_found(store, name)
     return found[0]
 
 
@@ -130,10 +143,10 @@ def _may_change(store: Store, name: str, entry: Entry | None, force: bool, verb:
         )
 
 
-def _steered(name: str, status: str) -> None:
+def _steered(store: Store, name: str, status: str) -> None:
     """Raise for what pause.lua answered instead of "ok"."""
     if status == "missing":
-        raise EntryNotFoundError(f"no entry named {shown(name)}")
+        raise not_found(store, name)
     if status != "ok":
         raise EntryError(
             f"entry {shown(name)} is {status.replace(': ', ' (', 1)}); update or delete repairs it"
@@ -188,12 +201,12 @@ def update(runtime: Runtime, name: str, force: bool, changes: dict[str, Any]) ->
     current = readable(store, name)
     _may_change(store, name, current, force, "update")
     changes = with_schedule(dict(changes), runtime.app)
-    entry = changed_entry(current, dict(changes))
+    entry = changed_entry(current, dict(changes), Defaults.of(runtime.settings))
     if changes.get("at") is not None:  # a one-off kept as it was may well be past
         refuse_past(entry, from_ms(store.now_ms()))
     (status,) = store.put("update", [entry])
     if status == "missing":
-        raise EntryNotFoundError(f"no entry named {shown(name)}")
+        raise not_found(store, name)
     return stored(store, name)
 
 
@@ -202,12 +215,12 @@ def delete(store: Store, name: str, force: bool) -> None:
     found = store.load([check_name(name)])
     _may_change(store, name, found[0].entry if found else None, force, "delete")
     if not store.remove([name]):
-        raise EntryNotFoundError(f"no entry named {shown(name)}")
+        raise not_found(store, name)
 
 
 def pause(store: Store, name: str, note: str | None) -> StoredEntry:
     """Stop an entry's ticks until it is resumed; ``note`` says why."""
-    _steered(name, store.scripts.pause(check_name(name), note or ""))
+    _steered(store, name, store.scripts.pause(check_name(name), note or ""))
     return stored(store, name)
 
 
@@ -216,7 +229,7 @@ def resume(store: Store, name: str) -> StoredEntry:
     entry = readable(store, name)
     upcoming = next_tick_ms(entry, from_ms(store.now_ms()))
     next_ms, due_ms = (None, None) if upcoming is None else upcoming
-    _steered(name, store.scripts.resume(name, next_ms, due_ms))
+    _steered(store, name, store.scripts.resume(name, next_ms, due_ms))
     return stored(store, name)
 
 

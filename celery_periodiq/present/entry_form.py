@@ -73,7 +73,6 @@ CHECKBOXES = ("enabled", "pause_on_failure", "force")
 """Fields that are checkboxes: ``"on"`` when ticked, ``""`` when not (absent when posted)."""
 
 _BLANK = {
-    "tz": "UTC",
     "enabled": "on",
     "tolerance": AUTO,
     "timebox": AUTO,
@@ -106,9 +105,9 @@ class EntryForm:
         return {"overlap": OVERLAP_POLICIES, "catchup": CATCHUP_POLICIES}
 
     @classmethod
-    def blank(cls) -> EntryForm:
-        """An empty form, with the API's defaults filled in."""
-        return cls({name: _BLANK.get(name, "") for name in (*FIELDS, "force")})
+    def blank(cls, tz: str = "UTC") -> EntryForm:
+        """An empty form, with the API's defaults filled in (``tz``: the app's zone)."""
+        return cls({name: _BLANK.get(name, "") for name in (*FIELDS, "force")} | {"tz": tz})
 
     @classmethod
     def of(cls, stored: StoredEntry) -> EntryForm:
@@ -192,7 +191,7 @@ def save(api: Periodiq, form: EntryForm) -> StoredEntry | None:
         with contextlib.suppress(EntryNotFoundError):  # said beside the form below
             form.declared = api.declared_in(form.editing) is not None
     form.errors.clear()
-    options = _options(form)
+    options = _options(form, api.settings.default_tz)
     if form.errors:
         return None
     values = form.values
@@ -222,12 +221,13 @@ def _same_schedule(api: Periodiq, name: str, text: str) -> bool:
     return entry is not None and entry.schedule == " ".join(text.split())
 
 
-def _options(form: EntryForm) -> dict[str, Any]:
-    """The keyword options of ``add``/``update`` the form's text stands for; what cannot
-    be read (bad JSON, a word for a number) goes into ``form.errors``."""
+def _options(form: EntryForm, default_tz: str) -> dict[str, Any]:
+    """The keyword options of ``add``/``update`` the form's text stands for (an empty zone:
+    ``default_tz``, the app's); what cannot be read (bad JSON, a word for a number) goes
+    into ``form.errors``."""
     values, errors = form.values, form.errors
     read = _Reader(values, errors)
-    tz = values["tz"] or "UTC"
+    tz = values["tz"] or default_tz
     options: dict[str, Any] = {
         "tz": tz,
         "args": read.json("args", []),

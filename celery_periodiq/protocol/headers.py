@@ -1,4 +1,5 @@
-"""What a run's message carries for the worker: its ``periodiq_*`` headers and its task id.
+"""What a run's message carries for the worker: its ``periodiq_*`` headers (and the
+``periodic_task_name`` of the django-celery-beat convention) and its task id.
 
 The beat (and ``trigger()``, ``backfill()``) write these headers into every message of
 an entry; the worker's guards (:mod:`celery_periodiq.worker.task`) read them back. The
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from typing import Any
 
 __all__ = [
     "HEADER_BACKFILL",
@@ -23,8 +25,10 @@ __all__ = [
     "HEADER_MIN_GAP",
     "HEADER_MISSED",
     "HEADER_OVERLAP",
+    "HEADER_PERIODIC_TASK_NAME",
     "HEADER_TICK",
     "HEADER_TTL",
+    "entry_headers",
     "task_id_for",
 ]
 
@@ -56,8 +60,19 @@ HEADER_BACKFILL = "periodiq_backfill"
 """True for a past tick published by ``backfill()``: no tolerance drop, and not dropped
 for being older than the ticks the worker's guard remembers."""
 
+HEADER_PERIODIC_TASK_NAME = "periodic_task_name"
+"""The entry name again, under the name django-celery-beat gives it (its scheduler and its
+admin's "run now" set it): django-celery-results stores it as ``TaskResult.
+periodic_task_name``, and a task reads it as ``self.request.periodic_task_name``."""
+
 _NAMESPACE_BYTES = uuid.UUID("6f1c3a52-5d2e-4c47-9a8e-0d4d1b9a7e10").bytes
 """The uuid5 namespace of task ids: never to change (stored histories refer to ids)."""
+
+
+def entry_headers(name: str, overlap: str) -> dict[str, Any]:
+    """The headers every message of an entry carries, its tick or none: its name (ours, and
+    django-celery-beat's :data:`HEADER_PERIODIC_TASK_NAME`) and its overlap policy."""
+    return {HEADER_ENTRY: name, HEADER_OVERLAP: overlap, HEADER_PERIODIC_TASK_NAME: name}
 
 
 def task_id_for(prefix: str, name: str, nominal_ms: int | None, *, backfill: bool = False) -> str:

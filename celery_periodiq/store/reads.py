@@ -4,6 +4,7 @@ per partition, or one for all), decoded by :mod:`~celery_periodiq.store.views`."
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import Any, cast
@@ -35,6 +36,11 @@ from celery_periodiq.store.views import (
 )
 
 __all__ = ["Reads", "in_batches"]
+
+_LIKE_WHOLE = 20_000
+"""Up to this many entries, the names a "did you mean" compares with are all of them;
+beyond, those that contain the name (Redis matches them: nothing large crosses the wire)."""
+_LIKE_MOST = 200
 
 
 def in_batches(names: Iterable[str], size: int) -> Iterator[list[str]]:
@@ -203,6 +209,23 @@ class Reads:
         for names in self._each("smembers", lambda part: part.declared):
             found |= set(names)
         return found
+
+    def names_like(self, name: str) -> list[str]:
+        """Stored names that may be what ``name`` meant, for a "did you mean": every one
+        in a schedule of up to 20,000 entries; in a larger one, up to 200 that contain
+        ``name`` (``make_report``: ``proj.make_report``)."""
+        if self.count() <= _LIKE_WHOLE:
+            return [
+                found for names in self._each("hkeys", lambda part: part.entries) for found in names
+            ]
+        pattern = "*" + re.sub(r"([*?\[\]\\])", r"\\\1", name) + "*"
+        like: list[str] = []
+        for part in self.keys.all():
+            for found, _ in self.client.zscan_iter(part.names, match=pattern, count=1000):
+                like.append(found)
+                if len(like) >= _LIKE_MOST:
+                    return like
+        return like
 
     def count(self) -> int:
         """How many entries are stored."""

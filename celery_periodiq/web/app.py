@@ -22,6 +22,7 @@ from starlette.routing import Route
 from celery_periodiq.api import Periodiq
 from celery_periodiq.errors import EntryNotFoundError, PeriodiqError
 from celery_periodiq.present import shapes
+from celery_periodiq.present.entry_form import task_choices, unknown_task
 from celery_periodiq.present.terminal import relative
 from celery_periodiq.store.filters import ALERTS, STATES
 from celery_periodiq.web import entry_pages
@@ -85,12 +86,14 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
             stored, details = entry_pages.details(api, name)
         except EntryNotFoundError as error:
             return render(request, "problem.html", 404, problem=str(error))
+        item = entry_pages.row(stored, details.now)
         return render(
             request,
             "entry.html",
-            item=entry_pages.row(stored, details.now),
+            item=item,
             shown=shapes.show_json(stored, details),
             plot=Markup(runs_svg(details.events)),
+            unknown_task=unknown_task(task_choices(api.app), item["task"] or ""),
         )
 
     def beats_page(request: Request) -> Response:

@@ -1,6 +1,6 @@
 """The dashboard's entry form: create (``/entries/new``) and edit
 (``/entries/{name}/edit``) an entry, and the schedule preview it asks while typing
-(``/api/preview``).
+(``/api/preview``, which also says when the task typed is none of the app's).
 
 Writes need sign-in and the form's CSRF token, as the other actions; every Redis call
 runs in the thread pool (plain handlers, or ``run_in_threadpool`` after awaiting a form).
@@ -58,7 +58,7 @@ def editing_routes(api: Periodiq, guard: Guard, render: Render) -> list[Route]:
         return None
 
     def new_page(request: Request) -> Response:
-        return refused(request) or page(request, EntryForm.blank())
+        return refused(request) or page(request, EntryForm.blank(api.settings.default_tz))
 
     def edit_page(request: Request) -> Response:
         if (answer := refused(request)) is not None:
@@ -85,10 +85,11 @@ def editing_routes(api: Periodiq, guard: Guard, render: Render) -> list[Route]:
         params = request.query_params
         answer = preview(
             params.get("schedule", ""),
-            params.get("tz", "") or "UTC",
+            params.get("tz", "") or api.settings.default_tz,
             api.now(),
             name=params.get("name") or None,
         )
+        answer["unknown_task"] = unknown_task(task_choices(api.app), params.get("task", ""))
         return JSONResponse(answer, status_code=400 if answer["error"] else 200)
 
     return [

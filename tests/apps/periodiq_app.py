@@ -3,7 +3,9 @@
 Configured from the environment: TEST_BROKER_URL, TEST_REDIS_URL,
 TEST_LEASE (claim lease, s), TEST_BEAT_SCHEDULE (JSON: name -> {"task", "every"}),
 TEST_REDIS_CLUSTER=1 (TEST_REDIS_URL names Redis Cluster nodes), TEST_REPLICA_ACKS,
-TEST_HISTORY_LENGTH (``periodiq_history_length``),
+TEST_HISTORY_LENGTH (``periodiq_history_length``), TEST_CONF (JSON: more settings,
+``app.conf.update``), TEST_DECLARE_CRON (declares the entry "declared-cron" of the task
+``declared_cron`` with ``@periodic(cron=...)``, no ``tz=``),
 TEST_ALERT_TASK (``periodiq_alert_task``; the task ``alert`` records each payload in
 the list "alerts"), TEST_STAGE_HORIZON and TEST_STAGE_MIN (``periodiq_stage_horizon``,
 ``periodiq_stage_min``: staged release; the defaults unless given).
@@ -23,7 +25,7 @@ import redis
 from celery import Celery
 from redis.cluster import RedisCluster
 
-from celery_periodiq import PeriodicTask
+from celery_periodiq import PeriodicTask, periodic
 
 app = Celery("periodiq_app", broker=os.environ["TEST_BROKER_URL"])
 app.conf.beat_scheduler = "celery_periodiq:Scheduler"
@@ -45,6 +47,7 @@ app.conf.beat_schedule = {
     name: {"task": spec["task"], "schedule": float(spec["every"])}
     for name, spec in json.loads(os.environ.get("TEST_BEAT_SCHEDULE", "{}")).items()
 }
+app.conf.update(json.loads(os.environ.get("TEST_CONF", "{}")))
 
 _results: Any = (
     redis.Redis.from_url(os.environ["TEST_RUNS_URL"], decode_responses=True)
@@ -61,6 +64,7 @@ def _record(request: Any, **extra: Any) -> None:
         "tick": getattr(request, "periodiq_tick", None),
         "missed": getattr(request, "periodiq_missed", None),
         "task_id": request.id,
+        "periodic_task_name": getattr(request, "periodic_task_name", None),
         "timelimit": getattr(request, "timelimit", None),
         "host": socket.gethostname(),
         "at": time.time(),
@@ -98,3 +102,12 @@ def guarded_fail(self: Any) -> None:
 def alert(payload: dict[str, Any]) -> None:
     """Record an alert transition, as a user's task would send it to a pager."""
     _results.rpush("alerts", json.dumps(payload))
+
+
+if os.environ.get("TEST_DECLARE_CRON"):
+
+    @periodic(cron=os.environ["TEST_DECLARE_CRON"], name="declared-cron")
+    @app.task(bind=True, name="declared_cron")
+    def declared_cron(self: Any) -> None:
+        """Declared in code, with no zone of its own."""
+        _record(self.request)

@@ -57,7 +57,11 @@ def edit(model_admin: ModelAdmin, request: HttpRequest, object_id: str | None) -
                 model_admin.message_user(request, f"{done} {saved}.", messages.SUCCESS)
                 return HttpResponseRedirect(url(model_admin, "change", saved))
         else:
-            form = EntryForm.blank() if editing is None else EntryForm.of(api.get(editing))
+            form = (
+                EntryForm.blank(api.settings.default_tz)
+                if editing is None
+                else EntryForm.of(api.get(editing))
+            )
         tasks = task_choices(api.app)
     except EntryNotFoundError as error:
         raise Http404(str(error)) from error
@@ -83,19 +87,21 @@ def edit(model_admin: ModelAdmin, request: HttpRequest, object_id: str | None) -
 
 
 def preview_view(model_admin: ModelAdmin, request: HttpRequest) -> HttpResponse:
-    """``?schedule=&tz=&name=``: the schedule in words and its next 5 fires, as JSON (for
-    whoever may add or change entries)."""
+    """``?schedule=&tz=&name=&task=``: the schedule in words and its next 5 fires, and
+    whether the task is none of the app's, as JSON (for whoever may add or change entries)."""
     if not (model_admin.has_add_permission(request) or model_admin.has_change_permission(request)):
         raise PermissionDenied
     params = request.GET
     try:
-        now = client().now()
+        api = client()
+        now = api.now()
     except OUTAGES as error:
         return JsonResponse({"error": str(error)}, status=503)
     answer = preview(
         params.get("schedule", ""),
-        params.get("tz", "") or "UTC",
+        params.get("tz", "") or api.settings.default_tz,
         now,
         name=params.get("name") or None,
     )
+    answer["unknown_task"] = unknown_task(task_choices(api.app), params.get("task", ""))
     return JsonResponse(answer, status=400 if answer["error"] else 200)
