@@ -218,6 +218,8 @@ def _install(task: Any, name: str | None, overlap: str | None) -> None:
         for key, value in attributes.items():
             setattr(cls, key, value)
         return
+    if cls.Request != Task.Request:  # the task's own worker request stays its own
+        attributes["Request"] = cls.Request  # (the worker makes it end a drop revoked)
     task.__class__ = type(cls.__name__, (PeriodicTask, cls), attributes)
 
 

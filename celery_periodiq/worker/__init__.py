@@ -4,9 +4,11 @@ Owns :class:`~celery_periodiq.worker.task.PeriodicTask` and its guard (``task``:
 before the body, finish.lua after it); ``begin``, which sends a run's begin until Redis
 and its replicas have it; ``plain``, the duplicate check of plain tasks run by an entry,
 installed as the worker starts (``startup``, which also stops a worker whose settings are
-invalid); check-ins to Sentry Crons and ping monitors (``checkins``, ``monitors``); and
-``task_modules``, which imports the app's task modules as a worker does at start, for the
-processes that list or look up its tasks without being one (CLI, API, dashboard, admin).
+invalid); ``dropped``, which ends a run either guard drops revoked, for Celery's monitors
+and result backend; check-ins to Sentry Crons and ping monitors (``checkins``,
+``monitors``); and ``task_modules``, which imports the app's task modules as a worker does
+at start, for the processes that list or look up its tasks without being one (CLI, API,
+dashboard, admin).
 Open first: ``task``.
 May import: ``runtime``, ``store`` and the layers below; never ``beat`` or ``declare``.
 """

@@ -9,7 +9,8 @@ it again. A guarded task drops the copy; a plain one would run it twice.
 So on every worker of an app that uses periodiq, each task without ``PeriodicTask``
 gets two of Celery's own task handlers wrapped around its own (as Celery's
 ``task_annotations`` ``"@name"`` form does): ``before_start`` asks begin.lua whether
-the tick already began, and a run refused is ``Ignore``-d; ``after_return`` records
+the tick already began, and a run refused is ``Ignore``-d (and ends revoked:
+:mod:`~celery_periodiq.worker.dropped`); ``after_return`` records
 how the run ended, so a plain entry has a history, a last run and alerts too. A manual
 run of the entry (``trigger()``: ``celery periodiq run``, the dashboard's and the
 admin's Run now) has no tick to check, and is recorded and checked in the same way.
@@ -40,7 +41,7 @@ from typing import Any
 import redis
 from celery import Celery, Task
 from celery import states as celery_states
-from celery.exceptions import Ignore, SoftTimeLimitExceeded
+from celery.exceptions import SoftTimeLimitExceeded
 
 from celery_periodiq.errors import ConfigurationError, ReplicasBehindError
 from celery_periodiq.model import policy
@@ -57,6 +58,7 @@ from celery_periodiq.protocol.headers import (
 from celery_periodiq.protocol.records import RunEnd, RunStart
 from celery_periodiq.worker import checkins
 from celery_periodiq.worker.begin import begin_run, refused_end
+from celery_periodiq.worker.dropped import dropped
 from celery_periodiq.worker.task import _HOST, PeriodicTask, request_header, store_of
 from celery_periodiq.worker.task_modules import import_task_modules
 
@@ -168,7 +170,7 @@ def _begin(task: Task, task_id: str) -> None:  # type: ignore[type-arg]
     except ReplicasBehindError as error:  # no replica has its start: it must not run
         logger.error("periodiq: entry %r run %s not started: %s", entry, task_id, error)
         _record(task, entry, refused_end(start, error))
-        raise Ignore() from error
+        raise dropped("not started", str(error)) from error
     except (redis.RedisError, ConfigurationError) as error:
         logger.warning(
             "periodiq: entry %r tick %s run %s starts without its duplicate check: the "
@@ -189,7 +191,7 @@ def _begin(task: Task, task_id: str) -> None:  # type: ignore[type-arg]
             f": {admission.note}" if admission.note else "",
         )
         checkins.report(store, entry, start.task_id, admission.outcome, plain=True)
-        raise Ignore()
+        raise dropped(admission.outcome, admission.note)
     if admission.guarded:
         setattr(request, _STARTED, (entry, start, time.monotonic()))
         checkins.report(store, entry, start.task_id, admission.outcome, plain=True)

@@ -3,9 +3,10 @@
 Before the body, one Lua call (begin.lua) drops a duplicate tick, drops a run
 that starts too soon after the last one began (tolerance), and skips a run
 while an earlier one is unfinished (overlap "skip"); otherwise it records the
-start. After the body, one Lua call (finish.lua) records the outcome. The
-run's timebox is its soft time limit; ``self.periodiq`` tells the body its
-deadline and keeps its checkpoint.
+start; a run it drops ends revoked for Celery's monitors and result backend
+(:mod:`~celery_periodiq.worker.dropped`). After the body, one Lua call
+(finish.lua) records the outcome. The run's timebox is its soft time limit;
+``self.periodiq`` tells the body its deadline and keeps its checkpoint.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any, ClassVar
 
 import redis
 from celery import Task
-from celery.exceptions import Ignore, Retry, SoftTimeLimitExceeded
+from celery.exceptions import Retry, SoftTimeLimitExceeded
 from celery.signals import task_revoked
 
 from celery_periodiq.errors import ConfigurationError, PeriodiqError, ReplicasBehindError
@@ -48,6 +49,7 @@ from celery_periodiq.store.checkpoint import Checkpoint
 from celery_periodiq.store.store import Store
 from celery_periodiq.worker import checkins
 from celery_periodiq.worker.begin import begin_run, refused_end
+from celery_periodiq.worker.dropped import dropped
 
 __all__ = ["PeriodicTask", "RunContext"]
 
@@ -104,6 +106,10 @@ class PeriodicTask(Task):  # type: ignore[type-arg]
     declared with ``@periodic`` is guarded as a manual run (no tolerance drop,
     overlap check kept); other calls run unguarded.
     """
+
+    Request = "celery_periodiq.worker.dropped:Request"
+    """Celery's worker request, but a run the guard drops ends revoked, with the reason
+    (:mod:`~celery_periodiq.worker.dropped`); a custom one of your own gets that too."""
 
     periodiq_entry: ClassVar[str | None] = None
     """Entry name used for manual calls (set by ``@periodic``)."""
@@ -197,11 +203,11 @@ class PeriodicTask(Task):  # type: ignore[type-arg]
             admission = self._begin(store, entry, start)
         except ConfigurationError as error:
             logger.error("periodiq: entry %r run %s not started: %s", entry, start.task_id, error)
-            raise Ignore() from error
+            raise dropped("not started", str(error)) from error
         except ReplicasBehindError as error:
             logger.error("periodiq: entry %r run %s not started: %s", entry, start.task_id, error)
             self._finish(store, entry, refused_end(start, error))
-            raise Ignore() from error
+            raise dropped("not started", str(error)) from error
         except redis.RedisError as error:
             logger.error(
                 "periodiq: entry %r run %s not started, Redis failed: %s",
@@ -209,7 +215,7 @@ class PeriodicTask(Task):  # type: ignore[type-arg]
                 start.task_id,
                 error,
             )
-            raise Ignore() from error
+            raise dropped("not started", f"Redis failed: {error}") from error
         if not admission.runs:
             logger.warning(
                 "periodiq: entry %r tick %s run %s %s%s",
@@ -220,7 +226,7 @@ class PeriodicTask(Task):  # type: ignore[type-arg]
                 f": {admission.note}" if admission.note else "",
             )
             checkins.report(store, entry, start.task_id, admission.outcome)
-            raise Ignore()
+            raise dropped(admission.outcome, admission.note)
         if not admission.guarded:  # a declared task whose entry is not stored (yet)
             return super().__call__(*args, **kwargs)
         if math.isfinite(context._ends_at):
