@@ -68,6 +68,11 @@ class Partitions:
         """The last Redis clock reading (ms) and ``elapsed()`` when it was taken."""
         self._watched: frozenset[int] | None = None
         """The partitions the ring gives this beat (None: all, until the ring is known)."""
+        self._handed: frozenset[int] | None = frozenset()
+        """The partitions the ring gave this beat before it last changed (None: all); it
+        still claims them until ``_handed_until``: their new watchers may not know yet
+        what is due there (they learn it from their own claims), this beat does."""
+        self._handed_until = 0.0
         self._sweep_at = 0.0
         """``elapsed()`` of the next pass over every partition, watched or not."""
         self._touched: dict[int, float] = {}
@@ -101,7 +106,8 @@ class Partitions:
                     self.keys.partitions,
                     len(beats),
                 )
-                kept = self._watched
+                kept = self._handed = self._watched
+                self._handed_until = elapsed() + self.settings.claim_lease
                 self._wake = {i: m for i, m in self._wake.items() if kept is None or i in kept}
                 self._recheck = {
                     i: m for i, m in self._recheck.items() if kept is None or i in kept
@@ -120,8 +126,10 @@ class Partitions:
             return [part for part in self.keys.all() if self._mine(part.index, False)]
 
     def _mine(self, index: int, sweeping: bool) -> bool:
-        watched = self._watched
-        return sweeping or watched is None or index in watched
+        watched, handed = self._watched, self._handed
+        if sweeping or watched is None or index in watched:
+            return True
+        return (handed is None or index in handed) and elapsed() < self._handed_until
 
     def due(self, now_ms: int | None, ahead_ms: int = HORIZON_MS) -> list[Partition]:
         """The partitions that may have something due now (or within ``ahead_ms``): of
