@@ -5,15 +5,8 @@ only its own share."""
 from __future__ import annotations
 
 import collections
-import threading
 
-from celery import Celery
-
-from celery_periodiq.beat.partitions import Partitions
-from celery_periodiq.clock import elapsed
-from celery_periodiq.config import Settings
 from celery_periodiq.model.ring import owners, watched
-from celery_periodiq.protocol.keys import Keys
 
 BEATS = [f"host-{n}:{1000 + n}:{n:08x}" for n in range(5)]
 
@@ -55,22 +48,3 @@ def test_one_or_two_beats_watch_everything() -> None:
 
 def test_a_beat_not_yet_in_the_registry_watches_everything() -> None:
     assert watched("new-beat", BEATS, 16) == frozenset(range(16))
-
-
-def test_a_beat_keeps_claiming_the_partitions_it_lost_for_a_lease() -> None:
-    # Their new watchers learn what is due there from their own claims, which may be a
-    # lease old (a recheck): the beat that settled the last tick knows the next one.
-    app = Celery("ring", set_as_current=False)
-    app.conf.periodiq_claim_lease = 0.5
-    settings = Settings.from_app(app)
-    part = Partitions(Keys("p", 16), settings, "b0")
-    part.watch(["b0", "b1"])
-    assert len(part.mine()) == 16
-    part.watch(["b0", "b1", "b2"])  # a third beat: b0 watches fewer
-    kept = watched("b0", ["b0", "b1", "b2"], 16)
-    assert len(kept) < 16
-    assert len(part.mine()) == 16  # the ones it lost too, for now
-    deadline = elapsed() + 5
-    while len(part.mine()) > len(kept) and elapsed() < deadline:
-        threading.Event().wait(0.05)  # a lease passes
-    assert {p.index for p in part.mine()} == set(kept)

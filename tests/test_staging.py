@@ -258,30 +258,6 @@ def test_a_burst_released_onto_a_queue_with_messages_waiting_goes_behind_them(
     assert entries[-1] == "e-001"  # sent the usual way after the release, when due anew
 
 
-def test_a_beat_holding_staged_claims_sleeps_until_their_instant(
-    redis_url: str, broker_url: str
-) -> None:
-    # a lease shorter than how far ahead the beat claims (2 s at the least): the claims'
-    # rechecks (a lease after the instant) are not claimable ahead, so they wake nobody
-    app, api = staging_app(redis_url, broker_url, lease=1)
-    start = burst(api, 20, 4)
-    later = start + timedelta(seconds=20)  # due within the stage horizon: claimed ahead too
-    api.add_many({"name": "later", "task": "proj.t", "every": 3600, "start_at": later} for _ in "1")
-    beat = Dispatcher(app, api.store, "beat-a")
-    run_beats([beat], lambda: beat._stager.staged_count >= 20, 4)
-    assert beat._stager.staged_count == 20
-    assert start.timestamp() - time.time() > 1, "staged too late for the test"
-    passes = 0
-    while (left := start.timestamp() - 0.1 - time.time()) > 0:  # as the scheduler does
-        done = beat.dispatch()
-        passes += 1
-        wait = done.seconds_until_next()
-        threading.Event().wait(left if wait is None else min(wait, left))
-    # a sweep a lease and the instant wake it; before, it woke pass after pass from a
-    # horizon before the rechecks, ahead of the instant (45,729 passes in 1.7 s)
-    assert passes <= 8
-
-
 def test_staged_messages_name_their_entry_as_periodic_task_name(
     redis_url: str, broker_url: str
 ) -> None:

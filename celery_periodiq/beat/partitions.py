@@ -60,19 +60,11 @@ class Partitions:
         self._wake: dict[int, float] = {}
         """Per partition, the Redis clock (ms) when it next has something due; a partition
         not in it (never claimed, or changed since) is claimed in the next pass."""
-        self._recheck: dict[int, float] = {}
-        """Per partition, the Redis clock (ms) when a claim in flight runs out: it can be
-        taken over then, not ahead of it as a due tick can be claimed."""
         self._lock = threading.Lock()
         self.clock = (0.0, 0.0)
         """The last Redis clock reading (ms) and ``elapsed()`` when it was taken."""
         self._watched: frozenset[int] | None = None
         """The partitions the ring gives this beat (None: all, until the ring is known)."""
-        self._handed: frozenset[int] | None = frozenset()
-        """The partitions the ring gave this beat before it last changed (None: all); it
-        still claims them until ``_handed_until``: their new watchers may not know yet
-        what is due there (they learn it from their own claims), this beat does."""
-        self._handed_until = 0.0
         self._sweep_at = 0.0
         """``elapsed()`` of the next pass over every partition, watched or not."""
         self._touched: dict[int, float] = {}
@@ -85,12 +77,10 @@ class Partitions:
             now = elapsed()
             if name is None:
                 self._wake.clear()
-                self._recheck.clear()
                 self._touched = dict.fromkeys(range(self.keys.partitions), now)
             else:
                 index = self.keys.partition_of(name)
                 self._wake.pop(index, None)
-                self._recheck.pop(index, None)
                 self._touched[index] = now
 
     def watch(self, beats: list[str]) -> None:
@@ -106,11 +96,10 @@ class Partitions:
                     self.keys.partitions,
                     len(beats),
                 )
-                kept = self._handed = self._watched
-                self._handed_until = elapsed() + self.settings.claim_lease
-                self._wake = {i: m for i, m in self._wake.items() if kept is None or i in kept}
-                self._recheck = {
-                    i: m for i, m in self._recheck.items() if kept is None or i in kept
+                self._wake = {
+                    index: moment
+                    for index, moment in self._wake.items()
+                    if self._watched is None or index in self._watched
                 }
             self._watched = watched
 
@@ -126,10 +115,8 @@ class Partitions:
             return [part for part in self.keys.all() if self._mine(part.index, False)]
 
     def _mine(self, index: int, sweeping: bool) -> bool:
-        watched, handed = self._watched, self._handed
-        if sweeping or watched is None or index in watched:
-            return True
-        return (handed is None or index in handed) and elapsed() < self._handed_until
+        watched = self._watched
+        return sweeping or watched is None or index in watched
 
     def due(self, now_ms: int | None, ahead_ms: int = HORIZON_MS) -> list[Partition]:
         """The partitions that may have something due now (or within ``ahead_ms``): of
@@ -148,10 +135,7 @@ class Partitions:
                 part
                 for part in self.keys.all()
                 if self._mine(part.index, sweeping)
-                and (
-                    self._wake.get(part.index, -math.inf) <= estimate + ahead_ms
-                    or self._recheck.get(part.index, math.inf) <= estimate
-                )
+                and self._wake.get(part.index, -math.inf) <= estimate + ahead_ms
             ]
 
     def estimate(self) -> float:
@@ -163,12 +147,11 @@ class Partitions:
         """A partition's claims came back: its clock reading and when it is next due."""
         batch = got.batch
         self.clock = (batch.now_ms + batch.now_us / 1000, got.claimed_at)
-        due, recheck = batch.next_due_ms, batch.next_recheck_ms
+        moments = [m for m in (batch.next_due_ms, batch.next_recheck_ms) if m is not None]
         with self._lock:
             if self._touched.get(batch.partition, -math.inf) >= got.claimed_at:
                 return  # changed after the claim was sent: its reply is out of date
-            self._wake[batch.partition] = math.inf if due is None else due
-            self._recheck[batch.partition] = math.inf if recheck is None else recheck
+            self._wake[batch.partition] = min(moments, default=math.inf)
 
     def settled(self, settlements: dict[int, list[Settlement]]) -> None:
         """Settlements were made: their entries' next ticks are due then, at the latest."""
@@ -179,15 +162,12 @@ class Partitions:
                         index = self.keys.partition_of(item.name)
                         self._wake[index] = min(self._wake.get(index, math.inf), item.due_ms)
 
-    def next_wake(self, ahead_ms: float = 0) -> float:
-        """The Redis clock (ms) of the next due tick (less ``ahead_ms``: claimed that far
-        ahead) or claim recheck of this beat's partitions, or of the next sweep (inf:
-        none known). The beat wakes ``HORIZON_MS`` before it, to claim a due tick that
-        much ahead; a recheck or a sweep cannot be had early, so it is told that late."""
+    def next_wake(self) -> float:
+        """The Redis clock (ms) of the next due tick or claim recheck of this beat's
+        partitions, or of the next sweep (inf: none known)."""
         clock, measured = self.clock
         with self._lock:
-            mine = [m - ahead_ms for i, m in self._wake.items() if self._mine(i, False)]
-            mine += [m + HORIZON_MS for i, m in self._recheck.items() if self._mine(i, False)]
+            mine = [moment for index, moment in self._wake.items() if self._mine(index, False)]
         # wake for the next sweep too (on the Redis clock, from the last reading)
-        sweep = clock + (self._sweep_at - measured) * 1000 + HORIZON_MS if measured else math.inf
+        sweep = clock + (self._sweep_at - measured) * 1000 if measured else math.inf
         return min([*mine, sweep], default=math.inf)
