@@ -258,16 +258,9 @@ def test_definitions_read_alike_equal_definitions_read_alone() -> None:
         {"name": "h", "args": [1]},
     ]
 
-    def outcome(read: object) -> tuple[object, ...]:
-        try:
-            entry = read()  # type: ignore[operator]
-        except EntryError as error:
-            return ("error", str(error))
-        return (entry, entry.to_json(), entry.digest, entry.parsed_schedule().next_after(START))
-
     for case in cases * 2:  # the second time, alike ones are copied
         text = json.dumps({**model, **case})
-        assert outcome(lambda: reader.read(text)) == outcome(lambda: Entry.from_json(text)), case  # noqa: B023
+        assert _outcome(lambda: reader.read(text)) == _outcome(lambda: Entry.from_json(text)), case  # noqa: B023
 
 
 def test_alike_definitions_share_a_schedule_only_where_it_does_not_hash_the_name() -> None:
@@ -305,17 +298,10 @@ def test_definitions_read_by_name_equal_definitions_read_alone() -> None:
         ("j", {"name": "j", "schedule": "H * * * *", "form": "cron"}),
     ]
 
-    def outcome(read: object) -> tuple[object, ...]:
-        try:
-            entry = read()  # type: ignore[operator]
-        except EntryError as error:
-            return ("error", str(error))
-        return (entry, entry.to_json(), entry.digest, entry.parsed_schedule().next_after(START))
-
     for name, case in cases * 2:  # the second time, those alike are looked up
         text = json.dumps({**model, **case}, sort_keys=True, separators=(",", ":"))
-        alone = outcome(lambda: Entry.from_json(text))  # noqa: B023
-        assert outcome(lambda: reader.read_named(text, name)) == alone, case  # noqa: B023
+        alone = _outcome(lambda: Entry.from_json(text))  # noqa: B023
+        assert _outcome(lambda: reader.read_named(text, name)) == alone, case  # noqa: B023
     assert reader._texts  # some were looked up
 
 
@@ -373,3 +359,12 @@ def test_a_settlement_given_twice_in_one_ack_counts_once(api: Periodiq) -> None:
     assert stored.state.get("runs") == "1"
     assert stored.state["n:enqueued"] == "1"
     assert len(api.store.client.lrange(part.history("tenant"), 0, -1)) == 1
+
+
+def _outcome(read: object) -> tuple[object, ...]:
+    """What reading a definition gives: the entry and what is derived from it, or its error."""
+    try:
+        entry = read()  # type: ignore[operator]
+    except EntryError as error:
+        return ("error", str(error))
+    return (entry, entry.to_json(), entry.digest, entry.parsed_schedule().next_after(START))

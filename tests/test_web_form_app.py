@@ -17,26 +17,13 @@ from starlette.testclient import TestClient
 
 from celery_periodiq import Periodiq, periodiq
 from celery_periodiq.web import make_app
+from tests import test_web_form
 from tests.test_web import TOKEN, signed_in
 from tests.test_web_form import filled
 
-
-@pytest.fixture
-def api(redis_url: str, broker_url: str) -> Iterator[Periodiq]:
-    app = Celery("form", broker=broker_url, set_as_current=False)
-    app.conf.periodiq_redis_url = redis_url
-
-    @app.task(name="proj.report", shared=False)
-    def report() -> None: ...
-
-    api = periodiq(app)
-    yield api
-    api.store.client.close()
-
-
-@pytest.fixture
-def web(api: Periodiq) -> TestClient:
-    return TestClient(make_app(api, TOKEN), follow_redirects=False)
+# the same app and client as tests/test_web_form.py: its fixtures, under their names
+api = test_web_form.api
+web = test_web_form.web
 
 
 def test_the_preview_says_while_typing_when_the_task_is_none_of_the_apps(
