@@ -205,7 +205,7 @@ class Dispatcher:
         if count or self._stager.due(partitions.estimate() + HORIZON_MS):
             complete = self._publish_batches(batches)
         # staged messages wake the beat at their instant; claims ahead, a horizon before
-        wake = min(partitions.next_wake() - max(ahead - HORIZON_MS, 0), self._stager.next_at)
+        wake = min(partitions.next_wake(max(ahead - HORIZON_MS, 0)), self._stager.next_at)
         clock, measured = partitions.clock
         return Pass(
             claimed=count,

@@ -28,6 +28,10 @@ logger = logging.getLogger("celery_periodiq.dispatch")
 # due, so the claim's round trip is not part of their lateness.
 HORIZON_MS = 25
 
+# A beat claiming further ahead (to stage a burst) claims a partition whose next moment
+# is a claim in flight running out (nothing there can be had before it) this often.
+POLL_MS = 100
+
 
 class Claimed(NamedTuple):
     """One partition's claims, when the claim was sent and when its reply was read."""
@@ -60,6 +64,12 @@ class Partitions:
         self._wake: dict[int, float] = {}
         """Per partition, the Redis clock (ms) when it next has something due; a partition
         not in it (never claimed, or changed since) is claimed in the next pass."""
+        self._rechecking: set[int] = set()
+        """The partitions whose next moment is a claim in flight running out (a recheck):
+        a beat claiming further ahead than :data:`HORIZON_MS` claims them (all at once)
+        at ``_poll_at``, or at their recheck if sooner; it claimed them pass after pass."""
+        self._poll_at = -math.inf
+        """The Redis clock (ms) of the next claim of the partitions rechecking."""
         self._lock = threading.Lock()
         self.clock = (0.0, 0.0)
         """The last Redis clock reading (ms) and ``elapsed()`` when it was taken."""
@@ -77,10 +87,12 @@ class Partitions:
             now = elapsed()
             if name is None:
                 self._wake.clear()
+                self._rechecking.clear()
                 self._touched = dict.fromkeys(range(self.keys.partitions), now)
             else:
                 index = self.keys.partition_of(name)
                 self._wake.pop(index, None)
+                self._rechecking.discard(index)
                 self._touched[index] = now
 
     def watch(self, beats: list[str]) -> None:
@@ -136,6 +148,7 @@ class Partitions:
                 for part in self.keys.all()
                 if self._mine(part.index, sweeping)
                 and self._wake.get(part.index, -math.inf) <= estimate + ahead_ms
+                and (ahead_ms <= HORIZON_MS or self._quiet(part.index) <= estimate + HORIZON_MS)
             ]
 
     def estimate(self) -> float:
@@ -147,11 +160,17 @@ class Partitions:
         """A partition's claims came back: its clock reading and when it is next due."""
         batch = got.batch
         self.clock = (batch.now_ms + batch.now_us / 1000, got.claimed_at)
-        moments = [m for m in (batch.next_due_ms, batch.next_recheck_ms) if m is not None]
+        due, recheck = batch.next_due_ms, batch.next_recheck_ms
+        moments = [m for m in (due, recheck) if m is not None]
         with self._lock:
             if self._touched.get(batch.partition, -math.inf) >= got.claimed_at:
                 return  # changed after the claim was sent: its reply is out of date
             self._wake[batch.partition] = min(moments, default=math.inf)
+            if recheck is not None and (due is None or recheck < due):
+                self._rechecking.add(batch.partition)
+                self._poll_at = batch.now_ms + POLL_MS
+            else:
+                self._rechecking.discard(batch.partition)
 
     def settled(self, settlements: dict[int, list[Settlement]]) -> None:
         """Settlements were made: their entries' next ticks are due then, at the latest."""
@@ -161,13 +180,28 @@ class Partitions:
                     if item.due_ms is not None:
                         index = self.keys.partition_of(item.name)
                         self._wake[index] = min(self._wake.get(index, math.inf), item.due_ms)
+                        self._rechecking.discard(index)
 
-    def next_wake(self) -> float:
+    def _quiet(self, index: int) -> float:
+        """The Redis clock (ms) before which a beat claiming ahead does not claim the
+        partition (-inf: not rechecking); called with the lock held."""
+        if index not in self._rechecking:
+            return -math.inf
+        return min(self._poll_at, self._wake.get(index, -math.inf) + HORIZON_MS)
+
+    def next_wake(self, ahead_ms: float = 0) -> float:
         """The Redis clock (ms) of the next due tick or claim recheck of this beat's
-        partitions, or of the next sweep (inf: none known)."""
+        partitions (less ``ahead_ms``: claimed that much more ahead), or of the next sweep
+        (inf: none known). A partition known quiet until later wakes nobody before then."""
         clock, measured = self.clock
         with self._lock:
-            mine = [moment for index, moment in self._wake.items() if self._mine(index, False)]
-        # wake for the next sweep too (on the Redis clock, from the last reading)
+            mine = [
+                max(moment - ahead_ms, self._quiet(index)) if ahead_ms else moment
+                for index, moment in self._wake.items()
+                if self._mine(index, False)
+            ]
+        # wake for the next sweep too (on the Redis clock, from the last reading); a beat
+        # claiming ahead wakes for it at its moment, not the horizon early that claims
+        # due ticks ahead (it woke pass after pass in that horizon, sweeping at its end)
         sweep = clock + (self._sweep_at - measured) * 1000 if measured else math.inf
-        return min([*mine, sweep], default=math.inf)
+        return min([*mine, sweep + (HORIZON_MS if ahead_ms else 0)], default=math.inf)
