@@ -313,11 +313,16 @@ class Dispatcher:
             ((claim, got) for got in batches for claim in got.batch.claims),
             key=lambda item: item[0].due_ms,
         )
+        oldest = min((got.claimed_at for got in batches), default=0.0)
         start, size = 0, _PUBLISH_CHUNK
         while start < len(claims):
             chunk = claims[start : start + size]
             if start + size >= len(claims) and self._refill is not None:
-                self._refill()  # Redis claims the next pass while this chunk goes out
+                # Redis claims the next pass while this chunk goes out; not once this
+                # pass's claims may be past their lease there: the claim would hand them
+                # back to this beat (its own, run out) while it sends them, to send again
+                if elapsed() - oldest < self.settings.claim_lease * SAFE_SHARE:
+                    self._refill()
                 self._refill = None
             try:
                 self._publish_chunk(chunk, producer, settlements, sent)
