@@ -227,7 +227,10 @@ def main(argv: list[str] | None = None) -> int:
     print("\ncompat matrix:")
     for cell, outcome, what, seconds in results:
         print(f"  {cell.name:<16} {outcome:<8} {seconds:6.1f} s  {what}")
-    return 1 if any(outcome == "FAILED" for _, outcome, _, _ in results) else 0
+    tally = [sum(1 for _, outcome, _, _ in results if outcome == word)
+             for word in ("passed", "FAILED", "skipped")]  # fmt: skip
+    print("compat: {} passed, {} failed, {} skipped".format(*tally))
+    return 1 if tally[1] else 0
 
 
 if __name__ == "__main__":
