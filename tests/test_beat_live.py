@@ -34,6 +34,7 @@ def runs_after(running: Cluster, entry: str, instant: float) -> list[dict[str, o
     return [run for run in running.runs() if run["entry"] == entry and run["tick"] > instant * 1000]
 
 
+@pytest.mark.compat
 def test_added_paused_resumed_and_deleted_entries_take_effect_within_a_second(
     tmp_path: Path, redis_url: str, broker_url: str
 ) -> None:

@@ -24,6 +24,8 @@ from celery_periodiq.model.build import build_entry
 from celery_periodiq.model.plan import Tick, to_ms
 from celery_periodiq.protocol.records import RunEnd, RunStart
 
+pytestmark = pytest.mark.compat  # make compat: on every server and library set
+
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 

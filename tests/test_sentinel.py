@@ -90,6 +90,7 @@ def test_sentinel_and_redis_cluster_do_not_combine() -> None:
         Settings.from_app(app)
 
 
+@pytest.mark.compat
 def test_the_api_works_through_sentinel_and_after_a_failover(
     sentinel: LocalSentinel, broker_url: str
 ) -> None:

@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from importlib import import_module
 from typing import Any
 
 import pytest
@@ -97,6 +98,7 @@ def burst(api: Periodiq, count: int, seconds: float) -> datetime:
     return start
 
 
+@pytest.mark.compat
 def test_a_staged_burst_is_in_the_queue_at_its_instant_never_before_each_tick_once(
     redis_url: str, broker_url: str
 ) -> None:
@@ -107,7 +109,10 @@ def test_a_staged_burst_is_in_the_queue_at_its_instant_never_before_each_tick_on
     run_beats(beats, lambda: start < datetime.now(UTC) - timedelta(seconds=1), 10)
     arrivals.stop()
 
-    assert sum(beat._stager.staged_count for beat in beats) == 200  # all staged ahead
+    # staging writes as kombu 5.7's batch publishing does; below it (the compat suite's
+    # oldest kombu) nothing is staged and each tick is sent at its instant, as usual
+    batches = hasattr(import_module("kombu.transport.redis").Channel, "supports_batch_publish")
+    assert sum(beat._stager.staged_count for beat in beats) == (200 if batches else 0)
     assert arrivals.early() == []
     assert arrivals.entries() == [f"e-{n:03d}" for n in range(200)]
     assert len(set(arrivals.ids())) == 200

@@ -22,6 +22,8 @@ from celery_periodiq.web import make_app
 from celery_periodiq.web.auth import COOKIE
 from tests.test_cli import cli
 
+pytestmark = pytest.mark.compat  # make compat: on every server and library set
+
 TOKEN = "s3cret-token"
 EVIL = '<script>alert("x")</script>&<b>'
 START = datetime(2026, 1, 1, tzinfo=UTC)

@@ -47,6 +47,7 @@ def link(html: str, rel: str) -> str | None:
     return None if found is None else unescape(found.group(1))
 
 
+@pytest.mark.compat
 def test_the_dashboard_searches_and_filters_the_whole_schedule(web: TestClient) -> None:
     found = web.get("/", params={"q": "needle"})
     paused = web.get("/", params={"state": "paused"})
@@ -78,6 +79,7 @@ def test_the_dashboard_pages_by_name_through_its_links(web: TestClient) -> None:
     assert shown(back.text) == seen[-601:-201]  # the page before the last (of 201)
 
 
+@pytest.mark.compat
 def test_the_api_answers_a_page_with_its_cursors(web: TestClient) -> None:
     answer = web.get("/api/entries", params={"limit": "50"}).json()
     seen = [item["name"] for item in answer["entries"]]

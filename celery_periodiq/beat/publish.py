@@ -401,11 +401,11 @@ class Publisher:
         expiration: float | None = options.get("expiration")
         if "time_limit" in options:
             headers["timelimit"] = [options["time_limit"], options["soft_time_limit"]]
+        levels = app.conf.get("task_repr_maxlevels", 3)  # Celery 5.7's; saferepr's default
         if args != template.args:
-            maxsize, levels = app.amqp.argsrepr_maxsize, app.conf.task_repr_maxlevels
-            headers["argsrepr"] = saferepr(args or (), maxsize, maxlevels=levels)
+            headers["argsrepr"] = saferepr(args or (), app.amqp.argsrepr_maxsize, maxlevels=levels)
         if kwargs != template.kwargs:
-            maxsize, levels = app.amqp.kwargsrepr_maxsize, app.conf.task_repr_maxlevels
+            maxsize = app.amqp.kwargsrepr_maxsize
             headers["kwargsrepr"] = saferepr(kwargs or {}, maxsize, maxlevels=levels)
         channel = producer.channel
         if template.raw is not None and self._lists is not None and redis_publish.usable(channel):

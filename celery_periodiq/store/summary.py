@@ -172,7 +172,9 @@ def _ask_overlaps(pipe: Any, part: Partition, row: list[Any]) -> None:
     if row[4] and events:
         pipe.smismember(part.ended, events)
     if row[4] and row[3]:
-        pipe.sintercard(2, [part.ended, part.disabled])
+        # SINTER, not Redis 7.0's SINTERCARD; sent raw: redis-py's cluster pipeline refuses
+        # its sinter() though both keys are of one slot
+        pipe.execute_command("SINTER", part.ended, part.disabled)
         if events:
             pipe.smismember(part.disabled, events)
 
@@ -197,7 +199,7 @@ def _statuses(row: list[Any], overlaps: Iterable[Any]) -> Counter[str]:
     both = 0
     events_both = [0] * len(events)
     if ended and disabled:
-        both = int(next_answer(0))
+        both = len(next_answer(()))
         if events:
             events_both = next_answer([0] * len(events))
     counts: Counter[str] = Counter()
