@@ -317,7 +317,8 @@ class Publisher:
                 return _send_task(self.app, entry, options, Checked(producer, self._exchanges))
             self._publish(key, template, entry, options, producer)
             return str(options["task_id"])
-        except BrokerUnavailableError:  # a flush of what was buffered before (see _build)
+        # a flush of what was buffered before (see _build); a staged message refused
+        except (BrokerUnavailableError, redis_publish.NotStagedError):
             raise
         except Exception as error:
             raise publish_failure(error, _connection(producer), entry) from error
