@@ -19,9 +19,12 @@ import pytest
 import redis
 from celery import Celery, signals
 from kombu import Connection, Queue
+from kombu.common import Broadcast
 from kombu.utils.json import dumps
 
+from celery_periodiq.beat import redis_publish
 from celery_periodiq.beat.publish import Publisher, send
+from celery_periodiq.beat.redis_publish import NotStagedError
 from celery_periodiq.model.build import build_entry
 from celery_periodiq.model.entry import Entry
 from celery_periodiq.model.plan import Tick, plan_tick, to_ms
@@ -296,3 +299,20 @@ def test_each_message_names_its_entry_as_periodic_task_name_by_either_path(
     raws = [t.raw for t in publisher._templates.values() if t is not None]
     assert len(raws) == len(publisher._templates)
     assert all(raw is not None and len(raw.shapes) == 1 for raw in raws)  # names: a tick's own
+
+
+def test_a_message_staging_refuses_is_told_as_not_staged_not_as_its_entrys_failure(
+    broker_url: str,
+) -> None:
+    # A fanout exchange's message cannot be rendered ahead: the beat sends it at its
+    # instant instead. Told as a MessageError, it would have quarantined its entry.
+    app = Celery("fanned", broker=broker_url, set_as_current=False)
+    app.conf.task_queues = [Broadcast("bcast")]
+    entry = build_entry("fanned", "proj.noop", every=60, options={"queue": "bcast"})
+    publisher, staged = Publisher(app), []
+    with app.producer_or_acquire() as producer, publisher.batch(producer):
+        app.amqp.queues["bcast"](producer.channel).declare()  # as a worker's would
+        publisher.staged = staged
+        with redis_publish.diverting(producer.channel, staged), pytest.raises(NotStagedError):
+            publisher.send(entry, ticks_of(entry)[0], producer)
+    assert staged == []

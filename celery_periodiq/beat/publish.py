@@ -16,11 +16,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from celery import Celery, signals
+from celery import Celery
 from celery.app.routes import MapRoute
 from celery.utils.saferepr import saferepr
 
-from celery_periodiq.beat import exchanges, redis_publish
+from celery_periodiq.beat import exchanges, redis_publish, watchers
 from celery_periodiq.beat.exchanges import Checked, Exchanges
 from celery_periodiq.beat.publish_errors import broker_failure, publish_failure
 from celery_periodiq.beat.redis_publish import RawTemplate
@@ -209,7 +209,7 @@ class Publisher:
     compares every header and property.
 
     ``send_task`` itself is used whenever something could make a message depend on
-    more than that: receivers of the publish signals, ``task_send_sent_event``, a
+    more than that: a tool watching publishes (watchers.py), ``task_send_sent_event``, a
     router that is a function (it may look at the arguments), task protocol 1.
     Unlike ``send_task``, a beat does not subscribe to the result of each run it
     sends (result backends such as ``redis://`` would): a beat never reads them.
@@ -294,8 +294,9 @@ class Publisher:
             options = message_options(entry, tick, None, sent_at_ms)
             # no retry inside a publish: the claim stays in flight, planned afresh when sent
             options["retry"] = False
-            if not self._plain():
-                return _send_task(self.app, entry, options, Checked(producer, self._exchanges))
+            if not self._plain():  # each tick through send_task, as Celery's beat sends it
+                with watchers.tick_scope():
+                    return _send_task(self.app, entry, options, Checked(producer, self._exchanges))
             key = (
                 threading.get_ident(),
                 entry.task,
@@ -316,16 +317,15 @@ class Publisher:
                 return _send_task(self.app, entry, options, Checked(producer, self._exchanges))
             self._publish(key, template, entry, options, producer)
             return str(options["task_id"])
-        except BrokerUnavailableError:  # a flush of what was buffered before (see _build)
+        # a flush of what was buffered before (see _build); a staged message refused
+        except (BrokerUnavailableError, redis_publish.NotStagedError):
             raise
         except Exception as error:
             raise publish_failure(error, _connection(producer), entry) from error
 
     def _plain(self) -> bool:
         """Whether nothing but the tick can change a message (see the class docstring)."""
-        if signals.before_task_publish.receivers or signals.after_task_publish.receivers:
-            return False
-        if signals.task_sent.receivers:
+        if watchers.watched(self.app):  # a tracing tool: see watchers.py
             return False
         if self._configured is None:  # the app's settings are read once
             conf, routes = self.app.conf, getattr(self.app.amqp.router, "routes", [None])

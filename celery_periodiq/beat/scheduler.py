@@ -58,6 +58,10 @@ class Scheduler(celery_beat.Scheduler):
     introspection) it touches nothing.
     """
 
+    lock_key: str | None = None
+    """No lock: every beat is active. Said because celery-redbeat, once imported (Sentry's
+    Celery integration imports it where installed), asks every beat for it at start."""
+
     def __init__(self, app: Celery, *args: Any, **kwargs: Any) -> None:
         self._dispatcher: Dispatcher | None = None
         self._started = False

@@ -33,6 +33,7 @@ from celery_periodiq.beat.stage_scripts import (
     on_broker,
     whole_keys,
 )
+from celery_periodiq.beat.watchers import watched
 from celery_periodiq.clock import elapsed
 from celery_periodiq.errors import BrokerRefusedError
 from celery_periodiq.model.plan import Tick
@@ -103,7 +104,8 @@ class Stager:
 
     def horizon_ms(self, parts: list[Partition], estimate_ms: float) -> int:
         """How far ahead to claim now (ms; 0: not at all; see :mod:`.stage_horizon`)."""
-        return 0 if self.usable is False else self.horizon.ms(parts, estimate_ms)
+        watching = watched(self._publisher.app)  # its ticks are sent at their instant
+        return 0 if self.usable is False or watching else self.horizon.ms(parts, estimate_ms)
 
     def can_stage(self, producer: Any) -> bool:
         """Whether ``producer``'s channel is kombu's Redis channel (learnt once)."""
@@ -126,7 +128,7 @@ class Stager:
         by_instant: dict[int, list[tuple[_Held, list[tuple[str, str]]]]] = {}
         started = elapsed()
         channel = producer.channel
-        if not self.can_stage(producer):  # sent the usual way at their instant
+        if not self.can_stage(producer) or watched(self._publisher.app):  # sent when due
             for claim, got in ahead:
                 bare = _bare(claim)
                 self._keep(_Held(claim, got, bare, False, []))
