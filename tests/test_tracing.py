@@ -227,6 +227,26 @@ def _spans(folder: Path) -> list[dict[str, Any]]:
     return found
 
 
+def _trace_of(folder: Path, task_id: str) -> dict[str, dict[str, Any]] | None:
+    """The spans of the run ``task_id`` by kind (its tick's, the pass's, the guard's, the
+    run's) once every process wrote them (a run span ends after the run); None until then."""
+    spans = _spans(folder)
+    ticks = [s for s in spans if task_id in s["attributes"].get("periodiq.task_ids", [])]
+    if not ticks:
+        return None
+    found = {"tick": ticks[0]}
+    for span in spans:
+        if span["context"]["span_id"] == ticks[0]["parent_id"]:
+            found["pass"] = span
+        elif span["context"]["trace_id"] != ticks[0]["context"]["trace_id"]:
+            continue
+        elif span["name"] == "periodiq.guard":
+            found["guard"] = span
+        elif span["name"].startswith("run/"):
+            found["run"] = span
+    return found if len(found) == 4 else None
+
+
 @pytest.mark.slow
 def test_a_real_beat_and_worker_put_the_tick_publish_and_run_in_one_trace(
     tmp_path: Path, redis_url: str, broker_url: str, redis_client: redis.Redis
@@ -239,28 +259,16 @@ def test_a_real_beat_and_worker_put_the_tick_publish_and_run_in_one_trace(
         running.worker()
         running.beat()
         wait_for(lambda: len(running.runs()) >= 3, 60, "three runs")
+        ran = running.runs()[-1]["task_id"]
+        found = wait_for(lambda: _trace_of(folder, ran), 10, "the run's spans")
 
-        spans = _spans(folder)
-        by_name: dict[str, list[dict[str, Any]]] = {}
-        for span in spans:
-            by_name.setdefault(span["name"], []).append(span)
-        ran = running.runs()[-1]
-        tick = next(
-            span
-            for span in by_name["periodiq.tick"]
-            if ran["task_id"] in span["attributes"].get("periodiq.task_ids", [])
-        )
-        trace_id = tick["context"]["trace_id"]
-        pass_ids = {span["context"]["span_id"] for span in by_name["periodiq.pass"]}
-        assert tick["parent_id"] in pass_ids
-        # on time, or late on a loaded machine (the in-process tests tell them apart)
-        assert tick["attributes"]["periodiq.decision"] in ("publish", "catch-up")
-        assert tick["attributes"]["periodiq.entry"] == "every-second"
-        in_trace = [span for span in spans if span["context"]["trace_id"] == trace_id]
-        guard = next(span for span in in_trace if span["name"] == "periodiq.guard")
-        assert [event["name"] for event in guard["events"]] == ["periodiq.started"]
-        # Celery's instrumentation: its run span is the tick span's child, the guard's parent
-        run = next(span for span in in_trace if span["name"].startswith("run/"))
-        assert run["parent_id"] == tick["context"]["span_id"]
-        assert guard["parent_id"] == run["context"]["span_id"]
-        assert [event["name"] for event in run["events"]] == ["periodiq.started"]
+    tick, guard, run = found["tick"], found["guard"], found["run"]
+    assert found["pass"]["name"] == "periodiq.pass"  # the tick's parent
+    # on time, or late on a loaded machine (the in-process tests tell them apart)
+    assert tick["attributes"]["periodiq.decision"] in ("publish", "catch-up")
+    assert tick["attributes"]["periodiq.entry"] == "every-second"
+    assert [event["name"] for event in guard["events"]] == ["periodiq.started"]
+    # Celery's instrumentation: its run span is the tick span's child, the guard's parent
+    assert run["parent_id"] == tick["context"]["span_id"]
+    assert guard["parent_id"] == run["context"]["span_id"]
+    assert [event["name"] for event in run["events"]] == ["periodiq.started"]
