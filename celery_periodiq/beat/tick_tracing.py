@@ -10,8 +10,9 @@ of its messages (W3C ``traceparent``, or whatever the global propagator writes),
 publish span of a Celery instrumentation (sent inside the tick span) and the worker's run
 and guard decision (:mod:`celery_periodiq.worker.run_tracing`) are in the tick's trace.
 
-Spans go to the global tracer provider; without one set (or without the SDK), none is
-recorded and no header is added. Off, a pass costs one boolean check, a tick one more.
+Spans go to the global tracer provider; while none is set (the API alone), a pass looks
+for one and records nothing, and no header is added. Off, a pass costs one boolean check,
+a tick one more.
 """
 
 from __future__ import annotations
@@ -59,10 +60,13 @@ class TickTracing:
     """One beat's spans: ``on`` says whether it records any."""
 
     def __init__(self, settings: Settings, publisher: Publisher) -> None:
-        self.on = bool(settings.tracing) and AVAILABLE
+        self.enabled = bool(settings.tracing) and AVAILABLE
+        self.on = self.enabled
+        """Whether this pass records spans: enabled, and a tracer provider set (checked
+        at each pass: without one, the API records nothing anyway)."""
         self._publisher = publisher
-        self._tracer: Any = trace.get_tracer(TRACER, __version__) if self.on else None
-        self._decided = False
+        self._tracer: Any = trace.get_tracer(TRACER, __version__) if self.enabled else None
+        self._decided: dict[str, Any] | None = None
 
     def beat_pass(
         self, beat_id: str, claimed: int, started_ns: int, publish: Callable[[], bool]
@@ -70,6 +74,9 @@ class TickTracing:
         """Run ``publish()`` (the pass's publishing) inside the pass's span, from
         ``started_ns`` (``time.time_ns()`` as the pass began, before its claims); off, just
         run it. Returns what ``publish()`` does: whether every claim was published."""
+        if not self.enabled:
+            return publish()
+        self.on = not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
         if not self.on:
             return publish()
         attributes = {"periodiq.beat": beat_id, "periodiq.claimed": claimed}
@@ -95,35 +102,37 @@ class TickTracing:
         with self._tracer.start_as_current_span("periodiq.tick", attributes=attributes) as span:
             carrier: dict[str, str] = {}
             propagate.inject(carrier)
-            self._publisher.headers, self._decided = carrier, False
+            self._publisher.headers, self._decided = carrier, None
             try:
                 settlement = decide()
             finally:
                 self._publisher.headers = {}
+            decided = self._decided or {
+                # deleted, or its state rebuilt with no tick to run
+                "periodiq.decision": "gone" if claim.definition is None else "none"
+            }
             if settlement.quarantine is not None:
-                span.set_attribute("periodiq.decision", "quarantined")
-                span.set_attribute("periodiq.reason", settlement.quarantine)
+                decided = {"periodiq.decision": "quarantined"}
+                decided["periodiq.reason"] = settlement.quarantine
                 span.set_status(trace.Status(trace.StatusCode.ERROR, settlement.quarantine))
-            elif not self._decided:  # deleted, or its state rebuilt with no tick to run
-                span.set_attribute(
-                    "periodiq.decision", "gone" if claim.definition is None else "none"
-                )
             if settlement.next_ms is not None:
-                span.set_attribute("periodiq.next_tick", _iso(settlement.next_ms))
+                decided["periodiq.next_tick"] = _iso(settlement.next_ms)
+            span.set_attributes(decided)
             return settlement
 
     def planned(self, plan: Plan) -> None:
-        """Say on the current tick span what was decided for it (settle.py calls this)."""
-        self._decided = True
-        span = trace.get_current_span()
-        span.set_attribute("periodiq.decision", decision(plan))
-        span.set_attribute("periodiq.published", len(plan.publish))
+        """Note what was decided for the tick being settled (settle.py calls this)."""
+        decided: dict[str, Any] = {
+            "periodiq.decision": decision(plan),
+            "periodiq.published": len(plan.publish),
+        }
         if plan.publish:
-            span.set_attribute("periodiq.task_ids", [tick.task_id for tick in plan.publish])
-            span.set_attribute("periodiq.stands_for", sum(tick.missed for tick in plan.publish))
+            decided["periodiq.task_ids"] = [tick.task_id for tick in plan.publish]
+            decided["periodiq.stands_for"] = sum(tick.missed for tick in plan.publish)
         if plan.missed_count:
-            span.set_attribute("periodiq.missed", plan.missed_count)
+            decided["periodiq.missed"] = plan.missed_count
         if plan.skipped_overlap:
-            span.set_attribute("periodiq.skipped_overlap", len(plan.skipped_overlap))
+            decided["periodiq.skipped_overlap"] = len(plan.skipped_overlap)
         if plan.folded is not None:
-            span.set_attribute("periodiq.folded", plan.folded.isoformat())
+            decided["periodiq.folded"] = plan.folded.isoformat()
+        self._decided = decided
