@@ -11,7 +11,10 @@ a child process per mode so that each has its own global tracer provider:
 - ``on, no SDK``: tracing on with ``opentelemetry-api`` only (no tracer provider set:
   spans are not recorded, no header is added);
 - ``on, SDK``: tracing on, the real SDK recording every span, a ``BatchSpanProcessor``
-  handing them to an exporter that drops them (what an OTLP exporter adds is its own).
+  handing them to an exporter that drops them (what an OTLP exporter adds is its own);
+- ``on, SDK, 1%``: the same with a ``ParentBased(TraceIdRatioBased(0.01))`` sampler: a
+  pass in a hundred is recorded, with its ticks (the others' spans are not recorded,
+  their messages still carry a ``traceparent``, unsampled).
 
 Printed per mode: the beat's CPU per tick (``time.process_time``, the batch processor's
 thread included), the median of the rounds, the modes interleaved so that the machine's
@@ -39,7 +42,12 @@ from celery_periodiq.beat.dispatch import Dispatcher
 from celery_periodiq.localredis import LocalRedis
 
 _TASK = "bench.noop"
-MODES = {"off": {}, "on, no SDK": {"periodiq_tracing": True}, "on, SDK": {"periodiq_tracing": True}}
+MODES = {
+    "off": {},
+    "on, no SDK": {"periodiq_tracing": True},
+    "on, SDK": {"periodiq_tracing": True},
+    "on, SDK, 1%": {"periodiq_tracing": True},
+}
 
 
 def _app(schedule_url: str, broker_url: str, settings: dict[str, Any]) -> Celery:
@@ -51,8 +59,9 @@ def _app(schedule_url: str, broker_url: str, settings: dict[str, Any]) -> Celery
     return app
 
 
-def _sdk() -> Any:
-    """The real SDK on the global provider, its spans batched to an exporter that drops them."""
+def _sdk(ratio: float = 1.0) -> Any:
+    """The real SDK on the global provider, its spans batched to an exporter that drops
+    them, a ``ratio`` of the traces sampled."""
     from opentelemetry import trace
     from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
     from opentelemetry.sdk.trace.export import (
@@ -60,19 +69,21 @@ def _sdk() -> Any:
         SpanExporter,
         SpanExportResult,
     )
+    from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 
     class Dropping(SpanExporter):
         def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
             return SpanExportResult.SUCCESS
 
-    provider = TracerProvider()
+    provider = TracerProvider(sampler=ParentBased(TraceIdRatioBased(ratio)))
     provider.add_span_processor(BatchSpanProcessor(Dropping()))
     trace.set_tracer_provider(provider)
     return provider
 
 
 def _beat(mode: str, urls: tuple[str, str], due: int, out: Any) -> None:
-    provider = _sdk() if mode == "on, SDK" else None
+    ratio = {"on, SDK": 1.0, "on, SDK, 1%": 0.01}.get(mode)
+    provider = None if ratio is None else _sdk(ratio)
     app = _app(*urls, MODES[mode])
     broker = redis.Redis.from_url(urls[1])
     dispatcher = Dispatcher(app, periodiq(app).store, "bench")
@@ -121,7 +132,7 @@ def main(argv: list[str] | None = None) -> None:
     for mode, values in found.items():
         median = statistics.median(values)
         rounds = ", ".join(f"{value * 1e6:.1f}" for value in values)
-        print(f"  {mode:<12} {median * 1e6:7.1f} us/tick ({median / off:.2f}x off)  [{rounds}]")
+        print(f"  {mode:<13} {median * 1e6:7.1f} us/tick ({median / off:.2f}x off)  [{rounds}]")
 
 
 if __name__ == "__main__":

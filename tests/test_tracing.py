@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import redis
 from opentelemetry import trace
+from opentelemetry.instrumentation.celery import CeleryInstrumentor
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -149,6 +150,27 @@ def test_a_run_dropped_too_soon_says_why_in_the_tick_trace(
         second.context.trace_id,
     )
     assert reason  # begin.lua's note: when the last run began, what the floor was
+
+
+def test_under_celery_instrumentation_the_publish_span_is_the_tick_span_child(
+    redis_url: str, exporter: InMemorySpanExporter
+) -> None:
+    """OpenTelemetry's Celery instrumentation in the beat: each tick goes through
+    ``send_task``, whose producer span opens inside the tick span and whose context the
+    message carries instead."""
+    world = World(redis_url, conf=TRACED)
+    instrumentor = CeleryInstrumentor()
+    instrumentor.instrument()
+    try:
+        assert world.cron("00:30") == 1
+    finally:
+        instrumentor.uninstrument()
+
+    tick = ours(exporter, "periodiq.tick")[0]
+    publish = next(s for s in exporter.get_finished_spans() if s.name.startswith("apply_async/"))
+    assert publish.parent is not None
+    assert publish.parent.span_id == tick.context.span_id
+    assert world.queue[0].headers["traceparent"] == traceparent(publish)
 
 
 def test_tracing_off_records_no_span_and_sends_no_trace_context(
