@@ -15,19 +15,25 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
-from opentelemetry import trace
+from celery import Celery
+from opentelemetry import propagate, trace
 from opentelemetry.instrumentation.celery import CeleryInstrumentor
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from celery_periodiq import periodiq
 from celery_periodiq.beat.dispatch import Dispatcher
 from celery_periodiq.errors import ConfigurationError
+from celery_periodiq.model.plan import to_ms
+from celery_periodiq.protocol.headers import HEADER_ENTRY, HEADER_TICK
+from celery_periodiq.worker.plain import install
 from tests.processes import cluster, wait_for
 from tests.test_seed_timelines import World
 from tests.test_staging import Arrivals, burst, run_beats, staging_app
@@ -171,6 +177,38 @@ def test_under_celery_instrumentation_the_publish_span_is_the_tick_span_child(
     assert publish.parent is not None
     assert publish.parent.span_id == tick.context.span_id
     assert world.queue[0].headers["traceparent"] == traceparent(publish)
+
+
+def test_a_plain_task_run_by_an_entry_has_its_duplicate_check_in_the_tick_trace(
+    redis_url: str, exporter: InMemorySpanExporter
+) -> None:
+    app = Celery("traced-plain", broker="memory://", set_as_current=False)
+    app.conf.update(periodiq_redis_url=redis_url, **TRACED)
+
+    @app.task(name="proj.plain", shared=False)
+    def plain() -> None:
+        """A task without PeriodicTask."""
+
+    install(app)
+    api = periodiq(app)
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    api.add("plain-entry", "proj.plain", every=60, start_at=start)
+    tick = to_ms(start + timedelta(seconds=60))
+    with trace.get_tracer("tests").start_as_current_span("a tick") as parent:
+        headers: dict[str, Any] = {HEADER_ENTRY: "plain-entry", HEADER_TICK: tick}
+        propagate.inject(headers)
+    task_id = "plain-entry-tick"
+
+    first = plain.apply(task_id=task_id, headers=headers)
+    again = plain.apply(task_id=task_id, headers=headers)
+
+    assert (first.state, again.state) == ("SUCCESS", "IGNORED")
+    trace_id = parent.get_span_context().trace_id
+    assert verdicts(exporter) == [
+        ("periodiq.started", "started", "", trace_id),
+        ("periodiq.dropped", "duplicate", "this tick already began", trace_id),
+    ]
+    api.store.client.close()
 
 
 def test_tracing_off_records_no_span_and_sends_no_trace_context(
