@@ -56,6 +56,31 @@ def _iso(ms: int) -> str:
     return from_ms(ms).isoformat()
 
 
+def _attributes(
+    claim: Claim, staged: bool, settlement: Settlement, decided: dict[str, Any] | None
+) -> dict[str, Any]:
+    """A tick span's attributes: the claim's, and what was decided (``planned``)."""
+    attributes: dict[str, Any] = {
+        "periodiq.entry": claim.name,
+        "periodiq.tick": _iso(claim.nominal_ms),
+        "periodiq.due": _iso(claim.due_ms),
+        "periodiq.claimed_at": _iso(claim.claimed_ms),
+        "periodiq.staged": staged,
+    }
+    if claim.taken:
+        attributes["periodiq.taken_over"] = True
+    if settlement.quarantine is not None:
+        attributes["periodiq.decision"] = "quarantined"
+        attributes["periodiq.reason"] = settlement.quarantine
+    elif decided is None:  # deleted, or its state rebuilt with no tick to run
+        attributes["periodiq.decision"] = "gone" if claim.definition is None else "none"
+    else:
+        attributes.update(decided)
+    if settlement.next_ms is not None:
+        attributes["periodiq.next_tick"] = _iso(settlement.next_ms)
+    return attributes
+
+
 class TickTracing:
     """One beat's spans: ``on`` says whether it records any."""
 
@@ -90,34 +115,18 @@ class TickTracing:
     def settle(self, claim: Claim, staged: bool, decide: Callable[[], Settlement]) -> Settlement:
         """Run ``decide()`` (the settling of ``claim``) inside the claim's tick span, with
         the span's context added to the headers of each message sent meanwhile."""
-        attributes: dict[str, Any] = {
-            "periodiq.entry": claim.name,
-            "periodiq.tick": _iso(claim.nominal_ms),
-            "periodiq.due": _iso(claim.due_ms),
-            "periodiq.claimed_at": _iso(claim.claimed_ms),
-            "periodiq.staged": staged,
-        }
-        if claim.taken:
-            attributes["periodiq.taken_over"] = True
-        with self._tracer.start_as_current_span("periodiq.tick", attributes=attributes) as span:
+        with self._tracer.start_as_current_span("periodiq.tick") as span:
             carrier: dict[str, str] = {}
-            propagate.inject(carrier)
+            propagate.inject(carrier)  # sampled out too: the worker follows the decision
             self._publisher.headers, self._decided = carrier, None
             try:
                 settlement = decide()
             finally:
                 self._publisher.headers = {}
-            decided = self._decided or {
-                # deleted, or its state rebuilt with no tick to run
-                "periodiq.decision": "gone" if claim.definition is None else "none"
-            }
+            if span.is_recording():  # not a tick sampled out: its attributes
+                span.set_attributes(_attributes(claim, staged, settlement, self._decided))
             if settlement.quarantine is not None:
-                decided = {"periodiq.decision": "quarantined"}
-                decided["periodiq.reason"] = settlement.quarantine
                 span.set_status(trace.Status(trace.StatusCode.ERROR, settlement.quarantine))
-            if settlement.next_ms is not None:
-                decided["periodiq.next_tick"] = _iso(settlement.next_ms)
-            span.set_attributes(decided)
             return settlement
 
     def planned(self, plan: Plan) -> None:
