@@ -65,6 +65,7 @@ DEFAULTS: dict[str, Any] = {
     "periodiq_checkin_url": None,  # ping URL template, "https://hc.example/ping/{entry}"
     "periodiq_checkin_urls": {},  # entry name -> its own ping URL (wins over the template)
     "periodiq_checkin_timeout": 2.0,  # seconds a ping may take before it is given up
+    "periodiq_tracing": False,  # True: OpenTelemetry spans per pass and tick (the otel extra)
 }
 CHECKIN_KINDS = ("sentry", "ping")
 """What ``periodiq_checkins`` may name."""
@@ -100,6 +101,8 @@ class Settings:
     checkin_url: str | None = None
     checkin_urls: dict[str, str] = field(default_factory=dict)
     checkin_timeout: float = 2.0
+    tracing: bool = False
+    """Spans per beat pass and claimed tick, the guard's decision as an event (tracing.md)."""
     namespace: str = "default"
     """The app's main name: what the default prefix is derived from."""
     default_tz: str = "UTC"
@@ -170,6 +173,7 @@ class Settings:
             checkin_timeout=float(
                 _typed("periodiq_checkin_timeout", get("periodiq_checkin_timeout"), float)
             ),
+            tracing=_typed("periodiq_tracing", get("periodiq_tracing"), bool),
             namespace=namespace,
             default_tz=app_zone(app),
             url_origin=origin,
@@ -289,13 +293,8 @@ def _spelled(namespace: str, upper: bool, rest: str) -> str:
     return namespace + (_OURS + rest).upper() if upper else namespace + _OURS + rest
 
 
-_KINDS = {
-    str: "text",
-    int: "a whole number",
-    float: "a number",
-    dict: "a dict",
-    bool: "True or False",
-}
+_KINDS = {str: "text", int: "a whole number", float: "a number", dict: "a dict"}
+_KINDS[bool] = "True or False"  # what an int is not (True is one)
 
 
 def _alert_task(value: Any) -> str | None:

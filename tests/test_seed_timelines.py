@@ -50,10 +50,12 @@ class Clock:
 class World:
     """Task A, a beat's dispatcher and an in-memory broker, all on one clock."""
 
-    def __init__(self, redis_url: str, **policy: Any) -> None:
+    def __init__(self, redis_url: str, conf: dict[str, Any] | None = None, **policy: Any) -> None:
+        """``conf``: more settings of the app; ``policy``: task A's entry's."""
         self.clock = Clock()
         self.app = Celery("seed", broker="memory://", set_as_current=False)
         self.app.conf.periodiq_redis_url = redis_url
+        self.app.conf.update(conf or {})
         self.api = periodiq(self.app)
         self.store = self.api.store
         self.during: list[tuple[str, Callable[[], None]]] = []

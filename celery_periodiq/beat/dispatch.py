@@ -14,6 +14,7 @@ import functools
 import logging
 import math
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -125,6 +126,7 @@ class Dispatcher:
         """Claims sent during the last pass, and when: read by the next pass."""
         self._refill: Callable[[], None] | None = None
         self._settler = Settler(self._publisher, self.settings)
+        self._tracing = self._settler.tracing
         self._stager = Stager(store, self._publisher, self._settler, self._link.advanced)
         self._ledger = Ledger(store, beat_id)
         self._partitions = Partitions(store.keys, self.settings, beat_id)
@@ -158,6 +160,7 @@ class Dispatcher:
                 unsettled claims are settled in the next pass, or taken over).
         """
         settings = self.settings
+        started = time.time_ns()  # a traced pass's span begins here (tick_tracing.py)
         self._injected = now_ms is not None
         self._ledger.write_pending()
         partitions = self._partitions
@@ -203,7 +206,8 @@ class Dispatcher:
         count = sum(len(got.batch.claims) for got in batches)
         complete = True
         if count or self._stager.due(partitions.estimate() + HORIZON_MS):
-            complete = self._publish_batches(batches)
+            publish = functools.partial(self._publish_batches, batches)
+            complete = self._tracing.beat_pass(self.beat_id, count, started, publish)
         # staged messages wake the beat at their instant; claims ahead, a horizon before
         wake = min(partitions.next_wake(max(ahead - HORIZON_MS, 0)), self._stager.next_at)
         clock, measured = partitions.clock

@@ -156,8 +156,7 @@ def _send_told(
 
 
 def _connection(producer: Any) -> Any:
-    """``producer``'s kombu Connection, for its transport's error classes; None if reaching
-    it would need the broker (then the errors every transport raises are told apart)."""
+    """``producer``'s kombu Connection (its transport's errors); None if that needs the broker."""
     try:
         return producer.connection
     except Exception:
@@ -169,8 +168,7 @@ _BATCH_MOST = 100_000  # the most messages kombu's batch buffers before it sends
 
 
 class _Recorder:
-    """Stands in for a producer while ``send_task`` builds a message: keeps what it would
-    publish instead. Everything else is the real producer's."""
+    """Stands in for a producer as ``send_task`` builds a message, keeping what it publishes."""
 
     def __init__(self, producer: Any) -> None:
         self.connection = producer.connection
@@ -183,8 +181,7 @@ class _Recorder:
 
 @dataclass(frozen=True, slots=True)
 class _Template:
-    """What ``send_task`` gave ``producer.publish`` for one message of a task, and how
-    to make it the message of another tick."""
+    """What ``send_task`` gave ``producer.publish`` for one message of a task."""
 
     headers: dict[str, Any]
     publish: dict[str, Any]
@@ -229,6 +226,7 @@ class Publisher:
         messages to put in each list, in order."""
         self._flush: Callable[[], None] | None = None
         self._unconfirmed = False  # published since a flush last confirmed (exchanges)
+        self.headers: dict[str, str] = {}  # added to each message: a traced tick's context
         self.staged: list[tuple[str, str]] | None = None
         """While staging (staging.py): each message's list key and JSON, rendered, not sent."""
 
@@ -294,6 +292,8 @@ class Publisher:
             options = message_options(entry, tick, None, sent_at_ms)
             # no retry inside a publish: the claim stays in flight, planned afresh when sent
             options["retry"] = False
+            if self.headers:  # tick_tracing.py: the tick span's context, for the run's trace
+                options["headers"].update(self.headers)
             if not self._plain():  # each tick through send_task, as Celery's beat sends it
                 with watchers.tick_scope():
                     return _send_task(self.app, entry, options, Checked(producer, self._exchanges))

@@ -121,9 +121,10 @@ def _replaced_put(channel: Any, put: Any) -> Iterator[None]:
 
 
 # What a tick changes in a message: these headers, and the properties and body below.
+_TRACE_HEADERS = ("traceparent", "tracestate")  # a traced tick's context (tick_tracing.py)
 _TICK_HEADERS = frozenset(
     {"id", "root_id", "expires", "timelimit", "argsrepr", "kwargsrepr", HEADER_PERIODIC_TASK_NAME}
-)
+).union(_TRACE_HEADERS)
 _TICK_HEADER_PREFIX = "periodiq_"
 _TICK_PROPERTIES = ("correlation_id", "expiration", "delivery_tag")
 _SLOT = re.compile(r'"\\u0000periodiq-slot:(\d+)\\u0000"')
@@ -150,6 +151,7 @@ _OWN_SLOTS = frozenset(
         ("properties", "correlation_id"),
         ("properties", "expiration"),
         ("properties", "delivery_tag"),
+        *(("headers", name) for name in _TRACE_HEADERS),
     }
 )
 # Shapes kept per template; beyond this many, they are all dropped.

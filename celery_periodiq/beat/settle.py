@@ -15,6 +15,7 @@ from typing import Any
 from celery_periodiq.beat.definitions import Definitions
 from celery_periodiq.beat.publish import Publisher
 from celery_periodiq.beat.redis_publish import NotStagedError
+from celery_periodiq.beat.tick_tracing import TickTracing
 from celery_periodiq.config import Settings
 from celery_periodiq.errors import BrokerUnavailableError, EntryError, MessageError
 from celery_periodiq.model.entry import AUTO, Entry
@@ -58,6 +59,7 @@ class Settler:
         self._plain: dict[str, bool] = {}
         """Task name -> whether its runs are a plain task's (:meth:`_is_plain`)."""
         self._definitions = Definitions()
+        self.tracing = TickTracing(settings, publisher)
 
     def settle(
         self, claim: Claim, producer: Any, sent_at_ms: int, sent: list[tuple[str, Tick]]
@@ -71,6 +73,16 @@ class Settler:
         Raises:
             BrokerUnavailableError: the broker failed.
         """
+        if self.tracing.on:  # inside the tick's span (tick_tracing.py)
+            staged = self._publisher.staged is not None
+            return self.tracing.settle(
+                claim, staged, lambda: self._told(claim, producer, sent_at_ms, sent)
+            )
+        return self._told(claim, producer, sent_at_ms, sent)
+
+    def _told(
+        self, claim: Claim, producer: Any, sent_at_ms: int, sent: list[tuple[str, Tick]]
+    ) -> Settlement:
         try:
             return self._settle(claim, producer, sent_at_ms, sent)
         except (BrokerUnavailableError, NotStagedError):
@@ -119,6 +131,8 @@ class Settler:
             owed=claim.owed,
             plain=entry.timebox == AUTO and self._is_plain(entry.task),
         )
+        if self.tracing.on:
+            self.tracing.planned(plan)
         for tick in plan.publish:
             self._publisher.send(entry, tick, producer, sent_at_ms)
             sent.append((entry.name, tick))

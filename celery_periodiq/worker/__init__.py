@@ -6,7 +6,8 @@ and its replicas have it; ``plain``, the duplicate check of plain tasks run by a
 installed as the worker starts (``startup``, which also stops a worker whose settings are
 invalid); ``dropped``, which ends a run either guard drops revoked, for Celery's monitors
 and result backend; check-ins to Sentry Crons and ping monitors (``checkins``,
-``monitors``); and ``task_modules``, which imports the app's task modules as a worker does
+``monitors``); ``run_tracing``, the guard's verdict in the tick's OpenTelemetry trace
+(``periodiq_tracing``); and ``task_modules``, which imports the app's task modules as a worker does
 at start, for the processes that list or look up its tasks without being one (CLI, API,
 dashboard, admin).
 Open first: ``task``.

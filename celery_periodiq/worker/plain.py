@@ -32,6 +32,7 @@ cannot be asked, a plain task runs (as it would without periodiq) and a warning 
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import uuid
@@ -59,6 +60,7 @@ from celery_periodiq.protocol.records import RunEnd, RunStart
 from celery_periodiq.worker import checkins
 from celery_periodiq.worker.begin import begin_run, refused_end
 from celery_periodiq.worker.dropped import dropped
+from celery_periodiq.worker.run_tracing import traced_begin
 from celery_periodiq.worker.task import _HOST, PeriodicTask, request_header, store_of
 from celery_periodiq.worker.task_modules import import_task_modules
 
@@ -166,7 +168,8 @@ def _begin(task: Task, task_id: str) -> None:  # type: ignore[type-arg]
         floor_ms=int(request_header(request, HEADER_FLOOR) or 0),
     )
     try:
-        admission = begin_run(store, entry, start, logger)
+        begin = functools.partial(begin_run, store, entry, start, logger)
+        admission = traced_begin(request, store, entry, start, begin)  # its span (tracing on)
     except ReplicasBehindError as error:  # no replica has its start: it must not run
         logger.error("periodiq: entry %r run %s not started: %s", entry, task_id, error)
         _record(task, entry, refused_end(start, error))

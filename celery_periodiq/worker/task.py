@@ -11,6 +11,7 @@ start; a run it drops ends revoked for Celery's monitors and result backend
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import socket
@@ -50,6 +51,7 @@ from celery_periodiq.store.store import Store
 from celery_periodiq.worker import checkins
 from celery_periodiq.worker.begin import begin_run, refused_end
 from celery_periodiq.worker.dropped import dropped
+from celery_periodiq.worker.run_tracing import traced_begin
 
 __all__ = ["PeriodicTask", "RunContext"]
 
@@ -274,7 +276,8 @@ class PeriodicTask(Task):  # type: ignore[type-arg]
     def _begin(self, store: Store, entry: str, start: RunStart) -> Admission:
         """begin.lua, sent again while Redis fails over or its replicas are behind
         (:func:`~celery_periodiq.worker.begin.begin_run`)."""
-        return begin_run(store, entry, start, logger, self._periodiq_now)
+        begin = functools.partial(begin_run, store, entry, start, logger, self._periodiq_now)
+        return traced_begin(self.request, store, entry, start, begin)  # its span (tracing on)
 
     def _finish(self, store: Store, entry: str, end: RunEnd) -> None:
         try:
