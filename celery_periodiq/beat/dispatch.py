@@ -230,8 +230,11 @@ class Dispatcher:
         complete = False
         try:
             with self._link.producer() as producer:
-                batches, ahead = self._staged(batches, producer, settlements)
-                complete = self._publish_all(batches, producer, settlements, sent)
+                batches, ahead, released = self._staged(batches, producer)
+                try:
+                    complete = self._publish_all(batches, producer, settlements, sent)
+                finally:  # what was released is settled after what goes out now
+                    self._write(released, settlements)
                 if ahead:  # planned and rendered now, staged for their instant
                     self._stage(ahead, producer, settlements)
             if self._broker_down and sent:  # a pass that sent nothing proves nothing
@@ -259,16 +262,15 @@ class Dispatcher:
         return complete
 
     def _staged(
-        self, batches: list[Claimed], producer: Any, settlements: dict[int, list[Settlement]]
-    ) -> tuple[list[Claimed], list[tuple[Claim, Claimed]]]:
+        self, batches: list[Claimed], producer: Any
+    ) -> tuple[list[Claimed], list[tuple[Claim, Claimed]], list[tuple[int, Settlement]]]:
         """Release what is staged for now (any beat's), and split ``batches``: the claims to
-        send now (with this beat's staged claims that were not released), and those
-        ahead, to stage (:mod:`.staging`)."""
+        send now (with this beat's staged claims that were not released), those ahead, to
+        stage (:mod:`.staging`), and the settlements of what was released (a burst's: they
+        wait until what is to be sent now has gone out)."""
         if self._injected:  # tests step by step: nothing is claimed ahead
-            return batches, []
-        now, ahead, written = self._stager.sort(batches, producer, _sleep_until)
-        self._write(written, settlements)
-        return now, ahead
+            return batches, [], []
+        return self._stager.sort(batches, producer, _sleep_until)
 
     def _stage(
         self, ahead: list[tuple[Claim, Claimed]], producer: Any, into: dict[int, list[Settlement]]
