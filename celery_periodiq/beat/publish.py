@@ -222,8 +222,7 @@ class Publisher:
         self._exchanges = Exchanges()
         """The exchanges messages name, found on the broker (AMQP)."""
         self._lists: dict[int, tuple[Any, dict[str, list[str]]]] | None = None
-        """Inside :meth:`batch`: per Redis broker channel (by its id), its client and the
-        messages to put in each list, in order."""
+        """Inside :meth:`batch`: per Redis channel (by id), its client and lists' messages."""
         self._flush: Callable[[], None] | None = None
         self._unconfirmed = False  # published since a flush last confirmed (exchanges)
         self.headers: dict[str, str] = {}  # added to each message: a traced tick's context
@@ -401,12 +400,14 @@ class Publisher:
         expiration: float | None = options.get("expiration")
         if "time_limit" in options:
             headers["timelimit"] = [options["time_limit"], options["soft_time_limit"]]
-        levels = app.conf.get("task_repr_maxlevels", 3)  # Celery 5.7's; saferepr's default
-        if args != template.args:
-            headers["argsrepr"] = saferepr(args or (), app.amqp.argsrepr_maxsize, maxlevels=levels)
-        if kwargs != template.kwargs:
-            maxsize = app.amqp.kwargsrepr_maxsize
-            headers["kwargsrepr"] = saferepr(kwargs or {}, maxsize, maxlevels=levels)
+        if args != template.args or kwargs != template.kwargs:  # (not per tick: app.conf is slow)
+            levels = app.conf.get("task_repr_maxlevels", 3)  # Celery 5.7's; saferepr's default
+            if args != template.args:
+                maxsize = app.amqp.argsrepr_maxsize
+                headers["argsrepr"] = saferepr(args or (), maxsize, maxlevels=levels)
+            if kwargs != template.kwargs:
+                maxsize = app.amqp.kwargsrepr_maxsize
+                headers["kwargsrepr"] = saferepr(kwargs or {}, maxsize, maxlevels=levels)
         channel = producer.channel
         if template.raw is not None and self._lists is not None and redis_publish.usable(channel):
             same = args == template.args and kwargs == template.kwargs
