@@ -19,7 +19,7 @@ __all__ = ["Horizon"]
 
 # What a tick costs to stage (s), until measured; the horizon is this many times what
 # the ticks due would take, and at least _LEAST.
-_COST = 150e-6
+_COST = 300e-6
 _SAFETY = 3.0
 _LEAST = 2.0
 _COUNT_EVERY = 1.0  # how often the due sets are counted (s)
