@@ -40,7 +40,7 @@ _MAX_NAME = 200
 # in): nothing, or the structural default (never a policy, whose default could one day
 # change)...
 _EMPTY = ("args", "kwargs", "options", "owner", "group", "start_at", "end_at", "grace",
-          "catchup_window")  # fmt: skip
+          "catchup_window")  # fmt: skip # table: one line, as before
 _STRUCTURAL = ("jitter", "enabled", "tz", "form", "source")
 # ...but the alerts, at their defaults, so entries stored before them keep their digest (a
 # new default would change what those entries mean), and max_runs when unlimited, so
