@@ -12,6 +12,7 @@ import pytest
 from celery import Celery
 from celery.bin.base import CLIContext
 from click.testing import CliRunner
+from starlette.testclient import TestClient
 
 from celery_periodiq import Periodiq, periodiq
 from celery_periodiq.cli import periodiq as periodiq_command
@@ -19,6 +20,7 @@ from celery_periodiq.config import Settings
 from celery_periodiq.errors import ConfigurationError, EntryError
 from celery_periodiq.model.plan import to_ms
 from celery_periodiq.protocol.records import RunEnd, RunStart
+from celery_periodiq.web import make_app
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 TTL = 90_000
@@ -174,4 +176,19 @@ def test_the_owner_is_the_group_when_none_is_given_and_show_says_so(redis_url: s
     assert shown.exit_code == 0, shown.output
     assert re.search(r"group\s+reports \(its owner\)", shown.output)
     assert api.get("mine").entry.group is None
+    api.store.client.close()
+
+
+def test_the_dashboards_entry_page_shows_the_group_and_its_drops(redis_url: str) -> None:
+    api = reports(redis_url, "dashboard", entries=3)
+    scripts = api.store.scripts
+    for n in (1, 2, 3):
+        scripts.begin(f"r{n}", start(f"run-{n}"), at(n))
+    web = TestClient(make_app(api), follow_redirects=False)
+
+    page = web.get("/entries/r3")
+
+    assert page.status_code == 200
+    assert re.search(r"<dt>Group</dt><dd>reports</dd>", page.text)
+    assert "dropped_group_limit 1" in page.text
     api.store.client.close()
