@@ -23,6 +23,7 @@ from celery_periodiq.model.policy import (
     DEFAULT_GRACE,
     DEFAULT_OVERLAP,
     OVERLAP_POLICIES,
+    group_limits,
 )
 from celery_periodiq.protocol.keys import Keys
 from celery_periodiq.schedules.zones import zone
@@ -66,6 +67,7 @@ DEFAULTS: dict[str, Any] = {
     "periodiq_checkin_urls": {},  # entry name -> its own ping URL (wins over the template)
     "periodiq_checkin_timeout": 2.0,  # seconds a ping may take before it is given up
     "periodiq_tracing": False,  # True: OpenTelemetry spans per pass and tick (the otel extra)
+    "periodiq_group_limits": {},  # group -> the most runs of its entries at once (worker's guard)
 }
 CHECKIN_KINDS = ("sentry", "ping")
 """What ``periodiq_checkins`` may name."""
@@ -101,6 +103,7 @@ class Settings:
     checkin_url: str | None = None
     checkin_urls: dict[str, str] = field(default_factory=dict)
     checkin_timeout: float = 2.0
+    group_limits: dict[str, int] = field(default_factory=dict)  # see model.policy
     tracing: bool = False
     """Spans per beat pass and claimed tick, the guard's decision as an event (tracing.md)."""
     namespace: str = "default"
@@ -126,6 +129,9 @@ class Settings:
             value = conf.get(name)
             return DEFAULTS[name] if value is None else value
 
+        def number(name: str) -> float:
+            return float(_typed(name, get(name), float))
+
         url, origin = get("periodiq_redis_url"), "periodiq_redis_url"
         if not url:
             url, origin = _redis_url_from_broker(conf.get("broker_url"))
@@ -149,18 +155,12 @@ class Settings:
             default_overlap=_typed(
                 "periodiq_default_overlap", get("periodiq_default_overlap"), str
             ),
-            default_grace=float(
-                _typed("periodiq_default_grace", get("periodiq_default_grace"), float)
-            ),
+            default_grace=number("periodiq_default_grace"),
             partitions=_typed("periodiq_partitions", get("periodiq_partitions"), int),
             redis_cluster=_typed("periodiq_redis_cluster", get("periodiq_redis_cluster"), bool),
             replica_acks=_typed("periodiq_replica_acks", get("periodiq_replica_acks"), int),
-            replica_timeout=float(
-                _typed("periodiq_replica_timeout", get("periodiq_replica_timeout"), float)
-            ),
-            stage_horizon=float(
-                _typed("periodiq_stage_horizon", get("periodiq_stage_horizon"), float)
-            ),
+            replica_timeout=number("periodiq_replica_timeout"),
+            stage_horizon=number("periodiq_stage_horizon"),
             stage_min=_typed("periodiq_stage_min", get("periodiq_stage_min"), int),
             stage_max=_typed("periodiq_stage_max", get("periodiq_stage_max"), int),
             alert_task=_alert_task(get("periodiq_alert_task")),
@@ -170,10 +170,11 @@ class Settings:
             ),
             checkin_url=_checkin_url("periodiq_checkin_url", get("periodiq_checkin_url")),
             checkin_urls=_checkin_urls(get("periodiq_checkin_urls")),
-            checkin_timeout=float(
-                _typed("periodiq_checkin_timeout", get("periodiq_checkin_timeout"), float)
-            ),
+            checkin_timeout=number("periodiq_checkin_timeout"),
             tracing=_typed("periodiq_tracing", get("periodiq_tracing"), bool),
+            group_limits=group_limits(
+                get("periodiq_group_limits"), get("periodiq_redis_cluster") is True
+            ),
             namespace=namespace,
             default_tz=app_zone(app),
             url_origin=origin,
@@ -383,8 +384,7 @@ def sentinel_hosts(url: str) -> tuple[list[tuple[str, int]], int, str | None, st
                 "periodiq_redis_url", redacted(url), "sentinel://host:port;sentinel://host:port/db"
             )
         hosts.append((parsed.hostname, port))
-        username = parsed.username or username
-        password = parsed.password or password
+        username, password = parsed.username or username, parsed.password or password
         if parsed.path.strip("/"):
             if not parsed.path.strip("/").isdigit():
                 raise _bad("periodiq_redis_url", redacted(url), "a database number after /")

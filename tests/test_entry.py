@@ -132,6 +132,9 @@ def full_entry() -> Entry:
             "n", {**EVERY, "owner": "a\tb"}, ["owner='a\\tb'", "printable"], id="owner-tab"
         ),
         pytest.param(
+            "n", {**EVERY, "group": " "}, ["group=' '", "a non-empty printable tag"], id="group"
+        ),
+        pytest.param(
             "n", {**EVERY, "enabled": "yes"}, ["enabled='yes'", "True or False"], id="enabled-str"
         ),
         pytest.param(
@@ -530,6 +533,7 @@ _CHANGES: dict[str, dict[str, Any]] = {
     "kwargs": {"kwargs": {"region": "us", "depth": [1, 2]}},
     "options": {"options": {"queue": "reports", "priority": 6}},
     "owner": {"owner": "team-b"},
+    "group": {"group": "reports"},
     "enabled": {"enabled": True},
     "start_at": {"start_at": datetime(2024, 1, 1, 7, 0, 0, 1000, tzinfo=UTC)},
     "end_at": {"end_at": None},
@@ -824,7 +828,8 @@ def test_a_setting_of_the_wrong_type_raises_a_configuration_error_naming_it(
     ids=lambda entry: entry.name,
 )
 def test_stored_json_is_to_dict_sorted_without_the_fields_that_hold_nothing(entry: Entry) -> None:
-    nothing = {"args": [], "kwargs": {}, "options": {}, "owner": None, "start_at": None,
+    nothing = {"args": [], "kwargs": {}, "options": {}, "owner": None, "group": None,
+               "start_at": None,
                "end_at": None, "grace": None, "catchup_window": None, "jitter": 0.0,
                "enabled": True, "tz": "UTC", "form": "cron", "source": "runtime",
                "alert_after": "auto", "failure_threshold": 3,

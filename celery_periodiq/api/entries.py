@@ -37,6 +37,7 @@ class Entries(Client, Protocol):
         options: dict[str, Any] | None = None,
         tz: str | None = None,
         owner: str | None = None,
+        group: str | None = None,
         tolerance: float | str = AUTO,
         timebox: float | str | None = AUTO,
         grace: float | None = None,
@@ -66,6 +67,9 @@ class Entries(Client, Protocol):
                 offset); it must be in the future. After it the entry has ended.
             tz: the IANA zone the schedule is read in (default: the app's
                 ``timezone``, as Celery reads a ``crontab``; UTC when the app sets none).
+            group: the group whose ``periodiq_group_limits`` limit applies to its runs
+                (default: its ``owner``); while the setting names groups, one it does
+                not name is refused.
             alert_after: seconds without a successful run before the entry is overdue
                 (``"auto"``: two intervals plus the timebox; None: never).
             failure_threshold: consecutive failed or timeboxed runs before it is failing.

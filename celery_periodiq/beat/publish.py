@@ -67,7 +67,7 @@ def message_options(
     (``expiration``: RabbitMQ's per-message TTL; kombu's Redis transport has none).
     """
     options: dict[str, Any] = dict(entry.options)
-    headers = entry_headers(entry.name, entry.overlap)
+    headers = entry_headers(entry.name, entry.overlap, entry.group or entry.owner)
     if tick is None:
         limits = manual or Limits(None, None, None, None)
         headers[HEADER_MANUAL] = True

@@ -59,6 +59,9 @@ _ENTRY_OPTIONS: list[Callable[[F], F]] = [
             group=_MESSAGE, help="Message priority ('none' clears)."),
     _option("--owner", metavar="TAG", group=_MESSAGE,
             help="Owner tag, for `list --owner` and `delete --owner` ('' clears)."),
+    _option("--group", metavar="NAME", group=_POLICY,
+            help="Group whose periodiq_group_limits limit applies (default: the owner; "
+                 "'' clears)."),
     _option("--tolerance", type=Seconds(auto=AUTO), group=_POLICY,
             help="How early a run may start before last run + interval (auto: 10%)."),
     _option("--timebox", type=Seconds(auto=AUTO, none=None), group=_POLICY,
@@ -98,6 +101,7 @@ _ENTRY_KEYS = frozenset(
         "queue",
         "priority",
         "owner",
+        "group",
         "tolerance",
         "timebox",
         "grace",
@@ -148,8 +152,9 @@ def entry_changes(
     changes = {key: value for key, value in given.items() if key not in ("queue", "priority")}
     if "every" in given:
         changes["every"] = _every(given["every"])
-    if "owner" in given:
-        changes["owner"] = given["owner"] or None
+    for tag in ("owner", "group"):
+        if tag in given:
+            changes[tag] = given[tag] or None
     tz = given.get("tz") or (current.tz if current is not None else default_tz)
     for key in ("start_at", "end_at"):
         if key in given:

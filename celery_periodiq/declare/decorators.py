@@ -48,6 +48,7 @@ def periodic(
     expires: float | str | None = AUTO,
     jitter: float = 0.0,
     owner: str | None = None,
+    group: str | None = None,
     start_at: datetime | None = None,
     end_at: datetime | None = None,
     enabled: bool = True,
@@ -91,6 +92,8 @@ def periodic(
             (``"auto"``: two intervals plus the timebox; None: never).
         failure_threshold: consecutive failed or timeboxed runs before it is failing.
         pause_on_failure: pause the entry when it becomes failing.
+        group: the group whose ``periodiq_group_limits`` limit applies to its runs
+            (default: its ``owner``).
         max_runs: the most ticks the beat publishes for the entry (1 to 10**9; None:
             no limit); after the last one the entry has ended.
 
@@ -105,7 +108,8 @@ def periodic(
     }
     options: dict[str, Any] = {
         "cron": cron, "every": every, "calendar": calendar, "at": at, "args": args,
-        "kwargs": kwargs, "options": routing, "tz": tz, "owner": owner, "tolerance": tolerance,
+        "kwargs": kwargs, "options": routing, "tz": tz, "owner": owner, "group": group,
+        "tolerance": tolerance,
         "timebox": timebox, "grace": grace, "overlap": overlap, "catchup": catchup,
         "catchup_window": catchup_window, "expires": expires, "jitter": jitter,
         "start_at": start_at, "end_at": end_at, "enabled": enabled, "alert_after": alert_after,

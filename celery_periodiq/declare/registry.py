@@ -23,7 +23,7 @@ from celery_periodiq.errors import ConfigurationError, EntryError, shown
 from celery_periodiq.model.build import build_entry, task_name
 from celery_periodiq.model.entry import Entry
 from celery_periodiq.model.options import OPTION_KEYS
-from celery_periodiq.model.policy import Defaults
+from celery_periodiq.model.policy import Defaults, check_group
 from celery_periodiq.schedules import Schedule
 
 __all__ = ["Declaration", "declaration_of", "declare", "declared", "from_beat_schedule"]
@@ -63,10 +63,14 @@ def declared(settings: Settings | None = None) -> list[Entry]:
     Raises:
         ConfigurationError: two declarations of one entry name differ (two tasks, or
             one task with two schedules).
+        EntryError: a ``group=`` that ``periodiq_group_limits`` does not name (while it
+            names some).
     """
     entries: dict[str, Entry] = {}
     for declaration in _DECLARED:
         entry = declaration.entry(settings)
+        if settings is not None:
+            check_group(entry.name, entry.group, settings.group_limits)
         previous = entries.get(entry.name)
         if previous is not None and previous != entry:
             tasks = (

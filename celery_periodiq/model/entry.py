@@ -39,7 +39,8 @@ _MAX_NAME = 200
 # Fields left out of the stored JSON when they hold their default (reading fills it back
 # in): nothing, or the structural default (never a policy, whose default could one day
 # change)...
-_EMPTY = ("args", "kwargs", "options", "owner", "start_at", "end_at", "grace", "catchup_window")
+_EMPTY = ("args", "kwargs", "options", "owner", "group", "start_at", "end_at", "grace",
+          "catchup_window")  # fmt: skip # table: one line, as before
 _STRUCTURAL = ("jitter", "enabled", "tz", "form", "source")
 # ...but the alerts, at their defaults, so entries stored before them keep their digest (a
 # new default would change what those entries mean), and max_runs when unlimited, so
@@ -111,6 +112,7 @@ class Entry:
     kwargs: dict[str, Any] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
     owner: str | None = None
+    group: str | None = None  # its periodiq_group_limits limit (None: the owner's)
     enabled: bool = True
     start_at: datetime | None = None
     end_at: datetime | None = None
@@ -210,12 +212,11 @@ class Entry:
             # AMQP's range (RabbitMQ honours up to the queue's x-max-priority); a Redis
             # broker maps it onto its priority steps
             raise _fail(name, "options['priority']", priority, "a whole number 0-255")
-        if self.owner is not None and (
-            not isinstance(self.owner, str)
-            or not self.owner.strip()
-            or not self.owner.isprintable()
-        ):
-            raise _fail(name, "owner", self.owner, "a non-empty printable tag")
+        for tag, given in (("owner", self.owner), ("group", self.group)):
+            if given is not None and (
+                not isinstance(given, str) or not given.strip() or not given.isprintable()
+            ):
+                raise _fail(name, tag, given, "a non-empty printable tag")
         if not isinstance(self.enabled, bool):
             raise _fail(name, "enabled", self.enabled, "True or False")
         if self.tolerance != AUTO and not _non_negative(self.tolerance):

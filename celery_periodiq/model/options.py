@@ -55,6 +55,9 @@ class EntryOptions:
     Celery reads a ``crontab`` in it; UTC when the app sets none)."""
     owner: str | None = None
     """A tag, to list and delete entries by."""
+    group: str | None = None
+    """The group whose ``periodiq_group_limits`` limit applies to the entry's runs (None:
+    its owner's); a group the setting does not name, while it names some, is refused."""
     tolerance: float | str = AUTO
     """Seconds a run may start before ``last_run + interval`` (auto: 10%)."""
     timebox: float | str | None = AUTO

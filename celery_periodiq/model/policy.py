@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
 
+from celery_periodiq.errors import ConfigurationError, EntryError
 from celery_periodiq.schedules import IntervalSchedule, Schedule
 
 __all__ = [
@@ -26,9 +27,11 @@ __all__ = [
     "Limits",
     "Policied",
     "alert_after",
+    "check_group",
     "floor",
     "floor_ms",
     "grace",
+    "group_limits",
     "interval_at",
     "limits",
     "marker_ttl",
@@ -250,3 +253,50 @@ def now_limits(
     """The numbers of a run of ``entry`` at ``instant`` outside its schedule (a manual
     run, or what ``show`` prints): those of its next tick."""
     return limits(entry, interval_at(entry.parsed_schedule(), instant), default_grace, plain)
+
+
+def group_limits(value: object, cluster: bool = False) -> dict[str, int]:
+    """``periodiq_group_limits`` checked: group name -> the most runs of the group at once.
+
+    Raises:
+        ConfigurationError: not a dict of non-empty printable names to whole numbers >= 1,
+            or limits set on Redis Cluster: a group's markers live under the schedule's
+            hash tag, begin.lua touches them with the entry's partition in one call, and
+            a Cluster refuses a call across slots (docs/options.md, "Group limits").
+    """
+    allowed = 'a dict of group name -> a whole number >= 1, e.g. {"reports": 2}'
+    if not isinstance(value, dict):
+        raise ConfigurationError(f"setting periodiq_group_limits={value!r} is invalid ({allowed})")
+    for group, limit in value.items():
+        if not isinstance(group, str) or not group.strip() or not group.isprintable():
+            raise ConfigurationError(
+                f"setting periodiq_group_limits: the key {group!r} is invalid (allowed: a "
+                "non-empty printable group name)"
+            )
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ConfigurationError(
+                f"setting periodiq_group_limits[{group!r}]={limit!r} is invalid (allowed: a "
+                "whole number >= 1)"
+            )
+    if value and cluster:
+        raise ConfigurationError(
+            "setting periodiq_group_limits is not supported with periodiq_redis_cluster: a "
+            "group limit needs one atomic call across the group's partitions (a single Redis "
+            "or Sentinel); leave it unset on Redis Cluster"
+        )
+    return dict(value)
+
+
+def check_group(name: str, group: str | None, limits: dict[str, int]) -> None:
+    """Refuse an entry's explicit ``group`` that ``limits`` does not name while it names
+    some (a misspelt group would else run unlimited).
+
+    Raises:
+        EntryError: the group is unknown.
+    """
+    if group is not None and limits and group not in limits:
+        known = ", ".join(sorted(map(repr, limits)))
+        raise EntryError(
+            f"entry {name!r}: group={group!r} is invalid (allowed: a group of "
+            f"periodiq_group_limits: {known})"
+        )

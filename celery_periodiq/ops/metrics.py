@@ -46,7 +46,14 @@ BUCKETS = (0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, 60.0, 300.0)
 OTHER = "_other"
 """The ``entry`` label of the entries beyond ``max_entries``, summed."""
 RUN_OUTCOMES = ("succeeded", "failed", "timeboxed", "revoked")
-SKIP_REASONS = ("missed", "skipped_overlap", "dropped_too_soon", "duplicate", "expired")
+SKIP_REASONS = (
+    "missed",
+    "skipped_overlap",
+    "dropped_too_soon",
+    "dropped_group_limit",
+    "duplicate",
+    "expired",
+)
 _HISTOGRAMS = (
     ("l", "periodiq_tick_lateness_seconds", "From a tick's due instant to its publishing."),
     ("s", "periodiq_start_delay_seconds", "From a tick's due instant to its run's start."),

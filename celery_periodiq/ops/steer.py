@@ -30,7 +30,7 @@ from celery_periodiq.model import policy
 from celery_periodiq.model.build import build_entry, changed_entry, refuse_past, task_name
 from celery_periodiq.model.entry import Entry
 from celery_periodiq.model.plan import from_ms, next_tick_ms
-from celery_periodiq.model.policy import Defaults
+from celery_periodiq.model.policy import Defaults, check_group
 from celery_periodiq.runtime import Runtime
 from celery_periodiq.store.store import Store
 from celery_periodiq.store.views import StoredEntry
@@ -177,13 +177,15 @@ def warn_unknown_task(app: Celery, task: str, seen: set[str]) -> None:
 def build(runtime: Runtime, name: Any, task: Any, options: dict[str, Any]) -> Entry:
     """A runtime entry built from the keyword options of ``add()`` (no Redis)."""
     given = with_schedule(options, runtime.app)
-    return build_entry(
+    entry = build_entry(
         check_name(name),
         task_name(task),
         source="runtime",
         defaults=Defaults.of(runtime.settings),
         **given,
     )
+    check_group(entry.name, entry.group, runtime.settings.group_limits)
+    return entry
 
 
 def add(store: Store, entry: Entry) -> StoredEntry:
@@ -202,6 +204,8 @@ def update(runtime: Runtime, name: str, force: bool, changes: dict[str, Any]) ->
     _may_change(store, name, current, force, "update")
     changes = with_schedule(dict(changes), runtime.app)
     entry = changed_entry(current, dict(changes), Defaults.of(runtime.settings))
+    if "group" in changes:
+        check_group(entry.name, entry.group, runtime.settings.group_limits)
     if changes.get("at") is not None:  # a one-off kept as it was may well be past
         refuse_past(entry, from_ms(store.now_ms()))
     (status,) = store.put("update", [entry])

@@ -8,11 +8,13 @@ Every key is always present (null when there is no value). Instants are ISO
 
     name, state (active|paused|running|quarantined|disabled|ended), note (why
     paused), problem (why quarantined), task, schedule (as written), form
-    (cron|calendar|every|at), description, tz, owner, source (code|config|runtime),
+    (cron|calendar|every|at), description, tz, owner, group (its ``group``, else its
+    owner: whose ``periodiq_group_limits`` limit applies), source (code|config|runtime),
     enabled, next_run, last_run (when the last run began), last_status,
     last_error, last_duration_ms, last_finished, last_task_id, running_task_id,
     counters ({reason: count}: enqueued, started, succeeded, failed, timeboxed,
-    revoked, retrying, expired, duplicate, dropped_too_soon, skipped_overlap, missed),
+    revoked, retrying, expired, duplicate, dropped_too_soon, dropped_group_limit,
+    skipped_overlap, missed),
     last_success, overdue_since and failing_since (null when the entry is not
     overdue, failing), failures_in_a_row, runs (ticks the beat published: what
     max_runs counts), max_runs and runs_left (null when the runs are not limited)
@@ -160,6 +162,7 @@ def entry_json(stored: StoredEntry) -> dict[str, Any]:
         "description": None if schedule is None else schedule.describe(),
         "tz": None if schedule is None else schedule.timezone,
         "owner": None if entry is None else entry.owner,
+        "group": None if entry is None else entry.group or entry.owner,
         "source": None if entry is None else entry.source,
         "enabled": None if entry is None else entry.enabled,
         "next_run": utc_iso(stored.next_run),

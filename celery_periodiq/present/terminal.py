@@ -47,7 +47,7 @@ _KINDS = {
     "good": ("active", "succeeded", "ok"),
     "bad": ("quarantined", "failed", "timeboxed", "fail"),
     "warn": ("paused", "revoked", "expired", "retrying", "retry", "dropped_too_soon",
-             "skipped_overlap", "missed", "warn"),
+             "dropped_group_limit", "skipped_overlap", "missed", "warn"),
     "info": ("running", "started", "triggered"),
     "dim": ("disabled", "ended", "duplicate", "enqueued", "skip"),
 }  # fmt: skip # table: one colour per row

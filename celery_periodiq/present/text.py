@@ -44,6 +44,7 @@ _GLANCE = (
     ("skipped_overlap", "skipped", "skipped"),
     ("missed", "missed", "missed"),
     ("dropped_too_soon", "dropped", "dropped"),
+    ("dropped_group_limit", "over its group's limit", "over its group's limit"),
     ("duplicate", "duplicate", "duplicates"),
 )
 # Counters in the order a run meets them; any others follow alphabetically.
@@ -59,6 +60,7 @@ _LIFECYCLE = (
     "skipped_overlap",
     "missed",
     "dropped_too_soon",
+    "dropped_group_limit",
     "duplicate",
 )
 _NO_BEAT = "No beat is running: no run is sent (start one: celery -A PROJ beat -S periodiq)."
@@ -306,9 +308,17 @@ def _definition(entry: Entry, schedule: Schedule) -> list[tuple[str, str]]:
         ("start/end", " ".join(filter(None, [start, end])) or "none: no start or end date"),
         ("options", options or "none"),
         ("owner", entry.owner or "none"),
+        ("group", _group(entry)),
         ("source", entry.source),
         ("enabled", "yes" if entry.enabled else "no"),
     ]
+
+
+def _group(entry: Entry) -> str:
+    """The group whose limit applies to the entry's runs (``periodiq_group_limits``)."""
+    if entry.group:
+        return entry.group
+    return f"{entry.owner} (its owner)" if entry.owner else "none"
 
 
 def _last_run(stored: StoredEntry, now: datetime) -> str:

@@ -20,6 +20,7 @@ __all__ = [
     "HEADER_ENTRY",
     "HEADER_EXPIRES",
     "HEADER_FLOOR",
+    "HEADER_GROUP",
     "HEADER_INTERVAL",
     "HEADER_MANUAL",
     "HEADER_MIN_GAP",
@@ -49,6 +50,9 @@ HEADER_FLOOR = "periodiq_floor"
 made either late (half an interval; absent under ``catchup="all"``)."""
 HEADER_OVERLAP = "periodiq_overlap"
 """The entry's overlap policy, for the worker's non-final check."""
+HEADER_GROUP = "periodiq_group"
+"""The entry's group (its ``group``, else its ``owner``), for the worker's group limit
+(``periodiq_group_limits``); absent for an entry with neither."""
 HEADER_EXPIRES = "periodiq_expires"
 """Milliseconds since the epoch after which the run is refused (checked on the Redis clock)."""
 HEADER_TTL = "periodiq_ttl"
@@ -69,10 +73,14 @@ _NAMESPACE_BYTES = uuid.UUID("6f1c3a52-5d2e-4c47-9a8e-0d4d1b9a7e10").bytes
 """The uuid5 namespace of task ids: never to change (stored histories refer to ids)."""
 
 
-def entry_headers(name: str, overlap: str) -> dict[str, Any]:
+def entry_headers(name: str, overlap: str, group: str | None = None) -> dict[str, Any]:
     """The headers every message of an entry carries, its tick or none: its name (ours, and
-    django-celery-beat's :data:`HEADER_PERIODIC_TASK_NAME`) and its overlap policy."""
-    return {HEADER_ENTRY: name, HEADER_OVERLAP: overlap, HEADER_PERIODIC_TASK_NAME: name}
+    django-celery-beat's :data:`HEADER_PERIODIC_TASK_NAME`), its overlap policy and its
+    group, if it has one."""
+    headers = {HEADER_ENTRY: name, HEADER_OVERLAP: overlap, HEADER_PERIODIC_TASK_NAME: name}
+    if group:
+        headers[HEADER_GROUP] = group
+    return headers
 
 
 def task_id_for(prefix: str, name: str, nominal_ms: int | None, *, backfill: bool = False) -> str:

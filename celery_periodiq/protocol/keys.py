@@ -163,6 +163,15 @@ class Partition:
         """set: names of this partition's entries with this owner tag."""
         return f"{self.tag}:owner:{owner}"
 
+    def group(self, group: str) -> str:
+        """zset: a group's run markers, task id -> until when (ms), under the schedule's hash
+        tag ``{prefix}``, not the partition's, so that a group limit counts across partitions;
+        ``""`` (no limit) names an unused key of this partition, so a run with no group limit
+        keeps begin.lua and finish.lua within one slot."""
+        if not group:
+            return f"{self.tag}:group:"
+        return "{" + self.tag[1:-1].rpartition(":")[0] + "}:group:" + group
+
     def entry_keys(self, name: str) -> list[tuple[str, str]]:
         """The keys the scripts keep for one entry of its own, with their Redis types
         (the checkpoint, which only the task reads and writes, is not among them)."""

@@ -162,6 +162,13 @@ class RunStart:
     floor_ms: int = 0
     """The least time between this run's start and the last run's (half an interval;
     0: none): a scheduled run, catch-up or not, that would start sooner is dropped."""
+    group: str = ""
+    """The entry's group when ``periodiq_group_limits`` limits it, else "" (no limit)."""
+    group_limit: int = 0
+    """At most this many runs of :attr:`group` at once (0: no limit)."""
+    group_wait: bool = False
+    """A run over the group limit is told "waiting_group" (its caller sends it again)
+    instead of being refused ("dropped_group_limit")."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,8 +176,9 @@ class Admission:
     """begin.lua's verdict."""
 
     outcome: str
-    """started, resumed, unguarded, duplicate, dropped_too_soon, skipped_overlap, expired,
-    deleted or damaged."""
+    """started, resumed, unguarded, duplicate, dropped_too_soon, skipped_overlap,
+    dropped_group_limit, waiting_group (not recorded: the run waits for a slot of its
+    group), expired, deleted or damaged."""
     now_ms: int
     last_run_ms: int | None
     note: str = ""
@@ -208,6 +216,9 @@ class RunEnd:
     """The delivery's attempt token (:attr:`RunStart.attempt`) if it began: its start's
     token is forgotten (it sends no begin again), and a run refused after its begin ends
     its own start, no other delivery's."""
+    group: str = ""
+    """The run's group when a limit applies to it (:attr:`RunStart.group`), else "": a
+    final end frees its slot."""
 
 
 def _number(value: int | None) -> str:

@@ -25,6 +25,7 @@ BEGIN = ScriptKeys(
         "stats",
         "backfilled:name",
         *INDEXES,
+        "group:group",
     ),
 )
 FINISH = ScriptKeys(
@@ -39,6 +40,7 @@ FINISH = ScriptKeys(
         "alerts",
         "stats",
         *INDEXES,
+        "group:group",
     ),
 )
 RECORD = ScriptKeys("record", ("entries", "state", "history:name", "stats", *INDEXES))
@@ -82,7 +84,7 @@ class RunScripts(ScriptCalls):
                 too few replicas acknowledged it; its ``now_ms`` is the Redis clock then.
                 Sending the same ``run`` (its attempt token) again writes the start again.
         """
-        keys = BEGIN.keys(self.keys.of(name), name=name)
+        keys = BEGIN.keys(self.keys.of(name), name=name, group=run.group)
         args = [
             run.task_id,
             "" if run.tick_ms is None else run.tick_ms,
@@ -103,6 +105,8 @@ class RunScripts(ScriptCalls):
             "1" if run.catchup else "0",
             "1" if run.plain else "0",
             run.floor_ms,
+            run.group_limit if run.group else 0,
+            "1" if run.group_wait else "0",
         ]
         if self.replica_acks:
             [(reply, behind)] = self._replicated_calls(
@@ -130,7 +134,7 @@ class RunScripts(ScriptCalls):
         or damaged)."""
         recorded = self._run(
             FINISH.script,
-            FINISH.keys(self.keys.of(name), name=name),
+            FINISH.keys(self.keys.of(name), name=name, group=end.group),
             [
                 end.task_id,
                 "" if end.tick_ms is None else end.tick_ms,
@@ -146,6 +150,7 @@ class RunScripts(ScriptCalls):
                 self._recorded_id(name, end.task_id, end.tick_ms),
                 self.keys.changes,
                 end.attempt,
+                "1" if end.group else "0",
             ],
         )
         return str(recorded or "")

@@ -82,6 +82,12 @@ def row(item: StoredEntry, now: datetime) -> dict[str, Any]:
         "failed": counters.get("failed", 0) + counters.get("timeboxed", 0),
         "skipped": sum(
             counters.get(reason, 0)
-            for reason in ("missed", "skipped_overlap", "dropped_too_soon", "expired")
+            for reason in (
+                "missed",
+                "skipped_overlap",
+                "dropped_too_soon",
+                "dropped_group_limit",
+                "expired",
+            )
         ),
     }

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 import redis
 
@@ -25,7 +26,7 @@ from celery_periodiq.errors import ReplicasBehindError
 from celery_periodiq.protocol.records import Admission, RunEnd, RunStart
 from celery_periodiq.store.store import Store
 
-__all__ = ["FAILOVER_PATIENCE", "begin_run", "refused_end"]
+__all__ = ["FAILOVER_PATIENCE", "begin_in_line", "begin_run", "refused_end"]
 
 FAILOVER_PATIENCE = 30.0
 """Seconds a run waits for Redis to answer its begin (a failover in progress) before it
@@ -116,6 +117,42 @@ def begin_run(
         pause = min(pause * 2, 2.0)
 
 
+def begin_in_line(
+    store: Store,
+    entry: str,
+    start: RunStart,
+    logger: logging.Logger,
+    clock: Callable[[], int | None] | None = None,
+    patience: float = float("inf"),
+) -> Admission:
+    """:func:`begin_run`; a run over its group's limit that waits (``start.group_wait``:
+    overlap ``buffer_one``) sends its begin again, in line, until a slot of the group frees,
+    its tick expires, its running marker would end or ``patience`` seconds (what is left of
+    its timebox) pass; then once more, to be refused ("dropped_group_limit")."""
+    admission = begin_run(store, entry, start, logger, clock)
+    if admission.outcome != "waiting_group":
+        return admission
+    ends = admission.now_ms + min(start.ttl_ms, patience * 1000)
+    until = ends if start.expires_ms is None else min(start.expires_ms, ends)
+    logger.info(
+        "periodiq: entry %r run %s waits for a slot of its group %r (at most %d at once), "
+        "for up to %.1f s",
+        entry,
+        start.task_id,
+        start.group,
+        start.group_limit,
+        (until - admission.now_ms) / 1000,
+    )
+    pause = 0.05
+    while admission.outcome == "waiting_group" and admission.now_ms < until:
+        time.sleep(min(pause, max(until - admission.now_ms, 1) / 1000))
+        pause = min(pause * 2, 0.5)
+        admission = begin_run(store, entry, start, logger, clock)
+    if admission.outcome == "waiting_group":
+        admission = begin_run(store, entry, replace(start, group_wait=False), logger, clock)
+    return admission
+
+
 def refused_end(start: RunStart, error: ReplicasBehindError) -> RunEnd:
     """What a run refused after its begin records (finish.lua): revoked, never ran, and
     its own start ended (its attempt token), no other delivery's."""
@@ -129,6 +166,7 @@ def refused_end(start: RunStart, error: ReplicasBehindError) -> RunEnd:
         history_length=start.history_length,
         ran=False,
         attempt=start.attempt,
+        group=start.group,
     )
 
 

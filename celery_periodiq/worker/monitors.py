@@ -24,6 +24,7 @@ _STATUSES = {
     "succeeded": "ok",
     "skipped_overlap": "ok",  # the tick was handled as its policy says: not missed
     "dropped_too_soon": "ok",
+    "dropped_group_limit": "ok",  # its group's limit held it back, as configured
     "failed": "error",
     "timeboxed": "error",
     "revoked": "error",

@@ -4,11 +4,11 @@ With ``periodiq_tracing = True`` and ``opentelemetry-api`` importable, each guar
 (both guards: :class:`~celery_periodiq.worker.task.PeriodicTask` and the plain tasks'
 duplicate check) is a ``periodiq.guard`` span whose event says what the guard decided:
 ``periodiq.started`` or ``periodiq.dropped`` with the outcome (``dropped_too_soon``,
-``duplicate``, ``skipped_overlap``, ``expired``, ``deleted``, ``damaged``, ``not
-started``) and the reason. Its parent is the span current in the worker (the consumer
-span of OpenTelemetry's Celery instrumentation, which has the event too), else the
-context the message carries (the tick span's ``traceparent``): so "why did my 09:00 run
-not run" is one trace from the beat's claim to the guard's verdict.
+``duplicate``, ``skipped_overlap``, ``dropped_group_limit``, ``expired``, ``deleted``,
+``damaged``, ``not started``) and the reason. Its parent is the span current in the
+worker (the consumer span of OpenTelemetry's Celery instrumentation, which has the event
+too), else the context the message carries (the tick span's ``traceparent``): so "why
+did my 09:00 run not run" is one trace from the beat's claim to the guard's verdict.
 """
 
 from __future__ import annotations

@@ -36,6 +36,7 @@ from celery_periodiq.protocol.headers import (
     HEADER_ENTRY,
     HEADER_EXPIRES,
     HEADER_FLOOR,
+    HEADER_GROUP,
     HEADER_INTERVAL,
     HEADER_MANUAL,
     HEADER_MIN_GAP,
@@ -49,7 +50,7 @@ from celery_periodiq.runtime import runtime_of
 from celery_periodiq.store.checkpoint import Checkpoint
 from celery_periodiq.store.store import Store
 from celery_periodiq.worker import checkins
-from celery_periodiq.worker.begin import begin_run, refused_end
+from celery_periodiq.worker.begin import begin_in_line, refused_end
 from celery_periodiq.worker.dropped import dropped
 from celery_periodiq.worker.run_tracing import traced_begin
 
@@ -163,13 +164,17 @@ class PeriodicTask(Task):  # type: ignore[type-arg]
         ttl = request_header(request, HEADER_TTL) or 1000 * policy.marker_ttl(
             hard or self.time_limit or self.app.conf.task_time_limit, None
         )
+        overlap = (
+            request_header(request, HEADER_OVERLAP)
+            or self.periodiq_overlap
+            or store.settings.default_overlap
+        )
+        group, limit = group_limit(request, store)
         start = RunStart(
             task_id=str(request.id),
             tick_ms=None if manual else int(tick),
             min_gap_ms=0 if manual else int(request_header(request, HEADER_MIN_GAP) or 0),
-            overlap=request_header(request, HEADER_OVERLAP)
-            or self.periodiq_overlap
-            or store.settings.default_overlap,
+            overlap=overlap,
             ttl_ms=int(ttl),
             retries=int(request.retries or 0),
             host=_HOST,
@@ -180,6 +185,9 @@ class PeriodicTask(Task):  # type: ignore[type-arg]
             backfill=not manual and bool(request_header(request, HEADER_BACKFILL)),
             catchup=not manual and bool(request_header(request, HEADER_CATCHUP)),
             floor_ms=0 if manual else int(request_header(request, HEADER_FLOOR) or 0),
+            group=group,
+            group_limit=limit,
+            group_wait=overlap == "buffer_one",
         )
         context = RunContext(
             entry=entry,
@@ -202,7 +210,7 @@ class PeriodicTask(Task):  # type: ignore[type-arg]
             return super().__call__(*args, **kwargs)
         entry, start, context = prepared
         try:
-            admission = self._begin(store, entry, start)
+            admission = self._begin(store, entry, start, context.time_left())
         except ConfigurationError as error:
             logger.error("periodiq: entry %r run %s not started: %s", entry, start.task_id, error)
             raise dropped("not started", str(error)) from error
@@ -268,15 +276,18 @@ class PeriodicTask(Task):  # type: ignore[type-arg]
                 final=final,
                 retry_ttl_ms=retry_ttl,
                 attempt=start.attempt,
+                group=start.group,
             )
             self._finish(store, entry, end)
             checkins.report(store, entry, end.task_id, outcome, end.duration_ms / 1000)
             vars(self.request)["periodiq_run"] = None
 
-    def _begin(self, store: Store, entry: str, start: RunStart) -> Admission:
-        """begin.lua, sent again while Redis fails over or its replicas are behind
-        (:func:`~celery_periodiq.worker.begin.begin_run`)."""
-        begin = functools.partial(begin_run, store, entry, start, logger, self._periodiq_now)
+    def _begin(self, store: Store, entry: str, start: RunStart, patience: float) -> Admission:
+        """begin.lua, sent again while Redis fails over or its replicas are behind, or, for
+        up to ``patience`` seconds, while the run waits for a slot of its group
+        (:func:`~celery_periodiq.worker.begin.begin_in_line`)."""
+        clock = self._periodiq_now
+        begin = functools.partial(begin_in_line, store, entry, start, logger, clock, patience)
         return traced_begin(self.request, store, entry, start, begin)  # its span (tracing on)
 
     def _finish(self, store: Store, entry: str, end: RunEnd) -> None:
@@ -290,6 +301,13 @@ class PeriodicTask(Task):  # type: ignore[type-arg]
                 end.outcome,
                 failure,
             )
+
+
+def group_limit(request: Any, store: Store) -> tuple[str, int]:
+    """The run's group and its limit (``periodiq_group_limits``), or ("", 0) for none."""
+    group = request_header(request, HEADER_GROUP)
+    limit = store.settings.group_limits.get(group, 0) if isinstance(group, str) else 0
+    return (group, limit) if limit and isinstance(group, str) else ("", 0)
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -329,6 +347,7 @@ def _record_revoked(
         host=_HOST,
         history_length=store.settings.history_length,
         ran=bool(terminated),
+        group=group_limit(request, store)[0],
     )
     recorded = ""
     try:

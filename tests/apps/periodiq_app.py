@@ -91,6 +91,18 @@ def guarded_record(self: Any, *args: Any, **kwargs: Any) -> None:
     _record(self.request, args=list(args), kwargs=kwargs)
 
 
+@app.task(bind=True, base=PeriodicTask, name="guarded_hold")
+def guarded_hold(self: Any, seconds: float = 1.0) -> None:
+    """A guarded run that holds its slot for ``seconds``: it says so in the list "holding"
+    when it begins, and records itself with when it began when it ends."""
+    began = time.time()
+    _results.rpush(
+        "holding", json.dumps({"entry": getattr(self.request, "periodiq_entry", None), "at": began})
+    )
+    time.sleep(seconds)
+    _record(self.request, began=began)
+
+
 @app.task(bind=True, base=PeriodicTask, name="guarded_fail")
 def guarded_fail(self: Any) -> None:
     """A guarded task that always raises."""

@@ -36,6 +36,9 @@
 -- KEYS[15] failing     zset  failing entry -> since when (ms)
 -- KEYS[16] running     zset  entry with a running marker -> until when (ms)
 --   (the read side's indexes, kept as each state is saved: see _common.lua)
+-- KEYS[17] group       zset  the entry's group's run markers: task id -> until when (ms),
+--   under the schedule's hash tag, not the partition's (a limit counts across partitions);
+--   an unused key of the partition when no group limit applies (ARGV[20] is 0)
 -- ARGV[1] task id
 -- ARGV[2] tick: nominal instant (ms), or "" for a manual run (no tolerance drop)
 -- ARGV[3] min_gap (ms): interval - tolerance, or 0
@@ -65,10 +68,17 @@
 --          runs too, not a backfill) starting less than this after the last run began
 --          (any run) is dropped as too soon: no two runs closer than half an interval,
 --          whatever made either late
+-- ARGV[20] the group's limit: at most this many runs of the group at once, or 0 / "" /
+--          absent for none. A run that would start is refused ("dropped_group_limit")
+--          while that many markers of KEYS[17] hold (those past their end are pruned: a
+--          dead worker frees its slot when its hard limit ends, like the running marker);
+--          a starting run adds its marker, until now + marker TTL, as the running marker
+-- ARGV[21] "1": a run over the group limit waits instead: "waiting_group", nothing written
+--          (the caller sends the begin again; the entry's message is still queued)
 --
 -- Returns {outcome, now_ms, last_run_ms or -1, note} where outcome is "started",
 -- "resumed" (a retry), "duplicate", "dropped_too_soon", "skipped_overlap",
--- "expired", "deleted", "damaged" or "unguarded", and note says why a run was refused.
+-- "dropped_group_limit", "waiting_group", "expired", "deleted", "damaged" or "unguarded", and note says why a run was refused.
 -- Every outcome but deleted, damaged and unguarded clears the state's waiting_since:
 -- a worker consumed the entry's message.
 
@@ -79,6 +89,8 @@ local name, shown_id = ARGV[10], ARGV[13]
 
 local catchup, plain = ARGV[17] == '1', ARGV[18] == '1'
 local floor = tonumber(ARGV[19] or '') or 0
+local group, limit = KEYS[17], tonumber(ARGV[20] or '') or 0
+if plain then limit = 0 end
 
 local now = clock_ms(ARGV[9])
 if redis.call('HEXISTS', entries, name) == 0 then
@@ -128,8 +140,16 @@ local function refuse(outcome, note)
   return {outcome, now, last or -1, note}
 end
 
+-- this run's slot in its group, until its running marker's end
+local function hold_slot()
+  if limit <= 0 then return end
+  redis.call('ZADD', group, now + ttl, task_id)
+  if redis.call('PTTL', group) < ttl then redis.call('PEXPIRE', group, ttl) end
+end
+
 if retries > 0 then
   if not plain then state.running = {task_id, now + ttl, ARGV[14]} end
+  hold_slot()
   remember_token()
   save_state(states, name, state)
   event('retry', 'attempt ' .. (retries + 1))
@@ -170,6 +190,17 @@ if overlap == 'skip' and not plain and holds(state.running, now)
     and state.running[1] ~= task_id then
   return refuse('skipped_overlap', 'run ' .. state.running[1] .. ' is unfinished')
 end
+if limit > 0 then
+  -- the group's markers are only a memory: one of another type is dropped
+  if wrong_type(group, 'zset') then redis.call('DEL', group) end
+  redis.call('ZREMRANGEBYSCORE', group, '-inf', now)
+  local held = redis.call('ZCARD', group)
+  if held >= limit and not redis.call('ZSCORE', group, task_id) then
+    if ARGV[21] == '1' then return {'waiting_group', now, last or -1, ''} end
+    return refuse('dropped_group_limit', held .. ' runs of its group hold its limit, '
+      .. limit)
+  end
+end
 
 state.last_run, state.last_task_id, state.last_status = now, task_id, 'running'
 -- (0: no run kept its place yet; a state from before "paced" counts from last_run)
@@ -177,6 +208,7 @@ if catchup then state.paced = paced or 0 else state.paced = now end
 count(state, 'started', 1)
 if not plain then state.running = {task_id, now + ttl, ARGV[14]} end
 remember_token()
+hold_slot()
 if nominal then
   -- remember it: "seen" holds how far before "top" each other recent tick was, largest last
   local backs = {}

@@ -42,6 +42,11 @@
 -- ARGV[13] the changes channel: told the entry's name when its alert state changed
 -- ARGV[14] the attempt token of the delivery that ends, or "" (none: it never began); a
 --          run that ends sends no begin again: its token is forgotten
+-- KEYS[16] group       zset  the run's group's markers: task id -> until when (ms), under
+--   the schedule's hash tag (an unused key of the partition when no limit applies)
+-- ARGV[15] "1" if a group limit applies: a run that ends frees its slot (its marker in
+--          KEYS[16]); a retry's marker is stretched to cover its countdown, as the running
+--          marker is
 --
 -- A final run keeps the alert state: a success clears the failures in a row and, if the
 -- entry was overdue or failing, records "recovered"; a failed or timeboxed run that
@@ -82,12 +87,20 @@ if not ends_run and (holder == task_id or tick_began(state, tonumber(tick))) the
   return 'duplicate'
 end
 forget_token(state, ARGV[14] or '')
+local grouped = ARGV[15] == '1'
 if ends_run and kind ~= '0' then
+  if grouped then redis.call('ZREM', KEYS[16], task_id) end
   if holder == task_id then state.running = nil end
   state.last_status, state.last_finished = outcome, now
   state.last_duration, state.last_error = tonumber(duration) or 0, err
 elseif kind == '0' and holder == task_id then
   state.running = {task_id, now + tonumber(ARGV[9])}
+  if grouped then
+    redis.call('ZADD', KEYS[16], 'XX', now + tonumber(ARGV[9]), task_id)
+    if redis.call('PTTL', KEYS[16]) < tonumber(ARGV[9]) then
+      redis.call('PEXPIRE', KEYS[16], tonumber(ARGV[9]))
+    end
+  end
 end
 count(state, outcome, 1)
 local change, note = nil, nil
