@@ -7,7 +7,8 @@ Every key is always present (null when there is no value). Instants are ISO
 - **entry** (``list`` prints an array of them)::
 
     name, state (active|paused|running|quarantined|disabled|ended), note (why
-    paused), problem (why quarantined), task, schedule (as written), form
+    paused), paused_until (when a timed pause ends; null otherwise), problem (why
+    quarantined), task, schedule (as written), form
     (cron|calendar|every|at), description, tz, owner, source (code|config|runtime),
     enabled, next_run, last_run (when the last run began), last_status,
     last_error, last_duration_ms, last_finished, last_task_id, running_task_id,
@@ -153,6 +154,7 @@ def entry_json(stored: StoredEntry) -> dict[str, Any]:
         "name": stored.name,
         "state": stored.status,
         "note": stored.note,
+        "paused_until": utc_iso(stored.paused_until),
         "problem": stored.invalid,
         "task": None if entry is None else entry.task,
         "schedule": None if entry is None else entry.schedule,
