@@ -18,6 +18,7 @@ from celery_periodiq.model.plan import to_ms
 from celery_periodiq.present import shapes
 from celery_periodiq.protocol.keys import Keys
 from tests.test_api import snapshot
+from tests.test_cli import cli
 
 TASK = "proj.tasks.report"
 PAST = datetime(2020, 1, 1, tzinfo=UTC)
@@ -187,4 +188,49 @@ def test_malformed_pauses_get_one_clear_error_and_change_nothing(
         call(schedule)
 
     assert all(word in str(caught.value) for word in words), str(caught.value)
+    assert snapshot(redis_url) == before
+
+
+def test_the_cli_pauses_and_resumes_by_owner_glob_and_all_and_says_how_many(
+    schedule: Periodiq,
+) -> None:
+    app = schedule.app
+
+    by_owner = cli(app, "pause", "--owner", "team", "--until", "2h", "--note", "db")
+    by_glob = cli(app, "pause", "c*")
+    one = cli(app, "pause", "sync", "--until", "90")
+    listed = cli(app, "list")
+    everything = cli(app, "resume", "--all")
+
+    assert by_owner.stdout == "Paused 1 entry until 2h (note: db): report-daily.\n"
+    assert by_glob.stdout == "Paused 1 entry: cleanup.\n"
+    assert one.stdout.startswith("Paused sync until ")
+    assert "(in 1m" in one.stdout
+    assert "paused until " in listed.stdout
+    assert everything.stdout == ("Resumed 4 entries: cleanup, report-daily, report-weekly, sync.\n")
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["pause", "--owner", "team", "--all"], ["give an entry NAME", "one of them"]),
+        (["pause"], ["give an entry NAME"]),
+        (["pause", "sync", "--until", "yesterday"], ["until='yesterday' is invalid"]),
+        (["pause", "sync", "--until", "2020-01-01T00:00"], ["in the past"]),
+        (["pause", "sync", "--until", "2020-13-01"], ["not a duration"]),
+        (["pause", "sync", "--until", "-5"], ["must be > 0"]),
+        (["pause", "zzz*"], ["no entry matches 'zzz*'"]),
+        (["resume", "--owner", "nobody"], ["no entries have owner 'nobody'"]),
+    ],
+)
+def test_the_cli_refuses_malformed_pauses_with_one_error_and_changes_nothing(
+    schedule: Periodiq, redis_url: str, args: list[str], words: list[str]
+) -> None:
+    before = snapshot(redis_url)
+
+    result = cli(schedule.app, *args)
+
+    assert result.exit_code != 0
+    assert all(word in result.output for word in words), result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output
     assert snapshot(redis_url) == before

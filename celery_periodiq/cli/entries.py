@@ -169,7 +169,7 @@ def pause_command(
         return
     paused = api.pause_many(**selector, note=note, until=end)
     ends = "" if end is None else f" until {until}"
-    click.echo(f"Paused {_count(paused)}{ends}" + (f" (note: {note})." if note else "."))
+    click.echo(_changed("Paused", paused, ends + (f" (note: {note})" if note else "")))
 
 
 @periodiq.command("resume")
@@ -193,7 +193,7 @@ def resume_command(
         stored = api.resume(name)
         click.echo(f"Resumed {name}; {_next_run(stored, api.now())}.")
         return
-    click.echo(f"Resumed {_count(api.resume_many(**selector))}.")
+    click.echo(_changed("Resumed", api.resume_many(**selector)))
 
 
 def _selector(name: str | None, owner: str | None, everything: bool) -> dict[str, Any] | None:
@@ -208,8 +208,13 @@ def _selector(name: str | None, owner: str | None, everything: bool) -> dict[str
 
 def _until(api: Periodiq, until: str | None) -> datetime | str | float | None:
     """--until as pause() takes it: a naive date-time read in the default time zone."""
-    if until is None or not any(c in until for c in "-:T"):
-        return until
+    if until is None:
+        return None
+    try:
+        return float(until)  # seconds
+    except ValueError:
+        if not any(c in until for c in "-:T"):
+            return until  # a duration such as 2h
     try:
         instant = datetime.fromisoformat(until.strip())
     except ValueError:
@@ -217,11 +222,11 @@ def _until(api: Periodiq, until: str | None) -> datetime | str | float | None:
     return aware(instant, api.settings.default_tz)
 
 
-def _count(names: list[str]) -> str:
-    shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
-    return f"{len(names)} {'entry' if len(names) == 1 else 'entries'}" + (
-        f": {shown}" if names else ""
-    )
+def _changed(verb: str, names: list[str], how: str = "") -> str:
+    """``Paused 2 entries until 2h: a, b.`` (ten names at most)."""
+    more = f" and {len(names) - 10} more" if len(names) > 10 else ""
+    listed = f": {', '.join(names[:10])}{more}" if names else ""
+    return f"{verb} {len(names)} {'entry' if len(names) == 1 else 'entries'}{how}{listed}."
 
 
 @periodiq.command("run")
