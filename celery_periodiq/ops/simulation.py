@@ -99,7 +99,9 @@ def _simulated(
     idle = None
     if item.paused:
         note = f" (note: {item.note})" if item.note else ""
-        idle = f"paused until resumed{note}"
+        end = item.paused_until
+        # a timed pause's end is not simulated yet: what follows it is not shown
+        idle = f"paused until {'resumed' if end is None else end.isoformat()}{note}"
     elif not entry.enabled:
         idle = "disabled: it never fires"
     elif from_stored and state == "ended":
