@@ -4,6 +4,7 @@ Real beats ending a pause on time are in ``tests/test_pause_live.py``."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -11,12 +12,14 @@ from typing import Any
 import pytest
 import redis
 from celery import Celery
+from starlette.testclient import TestClient
 
 from celery_periodiq import EntryError, EntryNotFoundError, Periodiq, PeriodiqError, periodiq
 from celery_periodiq.beat.pauses import end_pauses
 from celery_periodiq.model.plan import to_ms
 from celery_periodiq.present import shapes
 from celery_periodiq.protocol.keys import Keys
+from celery_periodiq.web import make_app
 from tests.test_api import snapshot
 from tests.test_cli import cli
 
@@ -234,3 +237,17 @@ def test_the_cli_refuses_malformed_pauses_with_one_error_and_changes_nothing(
     assert all(word in result.output for word in words), result.output
     assert len(result.output.strip().splitlines()) == 1, result.output
     assert snapshot(redis_url) == before
+
+
+def test_the_dashboard_says_until_when_an_entry_is_paused(schedule: Periodiq) -> None:
+    schedule.pause("sync", note="db migration", until="2h")
+    web = TestClient(make_app(schedule), follow_redirects=False)
+
+    page = web.get("/entries/sync").text
+    listing = web.get("/?state=paused").text
+    weekly = web.get("/entries/report-weekly").text
+
+    assert re.search(r"Paused until \d{4}-\d\d-\d\d \d\d:\d\d:\d\d \w+ \(in (1h|2h)", page)
+    assert ": db migration</div>" in page
+    assert "paused until " in listing
+    assert "Paused: broken</div>" in weekly  # paused until resumed: as before
