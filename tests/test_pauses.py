@@ -251,3 +251,20 @@ def test_the_dashboard_says_until_when_an_entry_is_paused(schedule: Periodiq) ->
     assert ": db migration</div>" in page
     assert "paused until " in listing
     assert "Paused: broken</div>" in weekly  # paused until resumed: as before
+
+
+def test_the_dashboards_api_pauses_until_an_end_and_refuses_a_past_one(
+    schedule: Periodiq,
+) -> None:
+    web = TestClient(make_app(schedule, "a-long-token"), follow_redirects=False)
+    bearer = {"Authorization": "Bearer a-long-token"}
+
+    done = web.post("/api/actions/pause/sync", headers=bearer, json={"until": "2h"})
+    past = web.post(
+        "/api/actions/pause/cleanup", headers=bearer, json={"until": "2020-01-01T00:00:00Z"}
+    )
+
+    assert done.status_code == 200
+    assert schedule.get("sync").paused_until is not None
+    assert (past.status_code, "in the past" in past.json()["error"]) == (400, True)
+    assert schedule.get("cleanup").status == "active"

@@ -31,10 +31,13 @@ def when(iso: str | None) -> str:
     return f"{text} {'UTC' if zone in ('UTC', 'UTC+00:00') else zone}".strip()
 
 
-def act(api: Periodiq, verb: str, name: str, note: str | None) -> str | None:
-    """Carry out one write action; the task id for "run"."""
+def act(
+    api: Periodiq, verb: str, name: str, note: str | None, until: str | None = None
+) -> str | None:
+    """Carry out one write action (a pause with its note and its end, if any); the task
+    id for "run"."""
     if verb == "pause":
-        api.pause(name, note=note)
+        api.pause(name, note=note, until=until)
     elif verb == "resume":
         api.resume(name)
     elif verb == "run":
