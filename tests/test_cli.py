@@ -247,8 +247,9 @@ def test_list_json_has_the_documented_shape(populated: Periodiq) -> None:
 
     report = json.loads(result.stdout)[0]
     assert list(report) == [
-        "name", "state", "note", "problem", "task", "schedule", "form", "description", "tz",
-        "owner", "group", "source", "enabled", "next_run", "last_run", "last_status", "last_error",
+        "name", "state", "note", "paused_until", "problem", "task", "schedule", "form",
+        "description", "tz", "owner", "group", "source", "enabled", "next_run", "last_run",
+        "last_status", "last_error",
         "last_duration_ms", "last_finished", "last_task_id", "running_task_id", "counters",
         "last_success", "overdue_since", "failing_since", "failures_in_a_row", "runs",
         "max_runs", "runs_left",

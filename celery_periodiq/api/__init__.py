@@ -66,6 +66,8 @@ class Periodiq:
     delete_owner = Entries.delete_owner
     pause = Entries.pause
     resume = Entries.resume
+    pause_many = Entries.pause_many
+    resume_many = Entries.resume_many
     trigger = Entries.trigger
 
     # the schedule as a whole

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 from celery_periodiq.api.base import Client
 from celery_periodiq.errors import EntryError, shown
 from celery_periodiq.model.entry import AUTO
-from celery_periodiq.ops import bulk, steer
+from celery_periodiq.ops import bulk, pauses, steer
 from celery_periodiq.store.views import StoredEntry
 
 __all__ = ["Entries"]
@@ -144,17 +144,80 @@ class Entries(Client, Protocol):
         with self.runtime.guard():
             return self.store.remove(self.store.owned_by(owner))
 
-    def pause(self, name: str, note: str | None = None) -> StoredEntry:
-        """Stop an entry's ticks until :meth:`resume`; ``note`` says why."""
-        if note is not None and not isinstance(note, str):
-            raise EntryError(f"note={shown(note)} is invalid (allowed: text)")
+    def pause(
+        self,
+        name: str,
+        note: str | None = None,
+        *,
+        until: datetime | timedelta | float | str | None = None,
+    ) -> StoredEntry:
+        """Stop an entry's ticks until :meth:`resume`, or until ``until``; ``note`` says why.
+
+        Args:
+            until: when the pause ends by itself: an aware datetime (or ISO 8601 text with
+                an offset), a duration (a timedelta, ``"2h"``, ``"1h30m"``) or seconds from
+                now. A beat resumes the entry then, from its next tick after that instant;
+                when no beat runs then, the first beat after it does, and the ticks missed
+                since follow the entry's catch-up policy. Ticks due during the pause are
+                skipped, as with any pause.
+
+        Raises:
+            EntryNotFoundError: no entry has that name.
+            EntryError: ``until`` is not an instant or a duration, or not after now.
+        """
+        _check_note(note)
         with self.runtime.guard():
-            return steer.pause(self.store, name, note)
+            end = pauses.until_ms(until, self.store.now_ms())
+            return steer.pause(self.store, name, note, end)
 
     def resume(self, name: str) -> StoredEntry:
         """Restart a paused entry from its next tick after now."""
         with self.runtime.guard():
             return steer.resume(self.store, name)
+
+    def pause_many(
+        self,
+        *,
+        owner: str | None = None,
+        match: str | None = None,
+        all: bool = False,
+        note: str | None = None,
+        until: datetime | timedelta | float | str | None = None,
+    ) -> list[str]:
+        """Pause every entry of ``owner``, or whose name matches the glob ``match``
+        (``"report-*"``), or with ``all=True`` every entry; exactly one of them. An entry
+        paused already keeps its own pause. ``note`` and ``until`` as in :meth:`pause`.
+
+        Returns:
+            The names of the entries paused (not those paused already).
+
+        Raises:
+            EntryError: not exactly one selector, or a bad ``until`` (nothing changes).
+            EntryNotFoundError: the selector names no entry (nothing changes).
+        """
+        _check_note(note)
+        with self.runtime.guard():
+            end = pauses.until_ms(until, self.store.now_ms())
+            names = pauses.select(self.store, match=match, owner=owner, everything=all)
+            return pauses.pause_many(self.store, names, note or "", end)
+
+    def resume_many(
+        self, *, owner: str | None = None, match: str | None = None, all: bool = False
+    ) -> list[str]:
+        """Resume every paused entry of ``owner``, or whose name matches the glob
+        ``match``, or with ``all=True`` every paused entry, each from its next tick after
+        now; exactly one selector.
+
+        Returns:
+            The names of the entries resumed (those that were paused).
+
+        Raises:
+            EntryError: not exactly one selector (nothing changes).
+            EntryNotFoundError: the selector names no entry (nothing changes).
+        """
+        with self.runtime.guard():
+            names = pauses.select(self.store, match=match, owner=owner, everything=all)
+            return pauses.resume_many(self.store, names)
 
     def trigger(self, name: str) -> str:
         """Run an entry now, outside its schedule; the worker's overlap guard still applies.
@@ -194,3 +257,8 @@ class Entries(Client, Protocol):
         for task in sorted({entry.task for entry in built}):
             steer.warn_unknown_task(self.app, task, self._unknown_tasks_seen)
         return created
+
+
+def _check_note(note: object) -> None:
+    if note is not None and not isinstance(note, str):
+        raise EntryError(f"note={shown(note)} is invalid (allowed: text)")

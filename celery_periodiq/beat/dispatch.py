@@ -26,6 +26,7 @@ from celery_periodiq.beat.broker_link import BrokerLink
 from celery_periodiq.beat.fire import fire_events
 from celery_periodiq.beat.ledger import Ledger
 from celery_periodiq.beat.partitions import HORIZON_MS, Claimed, Partitions, received
+from celery_periodiq.beat.pauses import end_pauses
 from celery_periodiq.beat.publish import Publisher
 from celery_periodiq.beat.sent_log import log_sent
 from celery_periodiq.beat.settle import Settler
@@ -294,6 +295,9 @@ class Dispatcher:
             self._link.advanced()
 
     def _report(self, batch: ClaimBatch) -> None:
+        if batch.ended:
+            ahead = int(self.settings.stage_horizon * 1000) + HORIZON_MS
+            end_pauses(self.store, batch.ended, batch.now_ms + ahead)
         if batch.vanished:
             logger.warning(
                 "periodiq: entries %s were due but their definitions are gone (deleted outside "

@@ -15,7 +15,8 @@ import click
 from celery_periodiq.api import Periodiq
 from celery_periodiq.cli.entry_options import entry_changes, entry_options
 from celery_periodiq.cli.group import periodiq
-from celery_periodiq.cli.options import EXIT_NOT_FOUND, api_of, confirm, fail, handled
+from celery_periodiq.cli.options import EXIT_NOT_FOUND, api_of, aware, confirm, fail, handled
+from celery_periodiq.ops.pauses import GLOB
 from celery_periodiq.present import shapes, text
 from celery_periodiq.store.views import StoredEntry
 
@@ -131,25 +132,101 @@ def _saved(api: Periodiq, verb: str, stored: StoredEntry) -> None:
 
 
 @periodiq.command("pause")
-@click.argument("name")
+@click.argument("name", required=False)
+@click.option("--owner", metavar="TAG", help="Pause every entry with this owner tag instead.")
+@click.option("--all", "everything", is_flag=True, help="Pause every entry of the schedule.")
 @click.option("--note", metavar="TEXT", help="Why; `list` and `show` print it.")
+@click.option(
+    "--until",
+    metavar="WHEN",
+    help="End the pause by itself: a duration (2h, 1h30m), seconds, or an ISO 8601 "
+    "date-time (read in the default time zone when it has no offset).",
+)
 @click.pass_context
 @handled
-def pause_command(ctx: click.Context, name: str, note: str | None) -> None:
-    """Pause an entry until `resume` (definition and state are kept)."""
-    api_of(ctx).pause(name, note)
-    click.echo(f"Paused {name}" + (f" (note: {note})." if note else "."))
+def pause_command(
+    ctx: click.Context,
+    name: str | None,
+    owner: str | None,
+    everything: bool,
+    note: str | None,
+    until: str | None,
+) -> None:
+    """Pause an entry, or many, until `resume` or until --until.
+
+    NAME is an entry, or a glob of names ('report-*'); --owner and --all
+    select instead. Definition and state are kept; ticks due while paused are
+    skipped. Entries paused already keep their own pause.
+    """
+    api = api_of(ctx)
+    end = _until(api, until)
+    selector = _selector(name, owner, everything)
+    if selector is None:
+        assert name is not None
+        stored = api.pause(name, note, until=end)
+        ends = f" {text.paused_text(stored, api.now())}" if stored.paused_until else ""
+        click.echo(f"Paused {name}{ends}" + (f" (note: {note})." if note else "."))
+        return
+    paused = api.pause_many(**selector, note=note, until=end)
+    ends = "" if end is None else f" until {until}"
+    click.echo(_changed("Paused", paused, ends + (f" (note: {note})" if note else "")))
 
 
 @periodiq.command("resume")
-@click.argument("name")
+@click.argument("name", required=False)
+@click.option("--owner", metavar="TAG", help="Resume every paused entry with this owner tag.")
+@click.option("--all", "everything", is_flag=True, help="Resume every paused entry.")
 @click.pass_context
 @handled
-def resume_command(ctx: click.Context, name: str) -> None:
-    """Resume a paused entry from its next run after now."""
+def resume_command(
+    ctx: click.Context, name: str | None, owner: str | None, everything: bool
+) -> None:
+    """Resume a paused entry, or many, from its next run after now.
+
+    NAME is an entry, or a glob of names ('report-*'); --owner and --all
+    select instead.
+    """
     api = api_of(ctx)
-    stored = api.resume(name)
-    click.echo(f"Resumed {name}; {_next_run(stored, api.now())}.")
+    selector = _selector(name, owner, everything)
+    if selector is None:
+        assert name is not None
+        stored = api.resume(name)
+        click.echo(f"Resumed {name}; {_next_run(stored, api.now())}.")
+        return
+    click.echo(_changed("Resumed", api.resume_many(**selector)))
+
+
+def _selector(name: str | None, owner: str | None, everything: bool) -> dict[str, Any] | None:
+    """The selector of pause_many/resume_many that the arguments give; None: one entry."""
+    given = [name is not None, owner is not None, everything]
+    if sum(given) != 1:
+        fail("give an entry NAME (or a glob such as 'report-*'), --owner TAG or --all; one of them")
+    if name is not None and not GLOB & set(name):
+        return None
+    return {"match": name, "owner": owner, "all": everything}
+
+
+def _until(api: Periodiq, until: str | None) -> datetime | str | float | None:
+    """--until as pause() takes it: a naive date-time read in the default time zone."""
+    if until is None:
+        return None
+    try:
+        return float(until)  # seconds
+    except ValueError:
+        if not any(c in until for c in "-:T"):
+            return until  # a duration such as 2h
+    try:
+        instant = datetime.fromisoformat(until.strip())
+    except ValueError:
+        fail(f"--until {until!r} is not a duration (2h, 1h30m), seconds or an ISO 8601 date-time")
+    return aware(instant, api.settings.default_tz)
+
+
+def _changed(verb: str, names: list[str], how: str = "") -> str:
+    """``Paused 2 entries until 2h: a, b.`` (ten names at most)."""
+    more = f" and {len(names) - 10} more" if len(names) > 10 else ""
+    listed = f": {', '.join(names[:10])}{more}" if names else ""
+    return f"{verb} {len(names)} {'entry' if len(names) == 1 else 'entries'}{how}{listed}."
 
 
 @periodiq.command("run")

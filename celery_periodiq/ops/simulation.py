@@ -99,7 +99,9 @@ def _simulated(
     idle = None
     if item.paused:
         note = f" (note: {item.note})" if item.note else ""
-        idle = f"paused until resumed{note}"
+        # a timed pause's end is not simulated yet: what follows it is not shown
+        ends = "resumed" if item.paused_until is None else item.paused_until.isoformat()
+        idle = f"paused until {ends}{note}"
     elif not entry.enabled:
         idle = "disabled: it never fires"
     elif from_stored and state == "ended":

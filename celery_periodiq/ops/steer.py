@@ -222,9 +222,10 @@ def delete(store: Store, name: str, force: bool) -> None:
         raise not_found(store, name)
 
 
-def pause(store: Store, name: str, note: str | None) -> StoredEntry:
-    """Stop an entry's ticks until it is resumed; ``note`` says why."""
-    _steered(store, name, store.scripts.pause(check_name(name), note or ""))
+def pause(store: Store, name: str, note: str | None, until_ms: int | None = None) -> StoredEntry:
+    """Stop an entry's ticks until it is resumed, or until ``until_ms`` (a beat then
+    resumes it); ``note`` says why."""
+    _steered(store, name, store.scripts.pause(check_name(name), note or "", until_ms))
     return stored(store, name)
 
 

@@ -7,9 +7,10 @@ Every key is always present (null when there is no value). Instants are ISO
 - **entry** (``list`` prints an array of them)::
 
     name, state (active|paused|running|quarantined|disabled|ended), note (why
-    paused), problem (why quarantined), task, schedule (as written), form
-    (cron|calendar|every|at), description, tz, owner, group (its ``group``, else its
-    owner: whose ``periodiq_group_limits`` limit applies), source (code|config|runtime),
+    paused), paused_until (when a timed pause ends; null otherwise), problem (why
+    quarantined), task, schedule (as written), form (cron|calendar|every|at),
+    description, tz, owner, group (its ``group``, else its owner: whose
+    ``periodiq_group_limits`` limit applies), source (code|config|runtime),
     enabled, next_run, last_run (when the last run began), last_status,
     last_error, last_duration_ms, last_finished, last_task_id, running_task_id,
     counters ({reason: count}: enqueued, started, succeeded, failed, timeboxed,
@@ -155,6 +156,7 @@ def entry_json(stored: StoredEntry) -> dict[str, Any]:
         "name": stored.name,
         "state": stored.status,
         "note": stored.note,
+        "paused_until": utc_iso(stored.paused_until),
         "problem": stored.invalid,
         "task": None if entry is None else entry.task,
         "schedule": None if entry is None else entry.schedule,

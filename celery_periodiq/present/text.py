@@ -101,6 +101,20 @@ def _due(instant: datetime, now: datetime, *, coarse: bool) -> str:
     return "due " + relative(instant, now, coarse=coarse)
 
 
+def paused_text(stored: StoredEntry, now: datetime) -> str:
+    """``until 2026-01-01 09:00:00 CET (in 2h00m)`` for a timed pause (``ended 5s ago``
+    once no beat has resumed it yet), ``until resumed``; "" when not paused."""
+    if not stored.paused:
+        return ""
+    end = stored.paused_until
+    if end is None:
+        return "until resumed"
+    ago = relative(end, now, coarse=True)
+    if end <= now:
+        ago = f"ended {ago}, a beat resumes it at its next pass"
+    return f"until {when(end, zone_of(stored))} ({ago})"
+
+
 def _next_cell(stored: StoredEntry, now: datetime) -> str:
     """``09:00:30 (in 30s)`` in UTC, list's one zone (the date when not today there)."""
     if stored.next_run is None:
@@ -183,6 +197,8 @@ def list_text(
             extras.append(f"until {when(entry.end_at, zone_of(stored))}")
         if entry is not None and entry.max_runs is not None:
             extras.append(_runs_text(stored.runs, entry.max_runs))
+        if stored.paused_until is not None:
+            extras.append(f"paused {paused_text(stored, now)}")
         if stored.paused and stored.note:
             extras.append(f"note: {stored.note}")
         if stored.invalid:
@@ -349,7 +365,8 @@ def show_text(
 ) -> str:
     """Everything about one entry: definition, policy, state, next runs, last events."""
     entry, schedule = stored.entry, schedule_of(stored)
-    state = stored.status + (f" (note: {stored.note})" if stored.paused and stored.note else "")
+    state = stored.status + (f" {paused_text(stored, now)}" if stored.paused_until else "")
+    state += f" (note: {stored.note})" if stored.paused and stored.note else ""
     lines = [f"{style(stored.name, 'head')}  {style(state, stored.status)}", ""]
     if entry is None or schedule is None:
         lines += _section("Problem", [("reason", stored.invalid or "?")], width, style)

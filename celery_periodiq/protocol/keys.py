@@ -117,6 +117,11 @@ class Partition:
         return f"{self.tag}:paused"
 
     @property
+    def pauses(self) -> str:
+        """zset: names of the entries paused until a given instant -> that instant (ms)."""
+        return f"{self.tag}:pauses"
+
+    @property
     def disabled(self) -> str:
         """set: names of the entries whose status is disabled (none quarantined or paused)."""
         return f"{self.tag}:disabled"

@@ -46,6 +46,7 @@ CLAIM = ScriptKeys(
         "alerts",
         "stats",
         *INDEXES,
+        "pauses",
     ),
 )
 ACK = ScriptKeys(
@@ -103,6 +104,8 @@ class ClaimBatch:
     claims: list[Claim]
     vanished: list[str] = field(default_factory=list)
     """Due entries whose definition was gone (deleted outside periodiq)."""
+    ended: list[str] = field(default_factory=list)
+    """Entries whose timed pause came to its end, for the caller to resume."""
 
 
 def _decode_claims(partition: int, raw: list[Any]) -> ClaimBatch:
@@ -139,6 +142,7 @@ def _decode_claims(partition: int, raw: list[Any]) -> ClaimBatch:
         next_recheck_ms=None if recheck < 0 else recheck,
         claims=claims,
         vanished=list(notices.get("vanished") or []),
+        ended=list(notices.get("ended") or []),
     )
 
 

@@ -31,7 +31,9 @@ REMOVE = ScriptKeys(
     each=("owner:owner", "history:name", "failures:name", "checkpoint:name", "backfilled:name"),
     tail=("stats", *INDEXES, "changed"),
 )
-PAUSE = ScriptKeys("pause", ("entries", "due", "state", "quarantine", "stats", *INDEXES, "changed"))
+PAUSE = ScriptKeys(
+    "pause", ("entries", "due", "state", "quarantine", "stats", *INDEXES, "changed", "pauses")
+)
 INDEX = ScriptKeys("index", ("entries", "state", "quarantine", "stats", *INDEXES))
 INDEX_VERSION = "1"
 """The version of the read side's indexes: a partition whose stats hash says another
@@ -141,17 +143,33 @@ class EntryScripts(ScriptCalls):
             args += [name, owner or ""]
         return list(self._run(REMOVE.script, keys + REMOVE.tail_keys(part), args))
 
-    def pause(self, name: str, note: str) -> str:
-        """Pause an entry: ``"ok"``, ``"missing"`` or ``"damaged: <why>"``."""
+    def pause(self, name: str, note: str, until_ms: int | None = None, fresh: bool = False) -> str:
+        """Pause an entry (until ``until_ms``, or until resumed; with ``fresh``, only one
+        not paused yet): ``"ok"``, ``"paused already"``, ``"missing"`` or
+        ``"damaged: <why>"``."""
         keys = PAUSE.keys(self.keys.of(name))
-        return str(self._run(PAUSE.script, keys, [self.keys.changes, name, "pause", note, ""]))
+        until = "" if until_ms is None else str(until_ms)
+        args = [self.keys.changes, name, "pause", note, until, "fresh" if fresh else ""]
+        return str(self._run(PAUSE.script, keys, args))
 
-    def resume(self, name: str, next_ms: int | None, due_ms: int | None) -> str:
-        """Resume an entry with its next tick: ``"ok"``, ``"missing"`` or ``"damaged: <why>"``."""
+    def resume(
+        self,
+        name: str,
+        next_ms: int | None,
+        due_ms: int | None,
+        ended_ms: int | None = None,
+        paused_only: bool = False,
+    ) -> str:
+        """Resume an entry with its next tick: ``"ok"``, ``"missing"``, ``"damaged: <why>"``,
+        or ``"changed"`` when ``ended_ms`` (a timed pause that ended then) is no longer the
+        entry's pause, or ``paused_only`` and the entry is not paused."""
         keys = PAUSE.keys(self.keys.of(name))
         nominal = "" if next_ms is None else str(next_ms)
         due = "" if due_ms is None else str(due_ms)
-        return str(self._run(PAUSE.script, keys, [self.keys.changes, name, "resume", nominal, due]))
+        ended = "" if ended_ms is None else str(ended_ms)
+        only = "paused" if paused_only else ""
+        args = [self.keys.changes, name, "resume", nominal, due, ended, only]
+        return str(self._run(PAUSE.script, keys, args))
 
     def index(self, part: Partition) -> int:
         """Build the read side's indexes of one partition afresh, atomically; returns how

@@ -130,6 +130,12 @@ class StoredEntry:
         return self.state.get("note") or None
 
     @property
+    def paused_until(self) -> datetime | None:
+        """When a timed pause ends (a beat then resumes the entry); None when the entry is
+        not paused, or paused until resumed."""
+        return _ms(self.state.get("until")) if self.paused else None
+
+    @property
     def counters(self) -> dict[str, int]:
         """Counts by reason: enqueued, started, succeeded, failed, dropped, skipped_overlap, ..."""
         return {key[2:]: _int(value) for key, value in self.state.items() if key.startswith("n:")}

@@ -133,9 +133,8 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
         if not guard.may_post(request, _text(form.get("csrf"))):
             return render(request, "problem.html", 403, problem=REFUSED)
         try:
-            await run_in_threadpool(
-                entry_pages.act, api, verb, name, _text(form.get("note")) or None
-            )
+            note, until = _text(form.get("note")) or None, _text(form.get("until")) or None
+            await run_in_threadpool(entry_pages.act, api, verb, name, note, until)
         except OUTAGES:
             raise
         except PeriodiqError as error:
@@ -208,9 +207,16 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
             return JSONResponse({"error": REFUSED}, status_code=403 if guard.writable else 405)
         try:
             body = await request.json() if await request.body() else {}
-            note = body.get("note") if isinstance(body, dict) else None
+            note, until = (
+                body.get(key) if isinstance(body, dict) else None for key in ("note", "until")
+            )
             done = await run_in_threadpool(
-                entry_pages.act, api, verb, name, note if isinstance(note, str) else None
+                entry_pages.act,
+                api,
+                verb,
+                name,
+                note if isinstance(note, str) else None,
+                until if isinstance(until, str) else None,
             )
         except EntryNotFoundError as error:
             return JSONResponse({"error": str(error)}, status_code=404)

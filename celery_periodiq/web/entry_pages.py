@@ -9,7 +9,7 @@ from typing import Any
 
 from celery_periodiq.api import Periodiq
 from celery_periodiq.present import shapes
-from celery_periodiq.present.text import upcoming_text
+from celery_periodiq.present.text import paused_text, upcoming_text
 from celery_periodiq.store.views import StoredEntry
 from celery_periodiq.worker.plain import is_plain
 
@@ -31,10 +31,13 @@ def when(iso: str | None) -> str:
     return f"{text} {'UTC' if zone in ('UTC', 'UTC+00:00') else zone}".strip()
 
 
-def act(api: Periodiq, verb: str, name: str, note: str | None) -> str | None:
-    """Carry out one write action; the task id for "run"."""
+def act(
+    api: Periodiq, verb: str, name: str, note: str | None, until: str | None = None
+) -> str | None:
+    """Carry out one write action (a pause with its note and its end, if any); the task
+    id for "run"."""
     if verb == "pause":
-        api.pause(name, note=note)
+        api.pause(name, note=note, until=until)
     elif verb == "resume":
         api.resume(name)
     elif verb == "run":
@@ -77,6 +80,7 @@ def row(item: StoredEntry, now: datetime) -> dict[str, Any]:
         "last_run": item.last_run,
         "last_status": item.state.get("last_status") or "",
         "note": item.note or "",
+        "paused_until": paused_text(item, now) if item.paused_until is not None else "",
         "problem": item.invalid or "",
         "succeeded": counters.get("succeeded", 0),
         "failed": counters.get("failed", 0) + counters.get("timeboxed", 0),

@@ -181,7 +181,8 @@ def action(
     name = unquote(object_id)
     try:
         api = client()
-        sent = act(api, verb, name, request.POST.get("note") or None)
+        until = request.POST.get("until") or None
+        sent = act(api, verb, name, request.POST.get("note") or None, until)
     except EntryNotFoundError as error:
         raise Http404(str(error)) from error
     except OUTAGES as error:

@@ -31,6 +31,7 @@
 -- KEYS[16] running     zset  entry with a running marker -> until when (ms)
 --   (the read side's indexes, used when a vanished definition's
 --   state is quarantined: see _common.lua)
+-- KEYS[17] pauses      zset  entry paused until an instant -> that instant (ms)
 -- ARGV[1] caller's beat id
 -- ARGV[2] most ticks to return
 -- ARGV[3] lease (ms)
@@ -40,7 +41,10 @@
 --
 -- Returns {now_ms, next_due_ms or -1, next_recheck_ms or -1, now_us (0-999, the clock's
 -- microseconds past now_ms), notices, id1, claim1, definition1, id2, ...}
--- where notices is "" or JSON {"vanished": [name, ...]},
+-- where notices is "" or JSON {"vanished": [name, ...], "ended": [name, ...]} (ended:
+-- timed pauses whose end came (within the horizon), for the caller to resume: each is
+-- listed again a lease later until resumed (pause.lua), so a beat that dies first leaves
+-- it to another; a pause's end also counts as the partition's next due instant),
 -- claim is JSON {name, nominal, due, claimed, owner, running, queued, version, prev,
 -- runs, taken, rebuilt, owed, inc} (nominal: the tick before jitter, ms; prev: the
 -- entry's previous tick, ms, or -1: the newest its settlements wrote, or the newest that
@@ -186,9 +190,20 @@ if taken < batch then
   end
 end
 
-if #vanished > 0 then out[5] = cjson.encode({vanished = vanished}) end
+-- 3. Timed pauses whose end came: listed for the caller to resume.
+local ended = redis.call('ZRANGEBYSCORE', KEYS[17], '-inf', now + horizon, 'LIMIT', 0, batch)
+for _, name in ipairs(ended) do redis.call('ZADD', KEYS[17], now + lease, name) end
+
+if #vanished > 0 or #ended > 0 then
+  out[5] = cjson.encode({vanished = #vanished > 0 and vanished or nil,
+    ended = #ended > 0 and ended or nil})
+end
 local first = redis.call('ZRANGE', due, 0, 0, 'WITHSCORES')
 if first[2] then out[2] = tonumber(first[2]) end
+local resumes = redis.call('ZRANGE', KEYS[17], 0, 0, 'WITHSCORES')
+if resumes[2] and (out[2] < 0 or tonumber(resumes[2]) < out[2]) then
+  out[2] = tonumber(resumes[2])
+end
 local recheck = redis.call('ZRANGE', inflight, 0, 0, 'WITHSCORES')
 if recheck[2] then out[3] = tonumber(recheck[2]) end
 return out

@@ -1,0 +1,137 @@
+"""Pausing with an end and pausing many entries at once: when a pause ends (``until=``:
+an instant, a duration, seconds), and which entries a selector names (an owner, a name
+glob, the whole schedule). The pause itself and its end are ``lua/pause.lua``'s and
+``lua/claim.lua``'s (:mod:`celery_periodiq.beat.pauses`).
+
+The functions that take a :class:`Store` run inside the caller's
+:meth:`Runtime.guard <celery_periodiq.runtime.Runtime.guard>`.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+from datetime import datetime, timedelta
+
+from celery_periodiq.errors import EntryError, EntryNotFoundError, ScheduleError, shown
+from celery_periodiq.model.instants import from_ms, to_ms
+from celery_periodiq.model.plan import next_tick_ms
+from celery_periodiq.ops.steer import check_owner
+from celery_periodiq.schedules.interval import parse_duration
+from celery_periodiq.schedules.once import parse_instant
+from celery_periodiq.store.store import Store
+
+__all__ = ["GLOB", "Until", "pause_many", "resume_many", "select", "until_ms"]
+
+Until = datetime | timedelta | float | str
+"""An ``until=``: an aware datetime or ISO 8601 text with an offset, a duration
+(a timedelta, ``"2h"``, ``"1h30m"``) or seconds from now."""
+
+GLOB = frozenset("*?[")
+"""The characters that make a name a glob (``report-*``)."""
+
+_ALLOWED = (
+    "an aware datetime or ISO 8601 with an offset, a duration such as '2h' or '1h30m', "
+    "or seconds from now"
+)
+
+
+def until_ms(value: Until | None, now_ms: int) -> int | None:
+    """When a pause given ``until=value`` at ``now_ms`` ends (ms); None for no end.
+
+    Raises:
+        EntryError: not an instant or a duration, or not after now.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise EntryError(f"until={shown(value)} is invalid (allowed: {_ALLOWED})")
+    if isinstance(value, int | float):
+        if not math.isfinite(value) or value <= 0:
+            raise EntryError(f"until={shown(value)} is invalid: seconds from now must be > 0")
+        return now_ms + math.ceil(value * 1000)
+    if isinstance(value, timedelta):
+        if value <= timedelta(0):
+            raise EntryError(f"until={shown(str(value))} is invalid: the duration must be > 0")
+        return now_ms + math.ceil(value / timedelta(milliseconds=1))
+    if isinstance(value, str) and not any(c in value for c in "-:T"):
+        try:
+            return now_ms + math.ceil(parse_duration(value, value) / timedelta(milliseconds=1))
+        except ScheduleError:
+            raise EntryError(f"until={shown(value)} is invalid (allowed: {_ALLOWED})") from None
+    try:
+        end = to_ms(parse_instant(value, "until"))
+    except ScheduleError as error:
+        raise EntryError(f"{error}; a duration such as '2h' is allowed too") from None
+    if end <= now_ms:
+        raise EntryError(
+            f"until={shown(str(value))} is in the past (now: {from_ms(now_ms).isoformat()}); "
+            "give a later instant or a duration"
+        )
+    return end
+
+
+def select(
+    store: Store,
+    *,
+    name: str | None = None,
+    match: str | None = None,
+    owner: str | None = None,
+    everything: bool = False,
+) -> list[str]:
+    """The names one selector names: an entry, those whose name matches the glob
+    ``match``, those of ``owner``, or every entry.
+
+    Raises:
+        EntryError: not exactly one selector.
+        EntryNotFoundError: the selector names no entry.
+    """
+    given = [
+        what
+        for what, value in (("a name", name), ("match=", match), ("owner=", owner))
+        if value is not None
+    ] + (["all=True"] if everything else [])
+    if len(given) != 1:
+        which = f"{' and '.join(given)} given" if given else "none given"
+        raise EntryError(f"give one of a name, match=, owner=, all=True ({which})")
+    if owner is not None:
+        names = sorted(store.owned_by(check_owner(owner)))
+        if not names:
+            raise EntryNotFoundError(f"no entries have owner {shown(owner)}")
+        return names
+    if name is not None:
+        return [name]
+    if match is not None and (not isinstance(match, str) or not match):
+        raise EntryError(f"match={shown(match)} is invalid (allowed: a glob such as 'report-*')")
+    names = sorted(
+        found
+        for batch in store.scan()
+        for found in batch
+        if match is None or fnmatch.fnmatchcase(found, match)
+    )
+    if not names:
+        raise EntryNotFoundError(
+            "the schedule has no entries" if match is None else f"no entry matches {shown(match)}"
+        )
+    return names
+
+
+def pause_many(store: Store, names: list[str], note: str, end_ms: int | None) -> list[str]:
+    """Pause each of ``names`` that is not paused yet (one paused already keeps its own
+    pause and note); returns those paused."""
+    return [name for name in names if store.scripts.pause(name, note, end_ms, fresh=True) == "ok"]
+
+
+def resume_many(store: Store, names: list[str]) -> list[str]:
+    """Resume each of ``names`` that is paused, from its next tick after now; returns
+    those resumed."""
+    resumed = []
+    now = from_ms(store.now_ms())
+    for item in store.load(names):
+        if not item.paused:
+            continue
+        upcoming = None if item.entry is None else next_tick_ms(item.entry, now)
+        next_ms, due_ms = (None, None) if upcoming is None else upcoming
+        if store.scripts.resume(item.name, next_ms, due_ms, paused_only=True) == "ok":
+            resumed.append(item.name)
+    return resumed
