@@ -26,12 +26,14 @@ def test_overdue_and_failing_reach_the_alert_task_once_each(tmp_path: Path, redi
         cluster(tmp_path, redis_url, broker.url, TEST_ALERT_TASK="alert") as running,
     ):
         api = running.api()
+        # the worker first: "fine"'s first ticks waited for it to boot, and went overdue
+        worker = running.worker()
+        wait_for(lambda: "ready" in worker.output(), 60, "the worker to be ready")
         api.add("unheard", "record", every=1, options={"queue": "nobody"}, alert_after=2,
                 owner="tests")  # fmt: skip
         api.add("doomed", "guarded_fail", every=1, failure_threshold=3, pause_on_failure=True,
                 alert_after=None, owner="tests")  # fmt: skip
         api.add("fine", "guarded_record", every=1, owner="tests")
-        running.worker()
         running.beat("beat-1")
         running.beat("beat-2")
 
