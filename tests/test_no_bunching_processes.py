@@ -22,7 +22,7 @@ import pytest
 from celery_periodiq import Periodiq
 from celery_periodiq.localredis import LocalRedis, LocalSentinel
 from tests.processes import cluster, wait_for
-from tests.test_faults import let_pass, tally
+from tests.test_faults import let_pass, silent, tally
 
 pytestmark = pytest.mark.slow
 
@@ -89,6 +89,9 @@ def sentinel(tmp_path: Path) -> Iterator[LocalSentinel]:
 def test_a_sentinel_failover_never_bunches_two_runs_of_an_entry(
     tmp_path: Path, sentinel: LocalSentinel
 ) -> None:
+    """The primary dies just after a tick, its runs in flight: their begins wait for the
+    promotion and are refused as expired (recorded); the ticks no beat could claim
+    meanwhile are stood for by the first run after it, which keeps its distance."""
     names = [f"every-second-{n}" for n in range(10)]
     with (
         LocalRedis(tmp_path / "broker") as broker,
@@ -99,7 +102,7 @@ def test_a_sentinel_failover_never_bunches_two_runs_of_an_entry(
     ):  # fmt: skip
         api = running.firing(names, task="guarded_record")
         start_ms = int(time.time() * 1000)
-        let_pass(2)
+        let_pass(2 - time.time() % 1 + 0.01)  # the worst moment: runs of a tick in flight
         killed = sentinel.kill_primary()
         killed_at = time.time()
         wait_for(lambda: sentinel.primary() not in (None, killed), 30, "a promotion")
@@ -111,11 +114,12 @@ def test_a_sentinel_failover_never_bunches_two_runs_of_an_entry(
         end_ms = int(time.time() * 1000) - 2000
         let_pass(2)
         result = tally(running.runs(), names, 1000, start_ms, end_ms)
+        unexplained = silent(api, result.lost)
         gap, whose = closest(api, names, start_ms)
         logs = running.logs()
         api.delete_owner("tests")
         api.store.client.close()
-    print(f"{result}; closest two runs: {gap} ms apart ({whose})")
+    print(f"{result}; lost silently: {unexplained}; closest two runs: {gap} ms apart ({whose})")
     assert gap >= 500, f"{whose}: two runs {gap} ms apart\n{logs}"
     assert result.twice == [], f"{result}\n{logs}"
-    assert result.lost_share <= 0.05, f"{result}\n{logs}"
+    assert unexplained == [], f"{result}\n{logs}"

@@ -207,6 +207,9 @@ def test_a_beat_frozen_past_its_lease_declares_again_what_was_removed_meanwhile(
         os.killpg(pid_of(new), signal.SIGCONT)
         wait_for(lambda: "acc.y" in names(api), 30, f"acc.y to come back\n{running.logs()}")
         wait_for(lambda: args_of(api, "acc.x") == ["new"], 30, "the new acc.x back")
+        # the beat logs its reconcile after writing it: the entries may be back first
+        wait_for(lambda: new.output().count("reconciled 2 declared entries") >= 2, 30,
+                 f"the resumed beat to log its reconcile\n{running.logs()}")  # fmt: skip
         new_log = new.output()
 
     assert REMOVED.format("acc.y") in old.output()
