@@ -118,20 +118,20 @@ def select(
 
 def pause_many(store: Store, names: list[str], note: str, end_ms: int | None) -> list[str]:
     """Pause each of ``names`` that is not paused yet (one paused already keeps its own
-    pause and note); returns those paused."""
-    return [name for name in names if store.scripts.pause(name, note, end_ms, fresh=True) == "ok"]
+    pause and note), pipelined; returns those paused."""
+    replies = store.scripts.pause_each(names, note, end_ms, fresh=True)
+    return [name for name, reply in zip(names, replies, strict=True) if reply == "ok"]
 
 
 def resume_many(store: Store, names: list[str]) -> list[str]:
-    """Resume each of ``names`` that is paused, from its next tick after now; returns
-    those resumed."""
-    resumed = []
+    """Resume each of ``names`` that is paused, from its next tick after now, pipelined;
+    returns those resumed."""
     now = from_ms(store.now_ms())
+    items: list[tuple[str, int | None, int | None]] = []
     for item in store.load(names):
         if not item.paused:
             continue
         upcoming = None if item.entry is None else next_tick_ms(item.entry, now)
-        next_ms, due_ms = (None, None) if upcoming is None else upcoming
-        if store.scripts.resume(item.name, next_ms, due_ms, paused_only=True) == "ok":
-            resumed.append(item.name)
-    return resumed
+        items.append((item.name, *((None, None) if upcoming is None else upcoming)))
+    replies = store.scripts.resume_each(items, paused_only=True)
+    return [name for (name, _, _), reply in zip(items, replies, strict=True) if reply == "ok"]

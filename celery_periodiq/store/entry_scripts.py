@@ -36,6 +36,8 @@ PAUSE = ScriptKeys(
 )
 INDEX = ScriptKeys("index", ("entries", "state", "quarantine", "stats", *INDEXES))
 INDEX_VERSION = "1"
+_BATCH = 500
+"""pause.lua calls sent in one pipeline by :meth:`EntryScripts.pause_each`."""
 """The version of the read side's indexes: a partition whose stats hash says another
 one (or none: written by an older version) has them built afresh (``lua/index.lua``)."""
 
@@ -147,10 +149,19 @@ class EntryScripts(ScriptCalls):
         """Pause an entry (until ``until_ms``, or until resumed; with ``fresh``, only one
         not paused yet): ``"ok"``, ``"paused already"``, ``"missing"`` or
         ``"damaged: <why>"``."""
-        keys = PAUSE.keys(self.keys.of(name))
-        until = "" if until_ms is None else str(until_ms)
-        args = [self.keys.changes, name, "pause", note, until, "fresh" if fresh else ""]
-        return str(self._run(PAUSE.script, keys, args))
+        return self.pause_each([name], note, until_ms, fresh)[0]
+
+    def pause_each(
+        self, names: list[str], note: str, until_ms: int | None = None, fresh: bool = False
+    ) -> list[str]:
+        """:meth:`pause` for each of ``names``, pipelined; one reply per name."""
+        only = "fresh" if fresh else ""
+        calls = [
+            (PAUSE.keys(self.keys.of(name)),
+             [self.keys.changes, name, "pause", note, _ms(until_ms), only])
+            for name in names
+        ]  # fmt: skip
+        return self._pause_calls(calls)
 
     def resume(
         self,
@@ -163,15 +174,44 @@ class EntryScripts(ScriptCalls):
         """Resume an entry with its next tick: ``"ok"``, ``"missing"``, ``"damaged: <why>"``,
         or ``"changed"`` when ``ended_ms`` (a timed pause that ended then) is no longer the
         entry's pause, or ``paused_only`` and the entry is not paused."""
-        keys = PAUSE.keys(self.keys.of(name))
-        nominal = "" if next_ms is None else str(next_ms)
-        due = "" if due_ms is None else str(due_ms)
+        return self.resume_each([(name, next_ms, due_ms)], ended_ms, paused_only)[0]
+
+    def resume_each(
+        self,
+        items: list[tuple[str, int | None, int | None]],
+        ended_ms: int | None = None,
+        paused_only: bool = False,
+    ) -> list[str]:
+        """:meth:`resume` for each ``(name, next_ms, due_ms)``, pipelined; one reply each."""
         ended = "" if ended_ms is None else str(ended_ms)
         only = "paused" if paused_only else ""
-        args = [self.keys.changes, name, "resume", nominal, due, ended, only]
-        return str(self._run(PAUSE.script, keys, args))
+        calls = [
+            (
+                PAUSE.keys(self.keys.of(name)),
+                [self.keys.changes, name, "resume", _ms(next_ms), _ms(due_ms), ended, only],
+            )
+            for name, next_ms, due_ms in items
+        ]
+        return self._pause_calls(calls)
+
+    def _pause_calls(self, calls: list[tuple[list[str], list[Any]]]) -> list[str]:
+        """pause.lua's ``calls``, in pipelines of :data:`_BATCH` (one after the other on
+        a Redis Cluster, whose entries' keys are spread over the nodes)."""
+        if self._clustered or len(calls) < 2:
+            return [str(self._run(PAUSE.script, keys, args)) for keys, args in calls]
+        replies: list[str] = []
+        for start in range(0, len(calls), _BATCH):
+            pipe = self._client.pipeline(transaction=False)
+            for keys, args in calls[start : start + _BATCH]:
+                self._run(PAUSE.script, keys, args, client=pipe)
+            replies += [str(reply) for reply in pipe.execute()]
+        return replies
 
     def index(self, part: Partition) -> int:
         """Build the read side's indexes of one partition afresh, atomically; returns how
         many entries it indexed."""
         return int(self._run(INDEX.script, INDEX.keys(part), [INDEX_VERSION]))
+
+
+def _ms(value: int | None) -> str:
+    return "" if value is None else str(value)
