@@ -155,12 +155,12 @@ class EntryScripts(ScriptCalls):
         self, names: list[str], note: str, until_ms: int | None = None, fresh: bool = False
     ) -> list[str]:
         """:meth:`pause` for each of ``names``, pipelined; one reply per name."""
-        only = "fresh" if fresh else ""
-        calls = [
-            (PAUSE.keys(self.keys.of(name)),
-             [self.keys.changes, name, "pause", note, _ms(until_ms), only])
-            for name in names
-        ]  # fmt: skip
+        tail = [note, _ms(until_ms), "fresh" if fresh else ""]
+        calls = []
+        for name in names:
+            calls.append(
+                (PAUSE.keys(self.keys.of(name)), [self.keys.changes, name, "pause", *tail])
+            )
         return self._pause_calls(calls)
 
     def resume(
