@@ -22,6 +22,7 @@ from celery_periodiq.errors import (
     StoreUnavailableError,
 )
 from celery_periodiq.model.simulation import Dropped, EntrySimulation, Fire, Simulation
+from celery_periodiq.protocol.audit import AuditRecord
 from celery_periodiq.schedules import Schedule, parse_schedule
 from celery_periodiq.store.pages import EntryPage
 from celery_periodiq.store.views import BeatInfo, Event, StoredEntry
@@ -32,6 +33,7 @@ from celery_periodiq.worker.task import PeriodicTask, RunContext
 from celery_periodiq.worker import startup as _startup  # noqa: F401  isort: skip
 
 __all__ = [
+    "AuditRecord",
     "BeatInfo",
     "BrokerUnavailableError",
     "ConfigurationError",

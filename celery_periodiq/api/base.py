@@ -22,10 +22,14 @@ __all__ = ["Client"]
 
 class Client(Protocol):
     """One app's client: its app, the app's settings, Runtime (whose guard turns Redis
-    errors into ours) and Store, and the task names it has warned about already."""
+    errors into ours) and Store, the task names it has warned about already, and how its
+    writes come."""
 
     app: Celery
     settings: Settings
     store: Store
     runtime: Runtime
     _unknown_tasks_seen: set[str]
+    _via: str
+    """How this client's writes come, as the audit trail records them: ``"api"``, or the
+    CLI's, the dashboard's, the admin's own client (:meth:`Periodiq.acting_via`)."""

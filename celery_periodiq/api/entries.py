@@ -17,7 +17,7 @@ from celery_periodiq.store.views import StoredEntry
 
 __all__ = ["Entries"]
 
-_NOT_OPTIONS = frozenset({"self", "name", "task"})
+_NOT_OPTIONS = frozenset({"self", "name", "task", "actor"})
 
 
 class Entries(Client, Protocol):
@@ -54,6 +54,7 @@ class Entries(Client, Protocol):
         pause_on_failure: bool = False,
         max_runs: int | None = None,
         schedule: Any = None,
+        actor: str | None = None,
     ) -> StoredEntry:
         """Create a runtime entry; beats pick it up within a second.
 
@@ -80,6 +81,8 @@ class Entries(Client, Protocol):
             schedule: instead of ``cron=``/``every=``/``calendar=``, a Celery schedule
                 object (``crontab``, ``solar``, ``schedule``), a ``timedelta``, an aware
                 ``datetime`` (as ``at=``) or a celery_periodiq ``Schedule``.
+            actor: who makes the change, as the entry's audit trail records it (every
+                write method takes it; default: this process's ``user@host``).
 
         Returns:
             The stored entry with its first tick.
@@ -91,9 +94,10 @@ class Entries(Client, Protocol):
         """
         # the options as given, forwarded whole: the signature above names each once
         given = {key: value for key, value in locals().items() if key not in _NOT_OPTIONS}
+        audit = steer.audit_of(actor, self._via)
         entry = steer.build(self.runtime, name, task, given)
         with self.runtime.guard():
-            stored = steer.add(self.store, entry)
+            stored = steer.add(self.store, entry, audit)
         steer.warn_unknown_task(self.app, entry.task, self._unknown_tasks_seen)
         return stored
 
@@ -106,7 +110,9 @@ class Entries(Client, Protocol):
         with self.runtime.guard():
             return steer.stored(self.store, name)
 
-    def update(self, name: str, /, *, force: bool = False, **changes: Any) -> StoredEntry:
+    def update(
+        self, name: str, /, *, force: bool = False, actor: str | None = None, **changes: Any
+    ) -> StoredEntry:
         """Change an entry's options; its next tick is computed afresh, its state kept.
 
         Accepts the keyword options of :meth:`add` (a schedule option replaces
@@ -121,10 +127,11 @@ class Entries(Client, Protocol):
             DeclaredEntryError: the entry is declared in code or beat_schedule and
                 ``force`` is not set (the next deploy would undo the change).
         """
+        audit = steer.audit_of(actor, self._via)
         with self.runtime.guard():
-            return steer.update(self.runtime, name, force, changes)
+            return steer.update(self.runtime, name, force, changes, audit)
 
-    def delete(self, name: str, *, force: bool = False) -> None:
+    def delete(self, name: str, *, force: bool = False, actor: str | None = None) -> None:
         """Delete an entry and its state and history.
 
         Works on a damaged entry too (keys of the wrong type, an unreadable or
@@ -135,14 +142,16 @@ class Entries(Client, Protocol):
             DeclaredEntryError: the entry is declared in code or beat_schedule and
                 ``force`` is not set (the next deploy would restore it).
         """
+        audit = steer.audit_of(actor, self._via)
         with self.runtime.guard():
-            steer.delete(self.store, name, force)
+            steer.delete(self.store, name, force, audit)
 
-    def delete_owner(self, owner: str) -> list[str]:
+    def delete_owner(self, owner: str, *, actor: str | None = None) -> list[str]:
         """Delete every entry tagged with ``owner``; returns their names."""
         steer.check_owner(owner)
+        audit = steer.audit_of(actor, self._via)
         with self.runtime.guard():
-            return self.store.remove(self.store.owned_by(owner))
+            return self.store.remove(self.store.owned_by(owner), audit=audit)
 
     def pause(
         self,
@@ -150,6 +159,7 @@ class Entries(Client, Protocol):
         note: str | None = None,
         *,
         until: datetime | timedelta | float | str | None = None,
+        actor: str | None = None,
     ) -> StoredEntry:
         """Stop an entry's ticks until :meth:`resume`, or until ``until``; ``note`` says why.
 
@@ -166,14 +176,16 @@ class Entries(Client, Protocol):
             EntryError: ``until`` is not an instant or a duration, or not after now.
         """
         _check_note(note)
+        audit = steer.audit_of(actor, self._via)
         with self.runtime.guard():
             end = pauses.until_ms(until, self.store.now_ms())
-            return steer.pause(self.store, name, note, end)
+            return steer.pause(self.store, name, note, end, audit)
 
-    def resume(self, name: str) -> StoredEntry:
+    def resume(self, name: str, *, actor: str | None = None) -> StoredEntry:
         """Restart a paused entry from its next tick after now."""
+        audit = steer.audit_of(actor, self._via)
         with self.runtime.guard():
-            return steer.resume(self.store, name)
+            return steer.resume(self.store, name, audit)
 
     def pause_many(
         self,
@@ -183,6 +195,7 @@ class Entries(Client, Protocol):
         all: bool = False,
         note: str | None = None,
         until: datetime | timedelta | float | str | None = None,
+        actor: str | None = None,
     ) -> list[str]:
         """Pause every entry of ``owner``, or whose name matches the glob ``match``
         (``"report-*"``), or with ``all=True`` every entry; exactly one of them. An entry
@@ -196,13 +209,19 @@ class Entries(Client, Protocol):
             EntryNotFoundError: the selector names no entry (nothing changes).
         """
         _check_note(note)
+        audit = steer.audit_of(actor, self._via)
         with self.runtime.guard():
             end = pauses.until_ms(until, self.store.now_ms())
             names = pauses.select(self.store, match=match, owner=owner, everything=all)
-            return pauses.pause_many(self.store, names, note or "", end)
+            return pauses.pause_many(self.store, names, note or "", end, audit)
 
     def resume_many(
-        self, *, owner: str | None = None, match: str | None = None, all: bool = False
+        self,
+        *,
+        owner: str | None = None,
+        match: str | None = None,
+        all: bool = False,
+        actor: str | None = None,
     ) -> list[str]:
         """Resume every paused entry of ``owner``, or whose name matches the glob
         ``match``, or with ``all=True`` every paused entry, each from its next tick after
@@ -215,11 +234,12 @@ class Entries(Client, Protocol):
             EntryError: not exactly one selector (nothing changes).
             EntryNotFoundError: the selector names no entry (nothing changes).
         """
+        audit = steer.audit_of(actor, self._via)
         with self.runtime.guard():
             names = pauses.select(self.store, match=match, owner=owner, everything=all)
-            return pauses.resume_many(self.store, names)
+            return pauses.resume_many(self.store, names, audit)
 
-    def trigger(self, name: str) -> str:
+    def trigger(self, name: str, *, actor: str | None = None) -> str:
         """Run an entry now, outside its schedule; the worker's overlap guard still applies.
 
         Returns:
@@ -231,10 +251,11 @@ class Entries(Client, Protocol):
             MessageError: the run's message cannot be encoded here (its serializer or
                 compression is not installed, or it refused the arguments).
         """
+        audit = steer.audit_of(actor, self._via)
         with self.runtime.guard():
-            return steer.trigger(self.runtime, name)
+            return steer.trigger(self.runtime, name, audit)
 
-    def add_many(self, entries: Iterable[dict[str, Any]]) -> list[str]:
+    def add_many(self, entries: Iterable[dict[str, Any]], *, actor: str | None = None) -> list[str]:
         """Create many runtime entries at once, in pipelined batches (one Lua call per
         partition per ``periodiq_batch_size``); beats pick them up within a second.
 
@@ -251,9 +272,10 @@ class Entries(Client, Protocol):
                 every bad one (up to ten) by position, and nothing is written.
             EntryExistsError: an entry of that name exists already (nothing is written).
         """
+        audit = steer.audit_of(actor, self._via)
         built = bulk.build_many(self.runtime, entries)
         with self.runtime.guard():
-            created = bulk.add_many(self.store, built)
+            created = bulk.add_many(self.store, built, audit)
         for task in sorted({entry.task for entry in built}):
             steer.warn_unknown_task(self.app, task, self._unknown_tasks_seen)
         return created

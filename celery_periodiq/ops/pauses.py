@@ -17,6 +17,7 @@ from celery_periodiq.errors import EntryError, EntryNotFoundError, ScheduleError
 from celery_periodiq.model.instants import from_ms, to_ms
 from celery_periodiq.model.plan import next_tick_ms
 from celery_periodiq.ops.steer import check_owner
+from celery_periodiq.protocol.audit import Audit
 from celery_periodiq.schedules.interval import parse_duration
 from celery_periodiq.schedules.once import parse_instant
 from celery_periodiq.store.store import Store
@@ -116,16 +117,19 @@ def select(
     return names
 
 
-def pause_many(store: Store, names: list[str], note: str, end_ms: int | None) -> list[str]:
+def pause_many(
+    store: Store, names: list[str], note: str, end_ms: int | None, audit: Audit | None = None
+) -> list[str]:
     """Pause each of ``names`` that is not paused yet (one paused already keeps its own
-    pause and note), pipelined; returns those paused."""
-    replies = store.scripts.pause_each(names, note, end_ms, fresh=True)
+    pause and note), pipelined; returns those paused, each recorded by ``audit``."""
+    argument = store.audit_argument(audit)
+    replies = store.scripts.pause_each(names, note, end_ms, fresh=True, audit=argument)
     return [name for name, reply in zip(names, replies, strict=True) if reply == "ok"]
 
 
-def resume_many(store: Store, names: list[str]) -> list[str]:
+def resume_many(store: Store, names: list[str], audit: Audit | None = None) -> list[str]:
     """Resume each of ``names`` that is paused, from its next tick after now, pipelined;
-    returns those resumed."""
+    returns those resumed, each recorded by ``audit``."""
     now = from_ms(store.now_ms())
     items: list[tuple[str, int | None, int | None]] = []
     for item in store.load(names):
@@ -133,5 +137,6 @@ def resume_many(store: Store, names: list[str]) -> list[str]:
             continue
         upcoming = None if item.entry is None else next_tick_ms(item.entry, now)
         items.append((item.name, *((None, None) if upcoming is None else upcoming)))
-    replies = store.scripts.resume_each(items, paused_only=True)
+    argument = store.audit_argument(audit)
+    replies = store.scripts.resume_each(items, paused_only=True, audit=argument)
     return [name for (name, _, _), reply in zip(items, replies, strict=True) if reply == "ok"]

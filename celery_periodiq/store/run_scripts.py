@@ -43,7 +43,9 @@ FINISH = ScriptKeys(
         "group:group",
     ),
 )
-RECORD = ScriptKeys("record", ("entries", "state", "history:name", "stats", *INDEXES))
+RECORD = ScriptKeys(
+    "record", ("entries", "state", "history:name", "stats", *INDEXES, "audit", "audit_gone")
+)
 
 
 class RunScripts(ScriptCalls):
@@ -63,8 +65,10 @@ class RunScripts(ScriptCalls):
         tick_ms: int | None,
         note: str,
         history_length: int,
+        audit: str = "",
     ) -> bool:
-        """Note a run published outside the beat's claims (record.lua)."""
+        """Note a run published outside the beat's claims (record.lua); with ``kind``
+        ``"backfill"``, record a backfill in the audit trail alone."""
         keys = RECORD.keys(self.keys.of(name), name=name)
         args = [
             name,
@@ -73,6 +77,7 @@ class RunScripts(ScriptCalls):
             "" if tick_ms is None else tick_ms,
             self._recorded_id(name, task_id, tick_ms),
             note,
+            audit,
         ]
         return bool(self._run(RECORD.script, keys, args))
 

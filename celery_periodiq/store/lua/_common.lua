@@ -326,3 +326,96 @@ local function note_change(changed, name, now)
     redis.call('PEXPIRE', changed, CHANGE_LOG_MS)
   end
 end
+
+-- The audit trail (keys.py: audit, audit_gone). A writer is given its audit context as
+-- one ARGV, JSON [actor, via, note, keep, window ms] ("" for none: nothing is recorded),
+-- and records each change in the call that makes it: no change escapes the trail, and
+-- none is recorded that did not happen. An entry's trail is one field of the partition's
+-- audit hash: its records newest first, one JSON array a line,
+--   [at ms, action, actor, via, note, detail]   (trailing ""s dropped)
+-- detail: {changes = {field = [before, after]}} (update), {until = ms} (pause),
+-- {task_id = id} (trigger). The newest `keep` records within `window` ms are kept (older
+-- ones leave at the entry's next record; readers skip them). A deleted entry's trail
+-- stays, ending with its delete, until the window has passed (audit_gone, pruned a few
+-- at each record written); an entry written again keeps its trail.
+local AUDIT = nil
+
+local function audit_context(text, hash, gone)
+  AUDIT = nil
+  if text == nil or text == '' then return end
+  local readable, given = pcall(cjson.decode, text)
+  if not readable or type(given) ~= 'table' or (tonumber(given[4]) or 0) <= 0 then return end
+  AUDIT = {actor = tostring(given[1] or ''), via = tostring(given[2] or ''),
+    note = type(given[3]) == 'string' and given[3] or '', keep = tonumber(given[4]),
+    window = tonumber(given[5]) or 0, hash = hash, gone = gone, pruned = false}
+end
+
+local function audit(name, now, action, note, detail)
+  if not AUDIT then return end
+  local hash, gone, oldest = AUDIT.hash, AUDIT.gone, now - AUDIT.window
+  if wrong_type(hash, 'hash') then redis.call('DEL', hash) end
+  local record = {now, action, AUDIT.actor, AUDIT.via, note or AUDIT.note, detail or ''}
+  while #record > 2 and record[#record] == '' do record[#record] = nil end
+  local lines = {cjson.encode(record)}
+  local old = redis.call('HGET', hash, name)
+  if old then
+    for line in string.gmatch(old, '[^\n]+') do
+      if #lines >= AUDIT.keep then break end
+      local at = tonumber(string.match(line, '^%[(%d+)'))
+      if at and at >= oldest then lines[#lines + 1] = line end
+    end
+  end
+  redis.call('HSET', hash, name, table.concat(lines, '\n'))
+  if not AUDIT.pruned then  -- deleted entries' trails past the window: once a call
+    AUDIT.pruned = true
+    if wrong_type(gone, 'zset') then redis.call('DEL', gone) end
+    local stale = redis.call('ZRANGEBYSCORE', gone, '-inf', oldest, 'LIMIT', 0, 100)
+    if #stale > 0 then
+      redis.call('HDEL', hash, unpack(stale))
+      redis.call('ZREM', gone, unpack(stale))
+    end
+  end
+end
+
+-- Note that an entry was deleted (its trail leaves after the window) or written again.
+local function audit_deleted(name, now, deleted)
+  if not AUDIT then return end
+  if wrong_type(AUDIT.gone, 'zset') then redis.call('DEL', AUDIT.gone) end
+  if deleted then
+    redis.call('ZADD', AUDIT.gone, now, name)
+  else
+    redis.call('ZREM', AUDIT.gone, name)
+  end
+end
+
+local function same(a, b)
+  if type(a) ~= type(b) then return false end
+  if type(a) ~= 'table' then return a == b end
+  for key, value in pairs(a) do
+    if not same(value, b[key]) then return false end
+  end
+  for key in pairs(b) do
+    if a[key] == nil then return false end
+  end
+  return true
+end
+
+-- What an update changed: {changes = {field = [before, after]}} of two definitions (JSON
+-- text; null for a field left out, which reads as its default), or nil when nothing did.
+local function definition_changes(before, after)
+  local old, new = decoded(before or ''), decoded(after or '')
+  local changes, any = {}, false
+  for key, value in pairs(new) do
+    if not same(old[key], value) then
+      changes[key] = {old[key] == nil and cjson.null or old[key], value}
+      any = true
+    end
+  end
+  for key, value in pairs(old) do
+    if new[key] == nil then
+      changes[key] = {value, cjson.null}
+      any = true
+    end
+  end
+  return any and {changes = changes} or nil
+end
