@@ -29,7 +29,7 @@ from celery_periodiq.model.build import build_entry
 from celery_periodiq.model.plan import to_ms
 from celery_periodiq.protocol.audit import AuditRecord
 from tests.test_api import snapshot
-from tests.test_cli import cli, one_error_line
+from tests.test_cli import cli, one_error_line, record_run
 
 TASK = "proj.tasks.report"
 PAST = datetime(2020, 1, 1, tzinfo=UTC)
@@ -332,3 +332,27 @@ def test_no_trail_is_kept_with_audit_length_zero(broker_url: str, redis_url: str
 
     assert api.audit() == []
     assert not api.store.client.exists(api.store.keys.of("report").audit)
+
+
+def test_a_quarantine_is_recorded_once_by_the_beat_or_worker_that_found_it(
+    api: Periodiq,
+) -> None:
+    api.add("vanishing", TASK, every=60, start_at=PAST)
+    api.add("damaged", TASK, every=60, start_at=PAST)
+    part = api.store.keys.of("vanishing")
+    api.store.client.hdel(part.entries, "vanishing")  # deleted outside periodiq
+    api.store.client.set(api.store.keys.of("damaged").history("damaged"), "garbage")
+    later = to_ms(api.now()) + 120_000
+
+    for _ in range(2):  # quarantined once: recorded once
+        api.store.scripts.claim(part, "host:1:beat", 100, 5000, now_ms=later)
+        tick = api.now().replace(microsecond=0)
+        record_run(api, "damaged", tick, tick, outcome="succeeded", host="worker-7")
+
+    vanished = api.audit("vanishing")[0]
+    assert (vanished.action, vanished.actor, vanished.via) == ("quarantine", "host:1:beat", "beat")
+    assert "its definition is missing" in vanished.note
+    damaged = api.audit("damaged")[0]
+    assert (damaged.action, damaged.actor, damaged.via) == ("quarantine", "worker-7", "worker")
+    assert "holds a string, not a list" in damaged.note
+    assert [len(api.audit(name)) for name in ("vanishing", "damaged")] == [2, 2]

@@ -26,6 +26,8 @@ BEGIN = ScriptKeys(
         "backfilled:name",
         *INDEXES,
         "group:group",
+        "audit",
+        "audit_gone",
     ),
 )
 FINISH = ScriptKeys(
@@ -41,6 +43,8 @@ FINISH = ScriptKeys(
         "stats",
         *INDEXES,
         "group:group",
+        "audit",
+        "audit_gone",
     ),
 )
 RECORD = ScriptKeys(
@@ -112,6 +116,7 @@ class RunScripts(ScriptCalls):
             run.floor_ms,
             run.group_limit if run.group else 0,
             "1" if run.group_wait else "0",
+            self._audit_by(run.host, "worker"),
         ]
         if self.replica_acks:
             [(reply, behind)] = self._replicated_calls(
@@ -156,6 +161,7 @@ class RunScripts(ScriptCalls):
                 self.keys.changes,
                 end.attempt,
                 "1" if end.group else "0",
+                self._audit_by(end.host, "worker"),
             ],
         )
         return str(recorded or "")

@@ -63,6 +63,7 @@ class Store(Reads, AuditTrails):
         self.scripts = Scripts(
             self.client, self.keys, settings.replica_acks, settings.replica_timeout
         )
+        self.scripts.audit_limits = (settings.audit_length, int(settings.audit_window * 1000))
         self._layout_checked = False
 
     def server_version(self) -> str:

@@ -260,11 +260,14 @@ local function observe(key, prefix, ms)
   redis.call('HINCRBY', key, prefix .. 'sum', ms)
 end
 
--- Quarantine an entry; the first time (not already quarantined) is an alert transition.
+-- Quarantine an entry; the first time (not already quarantined) is an alert transition,
+-- and true is returned (the caller records it in the audit trail).
 local function quarantine_entry(key, name, problem, alerts, now)
   if redis.call('HSET', key, name, problem) == 1 then
     push_alert(alerts, name, 'quarantined', now, problem)
+    return true
   end
+  return false
 end
 
 -- How long the entry has gone without a success if that makes it newly overdue, else nil.
@@ -337,21 +340,30 @@ end
 -- {task_id = id} (trigger). The newest `keep` records within `window` ms are kept (older
 -- ones leave at the entry's next record; readers skip them). A deleted entry's trail
 -- stays, ending with its delete, until the window has passed (audit_gone, pruned a few
--- at each record written); an entry written again keeps its trail.
-local AUDIT = nil
+-- at each record written); an entry written again keeps its trail. The context is read
+-- only when a record is written (the beats' and the workers' scripts record a rare
+-- quarantine).
+local AUDIT, AUDIT_GIVEN = nil, nil
 
 local function audit_context(text, hash, gone)
-  AUDIT = nil
-  if text == nil or text == '' then return end
+  AUDIT, AUDIT_GIVEN = nil, nil
+  if text ~= nil and text ~= '' then AUDIT_GIVEN = {text, hash, gone} end
+end
+
+local function audit_opened()
+  if AUDIT or not AUDIT_GIVEN then return AUDIT end
+  local text, hash, gone = AUDIT_GIVEN[1], AUDIT_GIVEN[2], AUDIT_GIVEN[3]
+  AUDIT_GIVEN = nil
   local readable, given = pcall(cjson.decode, text)
-  if not readable or type(given) ~= 'table' or (tonumber(given[4]) or 0) <= 0 then return end
+  if not readable or type(given) ~= 'table' or (tonumber(given[4]) or 0) <= 0 then return nil end
   AUDIT = {actor = tostring(given[1] or ''), via = tostring(given[2] or ''),
     note = type(given[3]) == 'string' and given[3] or '', keep = tonumber(given[4]),
     window = tonumber(given[5]) or 0, hash = hash, gone = gone, pruned = false}
+  return AUDIT
 end
 
 local function audit(name, now, action, note, detail)
-  if not AUDIT then return end
+  if not audit_opened() then return end
   local hash, gone, oldest = AUDIT.hash, AUDIT.gone, now - AUDIT.window
   if wrong_type(hash, 'hash') then redis.call('DEL', hash) end
   local record = {now, action, AUDIT.actor, AUDIT.via, note or AUDIT.note, detail or ''}
@@ -379,7 +391,7 @@ end
 
 -- Note that an entry was deleted (its trail leaves after the window) or written again.
 local function audit_deleted(name, now, deleted)
-  if not AUDIT then return end
+  if not audit_opened() then return end
   if wrong_type(AUDIT.gone, 'zset') then redis.call('DEL', AUDIT.gone) end
   if deleted then
     redis.call('ZADD', AUDIT.gone, now, name)
