@@ -8,6 +8,7 @@ from __future__ import annotations
 import getpass
 import io
 import json
+import re
 import socket
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -356,3 +357,35 @@ def test_a_quarantine_is_recorded_once_by_the_beat_or_worker_that_found_it(
     assert (damaged.action, damaged.actor, damaged.via) == ("quarantine", "worker-7", "worker")
     assert "holds a string, not a list" in damaged.note
     assert [len(api.audit(name)) for name in ("vanishing", "damaged")] == [2, 2]
+
+
+def test_the_dashboard_records_the_name_given_at_sign_in_and_shows_the_trail(
+    api: Periodiq,
+) -> None:
+    from starlette.testclient import TestClient
+
+    from celery_periodiq.web import make_app
+    from tests.test_web import TOKEN
+
+    api.add("report", TASK, every=60, start_at=PAST, actor="alice")
+    web = TestClient(make_app(api, TOKEN), follow_redirects=False)
+    assert web.post("/login", data={"token": TOKEN, "actor": "Bea"}).status_code == 303
+    found = re.search(r'name="csrf" value="([0-9a-f]+)"', web.get("/").text)
+    assert found is not None
+    paused = web.post("/actions/pause/report", data={"note": "checking", "csrf": found[1]})
+    bearer = {"Authorization": f"Bearer {TOKEN}", "X-Periodiq-Actor": "deploy-bot"}
+    resumed = web.post("/api/actions/resume/report", headers=bearer)
+    web.cookies.delete("periodiq_actor")
+    web.cookies.set("periodiq_actor", "0" * 64 + ".mallory")  # a forged name is not taken
+    ran = web.post("/actions/run/report", data={"csrf": found[1]})
+
+    assert (paused.status_code, resumed.status_code, ran.status_code) == (303, 200, 303)
+    assert actions(api.audit("report"))[1:] == [
+        ("pause", "Bea", "dashboard", "checking"),
+        ("resume", "deploy-bot", "dashboard", ""),
+        ("trigger", "signed in at testclient", "dashboard", ""),
+    ]
+    page = web.get("/entries/report").text
+    assert "<h2>Audit</h2>" in page
+    assert "Bea" in page
+    assert "checking" in page

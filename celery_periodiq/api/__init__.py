@@ -44,11 +44,12 @@ def periodiq(app: Celery) -> Periodiq:
     return client
 
 
-def acting(client: Periodiq, via: str) -> Periodiq:
+def acting(client: Periodiq, via: str, actor: str | None = None) -> Periodiq:
     """``client`` for the CLI, the dashboard or the admin: the same app, Runtime and Store,
-    its writes recorded in the audit trail as come ``via`` (``"cli"``, ...)."""
+    its writes recorded in the audit trail as come ``via`` (``"cli"``, ...), by ``actor``
+    when a call names none (None: this process's ``user@host``)."""
     other = copy.copy(client)
-    other._via = via
+    other._via, other._actor = via, actor
     return other
 
 
@@ -62,7 +63,8 @@ class Periodiq:
         self.runtime = runtime_of(app, fresh) if store is None else Runtime(app, store, fresh)
         self.app, self.settings, self.store = app, self.runtime.settings, self.runtime.store
         self._unknown_tasks_seen: set[str] = set()
-        self._via = "api"
+        self._via: str = "api"
+        self._actor: str | None = None
 
     # The methods are written in three parts by topic, each a protocol over base.Client
     # that this class satisfies, and taken here by name: the bases stay ``object`` and

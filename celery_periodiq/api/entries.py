@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from celery_periodiq.api.base import Client
+from celery_periodiq.api.base import Client, audit_of
 from celery_periodiq.errors import EntryError, shown
 from celery_periodiq.model.entry import AUTO
 from celery_periodiq.ops import bulk, pauses, steer
@@ -94,7 +94,7 @@ class Entries(Client, Protocol):
         """
         # the options as given, forwarded whole: the signature above names each once
         given = {key: value for key, value in locals().items() if key not in _NOT_OPTIONS}
-        audit = steer.audit_of(actor, self._via)
+        audit = audit_of(self, actor)
         entry = steer.build(self.runtime, name, task, given)
         with self.runtime.guard():
             stored = steer.add(self.store, entry, audit)
@@ -127,7 +127,7 @@ class Entries(Client, Protocol):
             DeclaredEntryError: the entry is declared in code or beat_schedule and
                 ``force`` is not set (the next deploy would undo the change).
         """
-        audit = steer.audit_of(actor, self._via)
+        audit = audit_of(self, actor)
         with self.runtime.guard():
             return steer.update(self.runtime, name, force, changes, audit)
 
@@ -142,14 +142,14 @@ class Entries(Client, Protocol):
             DeclaredEntryError: the entry is declared in code or beat_schedule and
                 ``force`` is not set (the next deploy would restore it).
         """
-        audit = steer.audit_of(actor, self._via)
+        audit = audit_of(self, actor)
         with self.runtime.guard():
             steer.delete(self.store, name, force, audit)
 
     def delete_owner(self, owner: str, *, actor: str | None = None) -> list[str]:
         """Delete every entry tagged with ``owner``; returns their names."""
         steer.check_owner(owner)
-        audit = steer.audit_of(actor, self._via)
+        audit = audit_of(self, actor)
         with self.runtime.guard():
             return self.store.remove(self.store.owned_by(owner), audit=audit)
 
@@ -176,14 +176,14 @@ class Entries(Client, Protocol):
             EntryError: ``until`` is not an instant or a duration, or not after now.
         """
         _check_note(note)
-        audit = steer.audit_of(actor, self._via)
+        audit = audit_of(self, actor)
         with self.runtime.guard():
             end = pauses.until_ms(until, self.store.now_ms())
             return steer.pause(self.store, name, note, end, audit)
 
     def resume(self, name: str, *, actor: str | None = None) -> StoredEntry:
         """Restart a paused entry from its next tick after now."""
-        audit = steer.audit_of(actor, self._via)
+        audit = audit_of(self, actor)
         with self.runtime.guard():
             return steer.resume(self.store, name, audit)
 
@@ -209,7 +209,7 @@ class Entries(Client, Protocol):
             EntryNotFoundError: the selector names no entry (nothing changes).
         """
         _check_note(note)
-        audit = steer.audit_of(actor, self._via)
+        audit = audit_of(self, actor)
         with self.runtime.guard():
             end = pauses.until_ms(until, self.store.now_ms())
             names = pauses.select(self.store, match=match, owner=owner, everything=all)
@@ -234,7 +234,7 @@ class Entries(Client, Protocol):
             EntryError: not exactly one selector (nothing changes).
             EntryNotFoundError: the selector names no entry (nothing changes).
         """
-        audit = steer.audit_of(actor, self._via)
+        audit = audit_of(self, actor)
         with self.runtime.guard():
             names = pauses.select(self.store, match=match, owner=owner, everything=all)
             return pauses.resume_many(self.store, names, audit)
@@ -251,7 +251,7 @@ class Entries(Client, Protocol):
             MessageError: the run's message cannot be encoded here (its serializer or
                 compression is not installed, or it refused the arguments).
         """
-        audit = steer.audit_of(actor, self._via)
+        audit = audit_of(self, actor)
         with self.runtime.guard():
             return steer.trigger(self.runtime, name, audit)
 
@@ -272,7 +272,7 @@ class Entries(Client, Protocol):
                 every bad one (up to ten) by position, and nothing is written.
             EntryExistsError: an entry of that name exists already (nothing is written).
         """
-        audit = steer.audit_of(actor, self._via)
+        audit = audit_of(self, actor)
         built = bulk.build_many(self.runtime, entries)
         with self.runtime.guard():
             created = bulk.add_many(self.store, built, audit)

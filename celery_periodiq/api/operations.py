@@ -10,7 +10,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Protocol, TextIO
 
-from celery_periodiq.api.base import Client
+from celery_periodiq.api.base import Client, audit_of
 from celery_periodiq.model.simulation import DEFAULT_LIMIT, Simulation
 from celery_periodiq.ops import backfill as backfills
 from celery_periodiq.ops import doctor, export_file, migrate, simulation, steer, transfer
@@ -65,7 +65,7 @@ class Operations(Client, Protocol):
                 nothing is published).
             BrokerUnavailableError: the broker could not be reached.
         """
-        audit = steer.audit_of(actor, self._via)
+        audit = audit_of(self, actor)
         with self.runtime.guard():
             return backfills.backfill(
                 self.runtime,
@@ -198,7 +198,7 @@ class Operations(Client, Protocol):
                 the message says what and where), or as :meth:`import_schedule`.
         """
         note = f"imported from {getattr(file, 'name', None) or 'a file'}"
-        audit = steer.audit_of(actor, self._via, note)
+        audit = audit_of(self, actor, note)
         document = export_file.read_export(file)
         with self.runtime.guard():
             return transfer.import_schedule(
@@ -221,7 +221,7 @@ class Operations(Client, Protocol):
             EntryError: any record is bad (each is named by position), or ``actor`` is not
                 text: nothing is written.
         """
-        audit = steer.audit_of(actor, self._via, "imported")
+        audit = audit_of(self, actor, "imported")
         with self.runtime.guard():
             return transfer.import_schedule(
                 self.store, document, replace=replace, dry_run=dry_run, audit=audit
@@ -256,7 +256,7 @@ class Operations(Client, Protocol):
             ConfigurationError: no URL for RedBeat's Redis, or an invalid one.
             StoreUnavailableError: RedBeat's Redis (or ours) is unreachable.
         """
-        audit = steer.audit_of(actor, self._via, "imported from celery-redbeat")
+        audit = audit_of(self, actor, "imported from celery-redbeat")
         return migrate.import_from_redbeat(
             self.runtime,
             url=url,
@@ -299,7 +299,7 @@ class Operations(Client, Protocol):
                 ``skip_invalid`` is not set (each is named, nothing is written), or an
                 entry exists with another definition and ``replace`` is not set.
         """
-        audit = steer.audit_of(actor, self._via, "imported from django-celery-beat")
+        audit = audit_of(self, actor, "imported from django-celery-beat")
         return migrate.import_from_django(
             self.runtime,
             dump,

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import tzinfo
+from datetime import UTC, tzinfo
 from typing import Any
 
 from celery_periodiq.present.terminal import Column, Row, Style, table, when
 from celery_periodiq.protocol.audit import AuditRecord
 
-__all__ = ["audit_json", "audit_text", "change_lines", "record_detail"]
+__all__ = ["audit_json", "audit_rows", "audit_text", "change_lines", "record_detail"]
 
 
 def audit_json(record: AuditRecord) -> dict[str, Any]:
@@ -46,6 +46,23 @@ def record_detail(record: AuditRecord, zone: tzinfo) -> str:
     if record.task_id:
         parts.append(f"task {record.task_id}")
     return ", ".join(parts)
+
+
+def audit_rows(records: Sequence[AuditRecord]) -> list[dict[str, Any]]:
+    """What the dashboard's and the admin's "Audit" sections show of each record: its
+    instant (ISO), action, actor, via, detail (:func:`record_detail`, UTC) and changes
+    (:func:`change_lines`)."""
+    return [
+        {
+            "at": record.at.isoformat(),
+            "action": record.action,
+            "actor": record.actor,
+            "via": record.via,
+            "detail": record_detail(record, UTC),
+            "changes": change_lines(record),
+        }
+        for record in records
+    ]
 
 
 def audit_text(

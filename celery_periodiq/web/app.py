@@ -19,14 +19,15 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from celery_periodiq.api import Periodiq
+from celery_periodiq.api import Periodiq, acting
 from celery_periodiq.errors import EntryNotFoundError, PeriodiqError
 from celery_periodiq.present import shapes
+from celery_periodiq.present.audit import audit_rows
 from celery_periodiq.present.entry_form import task_choices, unknown_task
 from celery_periodiq.present.terminal import relative
 from celery_periodiq.store.filters import ALERTS, STATES
 from celery_periodiq.web import entry_pages
-from celery_periodiq.web.auth import COOKIE, REFUSED, Guard
+from celery_periodiq.web.auth import ACTOR_COOKIE, COOKIE, REFUSED, Guard
 from celery_periodiq.web.editing import editing_routes
 from celery_periodiq.web.listing import FILTERS, links, page_json, read_page, totals
 from celery_periodiq.web.outage import OUTAGES, RETRY_S, outage_handlers
@@ -94,6 +95,7 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
             shown=shapes.show_json(stored, details),
             plot=Markup(runs_svg(details.events)),
             unknown_task=unknown_task(task_choices(api.app), item["task"] or ""),
+            audit=audit_rows(api.audit(name, limit=50)),
         )
 
     def beats_page(request: Request) -> Response:
@@ -108,13 +110,16 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
         if not guard.accepts_token(str(form.get("token", ""))):
             return render(request, "login.html", 403, problem="That is not the token.")
         response = RedirectResponse("/", status_code=303)
+        secure = request.url.scheme == "https"
         response.set_cookie(
-            COOKIE,
-            guard.session(),
-            httponly=True,
-            samesite="strict",
-            secure=request.url.scheme == "https",
+            COOKIE, guard.session(), httponly=True, samesite="strict", secure=secure
         )
+        name = str(form.get("actor", "")).strip()[:200]
+        if name:  # who the audit trail says writes
+            signed = guard.signed_actor(name)
+            response.set_cookie(
+                ACTOR_COOKIE, signed, httponly=True, samesite="strict", secure=secure
+            )
         return response
 
     async def logout(request: Request) -> Response:
@@ -123,6 +128,7 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
             return render(request, "problem.html", 403, problem=REFUSED)
         response = RedirectResponse("/", status_code=303)
         response.delete_cookie(COOKIE)
+        response.delete_cookie(ACTOR_COOKIE)
         return response
 
     async def action(request: Request) -> Response:
@@ -134,7 +140,8 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
             return render(request, "problem.html", 403, problem=REFUSED)
         try:
             note, until = _text(form.get("note")) or None, _text(form.get("until")) or None
-            await run_in_threadpool(entry_pages.act, api, verb, name, note, until)
+            writer = acting(api, "dashboard", guard.actor(request))
+            await run_in_threadpool(entry_pages.act, writer, verb, name, note, until)
         except OUTAGES:
             raise
         except PeriodiqError as error:
@@ -212,7 +219,7 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
             )
             done = await run_in_threadpool(
                 entry_pages.act,
-                api,
+                acting(api, "dashboard", guard.actor(request)),
                 verb,
                 name,
                 note if isinstance(note, str) else None,
