@@ -72,7 +72,7 @@ def audit_text(
     entry column out (one entry's trail)."""
     if not records:
         return "No audit records."
-    columns = [Column("AT"), *([Column("ENTRY", shrink=10)] if entry else [])]
+    columns = [Column("AT"), *([Column("ENTRY", shrink=24)] if entry else [])]
     columns += [Column("ACTION"), Column("BY", shrink=12), Column("VIA"), Column("WHY", 6, True)]
     rows = []
     for record in records:

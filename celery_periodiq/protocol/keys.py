@@ -150,7 +150,7 @@ class Partition:
     @property
     def audit(self) -> str:
         """hash: entry name -> its audit trail, newest first: one JSON record a line
-        (``[at ms, action, actor, via, note, changes]``), the last ``periodiq_audit_length``
+        (``[at ms, action, actor, via, note, detail]``), the last ``periodiq_audit_length``
         within ``periodiq_audit_window`` (see ``lua/_common.lua``)."""
         return f"{self.tag}:audit"
 
