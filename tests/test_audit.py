@@ -29,6 +29,7 @@ from celery_periodiq.beat.pauses import end_pauses
 from celery_periodiq.model.build import build_entry
 from celery_periodiq.model.plan import to_ms
 from celery_periodiq.protocol.audit import AuditRecord
+from celery_periodiq.protocol.records import Settlement
 from tests.test_api import snapshot
 from tests.test_cli import cli, one_error_line, record_run
 
@@ -357,6 +358,22 @@ def test_a_quarantine_is_recorded_once_by_the_beat_or_worker_that_found_it(
     assert (damaged.action, damaged.actor, damaged.via) == ("quarantine", "worker-7", "worker")
     assert "holds a string, not a list" in damaged.note
     assert [len(api.audit(name)) for name in ("vanishing", "damaged")] == [2, 2]
+
+
+def test_a_quarantine_at_settlement_is_recorded_by_the_beat(api: Periodiq) -> None:
+    api.add("bad-options", TASK, every=60, start_at=PAST)
+    part = api.store.keys.of("bad-options")
+    later = to_ms(api.now()) + 120_000
+    (claim,) = api.store.scripts.claim(part, "host:1:beat", 100, 5000, now_ms=later).claims
+    problem = "its options cannot be published: queue 'nowhere' is unknown"
+    settled = Settlement(claim.id, "bad-options", claim.version, quarantine=problem)
+
+    api.store.scripts.ack(part, "host:1:beat", 40, [settled])
+
+    record = api.audit("bad-options")[0]
+    assert (record.action, record.actor, record.via, record.note) == (
+        "quarantine", "host:1:beat", "beat", problem,
+    )  # fmt: skip
 
 
 def test_the_dashboard_records_the_name_given_at_sign_in_and_shows_the_trail(
