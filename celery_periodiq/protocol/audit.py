@@ -36,10 +36,6 @@ class Audit:
         """The context as the scripts take it: JSON ``[actor, via, note, keep, window]``."""
         return json.dumps([self.actor, self.via, self.note, keep, window_ms])
 
-    def noting(self, note: str) -> Audit:
-        """This context with another note."""
-        return Audit(self.actor, self.via, note)
-
 
 @dataclass(frozen=True, slots=True)
 class AuditRecord:
