@@ -402,6 +402,12 @@ def test_the_dashboard_records_the_name_given_at_sign_in_and_shows_the_trail(
         ("resume", "deploy-bot", "dashboard", ""),
         ("trigger", "signed in at testclient", "dashboard", ""),
     ]
+    shown = web.get("/api/audit/report", params={"actor": "Bea"}).json()
+    assert [(r["action"], r["note"]) for r in shown] == [("pause", "checking")]
+    assert len(web.get("/api/audit", params={"since": "1h"}).json()) == 4
+    bad = web.get("/api/audit", params={"since": "soon"})
+    assert bad.status_code == 400
+    assert "since='soon' is invalid" in bad.json()["error"]
     page = web.get("/entries/report").text
     assert "<h2>Audit</h2>" in page
     assert "Bea" in page

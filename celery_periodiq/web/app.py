@@ -22,7 +22,7 @@ from starlette.routing import Route
 from celery_periodiq.api import Periodiq, acting
 from celery_periodiq.errors import EntryNotFoundError, PeriodiqError
 from celery_periodiq.present import shapes
-from celery_periodiq.present.audit import audit_rows
+from celery_periodiq.present.audit import audit_json, audit_rows
 from celery_periodiq.present.entry_form import task_choices, unknown_task
 from celery_periodiq.present.terminal import relative
 from celery_periodiq.store.filters import ALERTS, STATES
@@ -166,6 +166,21 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
             return JSONResponse({"error": str(error)}, status_code=404)
         return JSONResponse(shapes.show_json(stored, details))
 
+    def api_audit(request: Request) -> Response:
+        params = request.query_params
+        try:
+            found = api.audit(
+                request.path_params.get("name"),
+                since=params.get("since") or None,
+                actor=params.get("actor") or None,
+                limit=int(params.get("limit", "100")),
+            )
+        except OUTAGES:
+            raise
+        except (PeriodiqError, ValueError) as error:
+            return JSONResponse({"error": str(error)}, status_code=400)
+        return JSONResponse([audit_json(record) for record in found])
+
     def api_history(request: Request) -> Response:
         name = request.path_params["name"]
         failures = request.query_params.get("failures") in ("1", "true")
@@ -256,6 +271,8 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
             Route("/api/entries", api_entries),
             Route("/api/entries/{name:path}", api_entry),
             Route("/api/history/{name:path}", api_history),
+            Route("/api/audit", api_audit),
+            Route("/api/audit/{name:path}", api_audit),
             Route("/api/failures", api_failures),
             Route("/api/beats", api_beats),
             Route("/api/doctor", api_doctor),
