@@ -412,3 +412,22 @@ def test_the_dashboard_records_the_name_given_at_sign_in_and_shows_the_trail(
     assert "<h2>Audit</h2>" in page
     assert "Bea" in page
     assert "checking" in page
+
+
+def test_a_damaged_trail_is_read_as_far_as_it_can_be_and_the_next_write_repairs_it(
+    api: Periodiq,
+) -> None:
+    api.add("report", TASK, every=60, actor="alice")
+    part = api.store.keys.of("report")
+    kept = api.store.client.hget(part.audit, "report")
+    api.store.client.hset(part.audit, "report", "garbage\n" + kept + "\n[1,2")
+    readable = actions(api.audit("report"))
+    api.store.client.delete(part.audit)
+    api.store.client.set(part.audit, "not a hash")
+    unreadable = api.audit("report")
+
+    api.pause("report", note="after the damage", actor="bob")
+
+    assert readable == [("add", "alice", "api", "")]
+    assert unreadable == []
+    assert actions(api.audit("report")) == [("pause", "bob", "api", "after the damage")]
