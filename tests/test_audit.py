@@ -30,6 +30,7 @@ from celery_periodiq.model.build import build_entry
 from celery_periodiq.model.plan import to_ms
 from celery_periodiq.protocol.audit import AuditRecord
 from celery_periodiq.protocol.records import Settlement
+from tests.processes import wait_for
 from tests.test_api import snapshot
 from tests.test_cli import cli, one_error_line, record_run
 
@@ -83,11 +84,25 @@ def test_each_change_through_the_api_is_recorded_once_with_who_when_and_why(
     assert pause.until is not None
     assert pause.until > before + timedelta(hours=1)
     assert trigger.task_id == task_id
-    assert all(before <= record.at <= api.now() for record in records)
+    floor = before.replace(microsecond=before.microsecond // 1000 * 1000)  # kept to the ms
+    assert all(floor <= record.at <= api.now() for record in records)
     # a deleted entry's trail stays; written again, the entry keeps it
     api.add("report", TASK, every=60, start_at=PAST)
     assert [r.action for r in api.audit("report", limit=2)] == ["add", "delete"]
     assert api.audit("report")[0].actor == ME  # no actor given: this process's user@host
+
+
+def test_an_update_records_each_changed_field_and_a_large_value_by_its_size(
+    api: Periodiq,
+) -> None:
+    api.add("report", TASK, every=60, kwargs={"small": 1}, owner="team")
+    api.update("report", kwargs={"blob": "x" * 400}, owner=None, tz="Europe/Berlin")
+
+    assert api.audit("report")[0].changes == {
+        "kwargs": ({"small": 1}, "(411 bytes)"),
+        "owner": ("team", None),
+        "tz": (None, "Europe/Berlin"),  # None: the field's default (the app's zone)
+    }
 
 
 def test_many_entries_at_once_record_one_record_each(api: Periodiq) -> None:
@@ -192,7 +207,8 @@ def test_a_bad_audit_query_is_one_clear_error(
 def test_the_audit_filters_by_entry_time_and_actor(api: Periodiq) -> None:
     api.add("a", TASK, every=60, actor="alice@laptop")
     api.add("b", TASK, every=60, actor="bob@laptop")
-    middle = api.now()
+    middle = api.now() + timedelta(milliseconds=2)  # records are kept to the ms
+    wait_for(lambda: api.now() > middle, 5, "the Redis clock to pass the middle")
     api.pause("a", actor="bob@laptop")
 
     assert [(r.name, r.action) for r in api.audit(actor="bob")] == [("a", "pause"), ("b", "add")]

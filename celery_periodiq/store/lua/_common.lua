@@ -412,6 +412,18 @@ local function same(a, b)
   return true
 end
 
+-- A changed value as a record keeps it: null for none; one whose JSON is longer than
+-- AUDIT_VALUE_MOST bytes (large args) as "(<n> bytes)", so that a trail stays small.
+local AUDIT_VALUE_MOST = 256
+local function kept_value(value)
+  if value == nil then return cjson.null end
+  if type(value) == 'table' or type(value) == 'string' then
+    local size = #cjson.encode(value)
+    if size > AUDIT_VALUE_MOST then return '(' .. size .. ' bytes)' end
+  end
+  return value
+end
+
 -- What an update changed: {changes = {field = [before, after]}} of two definitions (JSON
 -- text; null for a field left out, which reads as its default), or nil when nothing did.
 local function definition_changes(before, after)
@@ -419,13 +431,13 @@ local function definition_changes(before, after)
   local changes, any = {}, false
   for key, value in pairs(new) do
     if not same(old[key], value) then
-      changes[key] = {old[key] == nil and cjson.null or old[key], value}
+      changes[key] = {kept_value(old[key]), kept_value(value)}
       any = true
     end
   end
   for key, value in pairs(old) do
     if new[key] == nil then
-      changes[key] = {value, cjson.null}
+      changes[key] = {kept_value(value), cjson.null}
       any = true
     end
   end
