@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.processes import api_for, cluster
+from tests.processes import api_for, cluster, wait_for
 from tests.test_beat_reconcile import run_beat_once
 
 pytestmark = pytest.mark.slow
@@ -51,3 +51,25 @@ def test_a_redeploy_records_each_entry_it_adds_updates_and_removes_once(
     assert first.note != second.note  # another declaration set
     assert trails["changed"][0].changes == {"schedule": ("@every 1m", "@every 30s")}
     assert [(r.action, r.actor) for r in runtime] == [("add", "alice")]
+
+
+def test_a_timed_pause_a_running_beat_ends_is_recorded_once_as_that_beats(
+    tmp_path: Path, redis_url: str, broker_url: str
+) -> None:
+    with cluster(tmp_path, redis_url, broker_url) as running:
+        api = api_for(redis_url, broker_url)
+        api.add("nap", "record", every=3600, actor="alice")
+        running.beat("b1")
+        running.beat("b2")
+        api.pause("nap", note="short nap", until=2, actor="alice")
+        wait_for(lambda: not api.get("nap").paused, 30, "a beat to end the pause")
+        trail = api.audit("nap")
+
+    assert [(r.action, r.actor, r.via, r.note) for r in reversed(trail)][:2] == [
+        ("add", "alice", "api", ""),
+        ("pause", "alice", "api", "short nap"),
+    ]
+    assert len(trail) == 3  # two beats running: the pause ended once
+    ended = trail[0]
+    assert (ended.action, ended.via, ended.note) == ("resume", "beat", "its timed pause ended")
+    assert ended.actor.startswith(f"{socket.gethostname()}:")
