@@ -74,7 +74,7 @@ DEFAULTS: dict[str, Any] = {
     "periodiq_checkin_timeout": 2.0,  # seconds a ping may take before it is given up
     "periodiq_tracing": False,  # True: OpenTelemetry spans per pass and tick (the otel extra)
     "periodiq_group_limits": {},  # group -> the most runs of its entries at once (worker's guard)
-    "periodiq_audit_length": 10,  # audit records kept per entry (0: no audit trail)
+    "periodiq_audit_length": 5,  # audit records kept per entry (0: no audit trail)
     "periodiq_audit_window": 90 * 86400,  # seconds a record is kept (and a deleted entry's trail)
 }
 
@@ -110,7 +110,7 @@ class Settings:
     checkin_urls: dict[str, str] = field(default_factory=dict)
     checkin_timeout: float = 2.0
     group_limits: dict[str, int] = field(default_factory=dict)  # see model.policy
-    audit_length: int = 10
+    audit_length: int = 5
     """Audit records kept per entry, the newest (0: none are)."""
     audit_window: float = 90 * 86400.0
     """Seconds an audit record is kept: older ones, and deleted entries' trails, leave."""
