@@ -60,8 +60,9 @@ def actions(records: list[AuditRecord]) -> list[tuple[str, str, str, str]]:
 
 
 def test_each_change_through_the_api_is_recorded_once_with_who_when_and_why(
-    api: Periodiq,
+    broker_url: str, redis_url: str
 ) -> None:
+    api = make_api(broker_url, redis_url, periodiq_audit_length=10)  # the default keeps 5
     before = api.now()
     api.add("report", TASK, every=60, start_at=PAST, actor="alice")
     api.update("report", every=120, args=[1], actor="bob")
