@@ -9,14 +9,22 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 from celery import Celery
 
-from celery_periodiq import EntryError, EntryNotFoundError, Periodiq, periodiq
-from celery_periodiq.errors import DeclaredEntryError
+from celery_periodiq import (
+    BrokerUnavailableError,
+    DeclaredEntryError,
+    EntryError,
+    EntryNotFoundError,
+    Periodiq,
+    periodiq,
+)
+from celery_periodiq.localredis import LocalRedis
 from celery_periodiq.model.build import build_entry
 from celery_periodiq.protocol.keys import Keys
 from tests.test_api import snapshot
@@ -157,3 +165,23 @@ def test_thousands_of_entries_take_a_few_round_trips(
     assert timed["delete"][1] < 200
     assert timed["pause"][0] < 10
     assert timed["trigger"][0] < 30
+
+
+def test_trigger_many_with_the_broker_down_says_so_and_records_nothing(
+    redis_url: str, tmp_path: Path
+) -> None:
+    with LocalRedis(tmp_path / "broker") as down:
+        app = Celery("t", broker=down.url, set_as_current=False)
+        app.conf.periodiq_redis_url = redis_url
+        api = periodiq(app)
+        api.add("b", TASK, every=60)
+        down.stop()
+        try:
+            with pytest.raises(BrokerUnavailableError, match="0 of the 1 runs were sent"):
+                api.trigger_many(names=["b"])
+            history = api.history("b")
+        finally:
+            api.store.client.close()
+            app.close()
+
+    assert history == []
