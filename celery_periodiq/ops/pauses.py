@@ -1,7 +1,7 @@
 """Pausing with an end and pausing many entries at once: when a pause ends (``until=``:
-an instant, a duration, seconds), which entries a selector names (a list of names, an
-owner, a name glob, the whole schedule). The pause itself and its end are ``lua/pause.lua``'s and
-``lua/claim.lua``'s (:mod:`celery_periodiq.beat.pauses`).
+an instant, a duration, seconds), and which entries a selector names (a list of names,
+an owner, a name glob, the whole schedule). The pause itself and its end are
+``lua/pause.lua``'s and ``lua/claim.lua``'s (:mod:`celery_periodiq.beat.pauses`).
 
 The functions that take a :class:`Store` run inside the caller's
 :meth:`Runtime.guard <celery_periodiq.runtime.Runtime.guard>`.
@@ -23,15 +23,7 @@ from celery_periodiq.schedules.interval import parse_duration
 from celery_periodiq.schedules.once import parse_instant
 from celery_periodiq.store.store import Store
 
-__all__ = [
-    "GLOB",
-    "Until",
-    "known",
-    "pause_many",
-    "resume_many",
-    "select",
-    "until_ms",
-]
+__all__ = ["GLOB", "Until", "known", "pause_many", "resume_many", "select", "until_ms"]
 
 Until = datetime | timedelta | float | str
 """An ``until=``: an aware datetime or ISO 8601 text with an offset, a duration
