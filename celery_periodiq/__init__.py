@@ -22,6 +22,7 @@ from celery_periodiq.errors import (
     StoreUnavailableError,
 )
 from celery_periodiq.model.simulation import Dropped, EntrySimulation, Fire, Simulation
+from celery_periodiq.ops.many import BulkResult
 from celery_periodiq.schedules import Schedule, parse_schedule
 from celery_periodiq.store.pages import EntryPage
 from celery_periodiq.store.views import BeatInfo, Event, StoredEntry
@@ -34,6 +35,7 @@ from celery_periodiq.worker import startup as _startup  # noqa: F401  isort: ski
 __all__ = [
     "BeatInfo",
     "BrokerUnavailableError",
+    "BulkResult",
     "ConfigurationError",
     "DeclaredEntryError",
     "Dropped",
