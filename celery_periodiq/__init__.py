@@ -22,6 +22,7 @@ from celery_periodiq.errors import (
     StoreUnavailableError,
 )
 from celery_periodiq.model.simulation import Dropped, EntrySimulation, Fire, Simulation
+from celery_periodiq.ops.many import BulkResult
 from celery_periodiq.protocol.audit import AuditRecord
 from celery_periodiq.schedules import Schedule, parse_schedule
 from celery_periodiq.store.pages import EntryPage
@@ -36,6 +37,7 @@ __all__ = [
     "AuditRecord",
     "BeatInfo",
     "BrokerUnavailableError",
+    "BulkResult",
     "ConfigurationError",
     "DeclaredEntryError",
     "Dropped",

@@ -319,6 +319,17 @@ class Store(Reads, AuditTrails):
                 "periodiq: entry %r run %s was sent but not recorded: %s", name, task_id, error
             )
 
+    def published_many(
+        self, runs: list[tuple[str, str]], kind: str, audit: Audit | None = None
+    ) -> None:
+        """:meth:`published` of many runs sent outside a tick (``(name, task_id)``),
+        pipelined; a failure to record is logged, never raised."""
+        try:
+            argument = self.audit_argument(audit)
+            self.scripts.record_each(runs, kind, "", self.settings.history_length, argument)
+        except redis.RedisError as error:
+            logger.warning("periodiq: %d runs were sent but not recorded: %s", len(runs), error)
+
     def alive(
         self,
         beat_id: str,
@@ -414,32 +425,3 @@ class Store(Reads, AuditTrails):
         for index, ids in claims.items():
             pipe.zadd(self.keys.part(index).inflight, dict.fromkeys(ids, until_ms), xx=True)
         pipe.execute()
-
-    def markers(self, names: list[str], now_ms: int) -> dict[str, tuple[bool, bool]]:
-        """Per entry, whether a run of it is unfinished and whether a published run of it
-        has not started, at ``now_ms`` (what claim.lua tells a claim)."""
-        pipe = self.client.pipeline(transaction=False)
-        for name in names:
-            pipe.hget(self.keys.of(name).state, name)
-        found: dict[str, tuple[bool, bool]] = {}
-        for name, raw in zip(names, pipe.execute(), strict=True):
-            try:
-                state = json.loads(raw) if raw else {}
-            except ValueError:
-                state = {}
-            state = state if isinstance(state, dict) else {}
-            found[name] = (
-                _holds(state.get("running"), now_ms),
-                _holds(state.get("queued"), now_ms),
-            )
-        return found
-
-
-def _holds(marker: Any, now_ms: int) -> bool:
-    """Whether a run marker (``[task id, until ms, ...]``) holds at ``now_ms``."""
-    if not isinstance(marker, list) or len(marker) < 2 or not isinstance(marker[0], str):
-        return False
-    try:
-        return float(marker[1]) > now_ms
-    except (TypeError, ValueError):
-        return False
