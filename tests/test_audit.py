@@ -448,3 +448,33 @@ def test_a_damaged_trail_is_read_as_far_as_it_can_be_and_the_next_write_repairs_
     assert readable == [("add", "alice", "api", "")]
     assert unreadable == []
     assert actions(api.audit("report")) == [("pause", "bob", "api", "after the damage")]
+
+
+def test_bulk_changes_record_each_entry_changed_and_none_skipped(api: Periodiq) -> None:
+    from starlette.testclient import TestClient
+
+    from celery_periodiq.web import make_app
+    from tests.test_web import TOKEN
+
+    for name in ("a", "b", "c"):
+        api.add(name, TASK, every=60, start_at=PAST, actor="setup")
+    api.pause("a", note="own", actor="setup")
+    ran = api.trigger_many(names=["a", "b"], actor="ops")
+    web = TestClient(make_app(api, TOKEN), follow_redirects=False)
+    web.post("/login", data={"token": TOKEN, "actor": "Bea"})
+    found = re.search(r'name="csrf" value="([0-9a-f]+)"', web.get("/").text)
+    assert found is not None
+    paused = web.post(
+        "/bulk", data={"csrf": found[1], "action": "pause", "names": ["a", "b"], "note": "n"}
+    )
+    deleted = api.delete_many(names=["b", "c"], actor="ops")
+
+    assert (list(ran), paused.status_code, list(deleted)) == (["a", "b"], 200, ["b", "c"])
+    assert actions(api.audit("a"))[2:] == [("trigger", "ops", "api", "")]  # pause: skipped
+    assert actions(api.audit("b"))[1:] == [
+        ("trigger", "ops", "api", ""),
+        ("pause", "Bea", "dashboard", "n"),
+        ("delete", "ops", "api", ""),
+    ]
+    assert api.audit("b")[2].task_id == ran.task_ids["b"]
+    assert actions(api.audit("c"))[1:] == [("delete", "ops", "api", "")]
