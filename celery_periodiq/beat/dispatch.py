@@ -134,7 +134,10 @@ class Dispatcher:
 
     def touch(self, name: str | None = None) -> None:
         """Something changed: claim ``name``'s partition (every partition when None) in the
-        next pass, whatever it was known to have due."""
+        next pass, whatever it was known to have due; a change of every entry (a window's
+        too, or a lost subscription's) makes the next pass read the windows again."""
+        if name is None:
+            self._settler.windows.stale = True
         self._partitions.touch(name)
 
     def watch(self, beats: list[str]) -> None:
@@ -164,6 +167,7 @@ class Dispatcher:
         started = time.time_ns()  # a traced pass's span begins here (tick_tracing.py)
         self._injected = now_ms is not None
         self._ledger.write_pending()
+        self._settler.windows.refresh(self.store)
         partitions = self._partitions
         lease_ms = int(settings.claim_lease * 1000)
         horizon = 0 if now_ms is not None else HORIZON_MS

@@ -22,6 +22,7 @@ from celery_periodiq.protocol.headers import task_id_for
 from celery_periodiq.schedules import IntervalSchedule, Schedule
 
 __all__ = [
+    "Held",
     "Plan",
     "Tick",
     "due_ticks",
@@ -90,6 +91,19 @@ class Plan:
     owed: int = 0
     """Ticks the entry's next published run stands for besides its own: those folded
     into it, and not yet stood for."""
+    held: tuple[Held, ...] = ()
+    """Ticks a maintenance window or an exclusion date held back (:mod:`.window_plan`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """Ticks held back for one reason: ``skipped_window``, ``deferred`` or ``excluded``."""
+
+    reason: str
+    ticks: tuple[datetime, ...]
+    """The newest of them (up to ``_SAMPLE``)."""
+    count: int
+    note: str
 
 
 def next_tick(

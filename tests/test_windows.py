@@ -1,0 +1,226 @@
+"""Maintenance windows and exclusion dates: the model's DST maths (pure), and the real
+claim/settle Lua with the beat's Dispatcher on an injected clock (the real-beat tests are
+in ``test_windows_processes.py``).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+import pytest
+import redis
+from celery import Celery
+
+from celery_periodiq import EntryError, EntryNotFoundError, WindowError, periodiq
+from celery_periodiq.beat.dispatch import Dispatcher
+from celery_periodiq.model.build import build_entry
+from celery_periodiq.model.plan import from_ms, to_ms
+from celery_periodiq.model.windows import covering, make_window
+
+T0 = datetime(2027, 1, 1, 10, 0, tzinfo=UTC)
+
+
+def utc(text: str) -> datetime:
+    return datetime.fromisoformat(text).astimezone(UTC)
+
+
+# The model: when a window is open (pure, no clock)
+
+
+def test_a_recurring_window_opens_at_its_schedule_for_its_duration() -> None:
+    window = make_window("nightly", schedule="0 2 * * *", tz="Europe/Berlin", duration="2h")
+    assert window.open_at(utc("2026-01-10T01:59:59+01:00")) is None
+    assert window.open_at(utc("2026-01-10T02:00:00+01:00")) == (
+        utc("2026-01-10T02:00:00+01:00"),
+        utc("2026-01-10T04:00:00+01:00"),
+    )
+    assert window.open_at(utc("2026-01-10T03:59:59+01:00")) is not None
+    assert window.open_at(utc("2026-01-10T04:00:00+01:00")) is None  # the end is outside
+
+
+def test_on_a_spring_forward_night_a_skipped_start_opens_at_the_first_valid_instant() -> None:
+    # Europe/Berlin, 2026-03-29: 02:00 CET does not exist, the clocks jump to 03:00 CEST
+    window = make_window("nightly", schedule="30 2 * * *", tz="Europe/Berlin", duration="1h")
+    assert window.open_at(utc("2026-03-29T00:59:00+00:00")) is None
+    assert window.open_at(utc("2026-03-29T03:00:00+02:00")) == (
+        utc("2026-03-29T03:00:00+02:00"),
+        utc("2026-03-29T04:00:00+02:00"),  # one hour of real time
+    )
+
+
+def test_on_a_fall_back_night_a_repeated_start_opens_once_for_real_time() -> None:
+    # Europe/Berlin, 2026-10-25: 02:00-02:59 happens twice (CEST, then CET)
+    window = make_window("nightly", schedule="30 2 * * *", tz="Europe/Berlin", duration="1h")
+    first = utc("2026-10-25T02:30:00+02:00")
+    assert window.open_at(first) == (first, utc("2026-10-25T02:30:00+01:00"))
+    assert window.open_at(utc("2026-10-25T02:29:00+01:00")) is not None  # the second 02:29
+    assert window.open_at(utc("2026-10-25T02:30:00+01:00")) is None  # not again
+
+
+def test_windows_that_overlap_make_one_stretch_until_the_last_end() -> None:
+    window = make_window("busy", schedule="@every 1h", duration="50m")
+    after = make_window("late", start="2027-01-01T10:40Z", end="2027-01-01T12:00Z", policy="defer")
+    assert window.open_at(T0 + timedelta(minutes=10)) == (T0, T0 + timedelta(minutes=50))
+    cover = covering([window, after], T0 + timedelta(minutes=45))
+    assert cover is not None and cover.window.id == "busy"  # skip wins over defer
+    only = covering([after], T0 + timedelta(minutes=45))
+    assert only is not None and only.end == utc("2027-01-01T12:00Z")
+
+
+@pytest.mark.parametrize(
+    ("parts", "says"),
+    [
+        ({"schedule": "0 2 * *", "duration": "1h"}, "fields"),
+        ({"schedule": "@daily"}, "needs duration="),
+        ({"schedule": "@daily", "duration": "0"}, "duration='0' is invalid"),
+        ({"schedule": "@daily", "duration": -5}, "out of range"),
+        ({"schedule": "@every 1h", "duration": "2h"}, "never close"),
+        ({"schedule": "@reboot", "duration": "1h"}, "no instants"),
+        ({"start": "2027-01-02T00:00Z", "end": "2027-01-01T00:00Z"}, "is not after start"),
+        ({"start": "2026-01-02T00:00", "end": "2026-01-03T00:00Z"}, "no time zone"),
+        ({"start": "2026-01-02T00:00Z"}, "give schedule= and duration="),
+        ({"start": "2026-01-02T00:00Z", "end": "2026-01-03T00:00Z", "policy": "later"}, "policy"),
+        ({"start": "2026-01-02T00:00Z", "end": "2026-01-03T00:00Z", "scope": "team:x"}, "scope"),
+        ({"schedule": "@daily", "duration": "1h", "tz": "Mars/Base"}, "Mars/Base"),
+    ],
+)
+def test_a_malformed_window_gets_one_clear_error(parts: dict[str, Any], says: str) -> None:
+    with pytest.raises(WindowError, match=None) as raised:
+        make_window("w", **parts)
+    assert says in str(raised.value)
+    assert str(raised.value).startswith("window 'w': ")
+
+
+# The beat on an injected clock: real Lua, a memory broker
+
+
+class World:
+    """Entry A every minute at :30, a beat's dispatcher, all on one injected clock."""
+
+    def __init__(self, redis_url: str, **policy: Any) -> None:
+        self.app = Celery("windows", broker="memory://", set_as_current=False)
+        self.app.conf.periodiq_redis_url = redis_url
+        self.api = periodiq(self.app)
+        self.store = self.api.store
+        self.now = to_ms(T0)
+        self.dispatcher = Dispatcher(self.app, self.store, "window-beat")
+        entry = build_entry("A", "A", every=60, start_at=T0 + timedelta(seconds=30), **policy)
+        self.store.put("add", [entry], now_ms=self.now)
+
+    def beat(self, hhmmss: str) -> list[dict[str, Any]]:
+        """The beat runs at hhmmss (on 2027-01-01); returns the headers of what it sent."""
+        self.now = to_ms(utc(f"2027-01-01T{hhmmss}Z"))
+        self.dispatcher.touch(None)  # as the change listener does when a window changes
+        self.dispatcher.dispatch(now_ms=self.now)
+        sent = []
+        with self.app.connection_for_read() as connection:
+            simple = connection.SimpleQueue("celery")
+            while simple.qsize():
+                sent.append(simple.get(timeout=1).headers)
+            simple.close()
+        return sent
+
+    def events(self, *kinds: str) -> list[tuple[str, str, str]]:
+        """(kind, tick hh:mm:ss, note) of the history, oldest first."""
+        found = []
+        for event in reversed(self.api.history("A", limit=100)):
+            if not kinds or event.kind in kinds:
+                tick = "" if event.tick is None else event.tick.strftime("%H:%M:%S")
+                found.append((event.kind, tick, event.fields.get("note", "")))
+        return found
+
+
+@pytest.fixture
+def world(redis_url: str, redis_client: redis.Redis) -> World:
+    return World(redis_url)
+
+
+def tick_of(headers: dict[str, Any]) -> str:
+    return from_ms(int(headers["periodiq_tick"])).strftime("%H:%M:%S")
+
+
+def test_a_skip_window_skips_the_ticks_inside_and_records_each(world: World) -> None:
+    world.api.add_window(
+        "deploy", start="2027-01-01T10:02:00Z", end="2027-01-01T10:04:00Z", note="db migration"
+    )
+    assert [tick_of(h) for h in world.beat("10:01:30")] == ["10:01:30"]
+    assert world.beat("10:02:30") == []
+    assert world.beat("10:03:30") == []
+    assert [tick_of(h) for h in world.beat("10:04:30")] == ["10:04:30"]
+    assert world.events("skipped_window") == [
+        ("skipped_window", "10:02:30", "in window 'deploy' until 2027-01-01T10:04:00Z"),
+        ("skipped_window", "10:03:30", "in window 'deploy' until 2027-01-01T10:04:00Z"),
+    ]
+    assert world.api.get("A").counters["skipped_window"] == 2
+
+
+def test_a_defer_window_sends_one_run_at_its_end_standing_for_the_ticks_inside(
+    world: World,
+) -> None:
+    world.api.add_window(
+        "deploy", start="2027-01-01T10:02:00Z", end="2027-01-01T10:04:45Z", policy="defer"
+    )
+    assert [tick_of(h) for h in world.beat("10:01:30")] == ["10:01:30"]
+    assert world.beat("10:02:30") == []
+    assert world.api.get("A").due == utc("2027-01-01T10:03:30Z")  # each tick recorded in turn
+    assert world.beat("10:03:30") == []
+    assert world.beat("10:04:30") == []
+    assert world.api.get("A").due == utc("2027-01-01T10:04:45Z")  # the window's end
+    (run,) = world.beat("10:04:45")
+    assert tick_of(run) == "10:04:30"  # the newest tick it deferred
+    assert int(run["periodiq_missed"]) == 3  # it stands for all three
+    assert [tick_of(h) for h in world.beat("10:05:30")] == ["10:05:30"]
+    assert [e[:2] for e in world.events("deferred")] == [
+        ("deferred", "10:02:30"),
+        ("deferred", "10:03:30"),
+        ("deferred", "10:04:30"),
+    ]
+
+
+def test_a_defer_window_removed_meanwhile_lets_the_entry_catch_up_at_once(world: World) -> None:
+    world.api.add_window(
+        "deploy", start="2027-01-01T10:02:00Z", end="2027-01-01T11:00:00Z", policy="defer"
+    )
+    assert [tick_of(h) for h in world.beat("10:01:30")] == ["10:01:30"]
+    assert world.beat("10:02:30") == []
+    world.api.remove_window("deploy")
+    (run,) = world.beat("10:03:30")  # catchup="last": one run for both ticks
+    assert (tick_of(run), int(run["periodiq_missed"])) == ("10:03:30", 2)
+
+
+def test_a_window_of_another_owner_or_entry_holds_nothing(world: World) -> None:
+    world.api.add_window(
+        "other", scope="owner:team-b", start="2027-01-01T10:00:00Z", end="2027-01-01T11:00Z"
+    )
+    assert [tick_of(h) for h in world.beat("10:01:30")] == ["10:01:30"]
+
+
+def test_bad_window_input_changes_nothing(world: World) -> None:
+    with pytest.raises(EntryNotFoundError):
+        world.api.add_window("x", scope="entry:B", schedule="@daily", duration="1h")
+    with pytest.raises(WindowError, match="in the past"):
+        world.api.add_window("x", start="2020-01-01T00:00Z", end="2020-01-02T00:00Z")
+    world.api.add_window("x", schedule="@daily", duration="1h")
+    with pytest.raises(WindowError, match="exists already"):
+        world.api.add_window("x", schedule="@hourly", duration="1m")
+    with pytest.raises(WindowError, match="no window 'y'"):
+        world.api.remove_window("y")
+    assert [w.schedule for w in world.api.windows()] == ["@daily"]
+
+
+def test_an_excluded_date_skips_the_ticks_on_it_in_the_entrys_zone(redis_url: str) -> None:
+    world = World(redis_url, tz="Asia/Tokyo", exclude=["2027-01-01"])
+    # 10:01:30 UTC is 19:01:30 on 1 January in Tokyo: excluded
+    assert world.beat("10:01:30") == []
+    assert world.events("excluded") == [("excluded", "10:01:30", "2027-01-01 is excluded")]
+    # 15:00 UTC is midnight in Tokyo: 2 January runs
+    world.api.update("A", exclude=[date(2027, 1, 1)])
+    assert [tick_of(h) for h in world.beat("15:00:30")] == ["15:00:30"]
+
+
+def test_bad_exclusion_dates_are_refused(world: World) -> None:
+    for bad in ("2026-12-25", ["2026-13-01"], [datetime(2026, 1, 1, tzinfo=UTC)], [20261225]):
+        with pytest.raises(EntryError, match="exclude="):
+            world.api.update("A", exclude=bad)
+    assert world.api.get("A").entry.exclude == []  # type: ignore[union-attr]
