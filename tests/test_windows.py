@@ -63,9 +63,11 @@ def test_windows_that_overlap_make_one_stretch_until_the_last_end() -> None:
     after = make_window("late", start="2027-01-01T10:40Z", end="2027-01-01T12:00Z", policy="defer")
     assert window.open_at(T0 + timedelta(minutes=10)) == (T0, T0 + timedelta(minutes=50))
     cover = covering([window, after], T0 + timedelta(minutes=45))
-    assert cover is not None and cover.window.id == "busy"  # skip wins over defer
+    assert cover is not None
+    assert cover.window.id == "busy"
     only = covering([after], T0 + timedelta(minutes=45))
-    assert only is not None and only.end == utc("2027-01-01T12:00Z")
+    assert only is not None
+    assert only.end == utc("2027-01-01T12:00Z")
 
 
 @pytest.mark.parametrize(
@@ -98,19 +100,21 @@ def test_a_malformed_window_gets_one_clear_error(parts: dict[str, Any], says: st
 class World:
     """Entry A every minute at :30, a beat's dispatcher, all on one injected clock."""
 
-    def __init__(self, redis_url: str, **policy: Any) -> None:
+    def __init__(self, redis_url: str, now: datetime = T0, **policy: Any) -> None:
         self.app = Celery("windows", broker="memory://", set_as_current=False)
         self.app.conf.periodiq_redis_url = redis_url
         self.api = periodiq(self.app)
         self.store = self.api.store
-        self.now = to_ms(T0)
+        self.now = to_ms(now)
         self.dispatcher = Dispatcher(self.app, self.store, "window-beat")
-        entry = build_entry("A", "A", every=60, start_at=T0 + timedelta(seconds=30), **policy)
+        if "cron" not in policy:
+            policy = {"every": 60, "start_at": T0 + timedelta(seconds=30), **policy}
+        entry = build_entry("A", "A", **policy)
         self.store.put("add", [entry], now_ms=self.now)
 
-    def beat(self, hhmmss: str) -> list[dict[str, Any]]:
-        """The beat runs at hhmmss (on 2027-01-01); returns the headers of what it sent."""
-        self.now = to_ms(utc(f"2027-01-01T{hhmmss}Z"))
+    def beat(self, hhmmss: str, day: str = "2027-01-01") -> list[dict[str, Any]]:
+        """The beat runs at hhmmss UTC on ``day``; returns the headers of what it sent."""
+        self.now = to_ms(utc(f"{day}T{hhmmss}Z"))
         self.dispatcher.touch(None)  # as the change listener does when a window changes
         self.dispatcher.dispatch(now_ms=self.now)
         sent = []
@@ -224,3 +228,95 @@ def test_bad_exclusion_dates_are_refused(world: World) -> None:
         with pytest.raises(EntryError, match="exclude="):
             world.api.update("A", exclude=bad)
     assert world.api.get("A").entry.exclude == []  # type: ignore[union-attr]
+
+
+# Across DST changes, on the injected clock: real claim and settle
+
+
+@pytest.mark.parametrize(
+    ("day", "inside", "after"),
+    [
+        # spring forward: 02:30 does not exist, the window opens at 03:00 CEST (01:00 UTC)
+        ("2027-03-28", ["01:00:00", "01:15:00", "01:30:00", "01:45:00"], "02:00:00"),
+        # fall back: 02:30 CEST (00:30 UTC) opens it for an hour; 02:30 CET does not again
+        ("2027-10-31", ["00:30:00", "00:45:00", "01:00:00", "01:15:00"], "01:30:00"),
+    ],
+)
+def test_a_window_skips_across_a_dst_change_in_its_zone(
+    redis_url: str, redis_client: redis.Redis, day: str, inside: list[str], after: str
+) -> None:
+    world = World(redis_url, now=utc(f"{day}T00:00:00Z"), cron="*/15 * * * *", tz="Europe/Berlin")
+    world.api.add_window("night", schedule="30 2 * * *", tz="Europe/Berlin", duration="1h")
+    world.beat("00:15:00", day)
+    sent = {}
+    for hhmmss in ["00:15:00", "00:30:00", "00:45:00", "01:00:00", "01:15:00", "01:30:00",
+                   "01:45:00", "02:00:00", "02:15:00"]:  # fmt: skip
+        sent[hhmmss] = [tick_of(h) for h in world.beat(hhmmss, day)]
+    ran = [t for ticks in sent.values() for t in ticks]
+    assert [t for t in inside if t in ran] == []
+    assert after in ran
+    skipped = [tick for _, tick, _ in world.events("skipped_window")]
+    assert skipped == inside
+
+
+def test_a_defer_window_across_fall_back_sends_its_catch_up_at_its_real_end(
+    redis_url: str, redis_client: redis.Redis
+) -> None:
+    day = "2027-10-31"
+    world = World(redis_url, now=utc(f"{day}T00:00:00Z"), cron="*/15 * * * *", tz="Europe/Berlin")
+    world.api.add_window(
+        "night", schedule="30 2 * * *", tz="Europe/Berlin", duration="50m", policy="defer"
+    )
+    world.beat("00:15:00", day)
+    for hhmmss in ["00:30:00", "00:45:00", "01:00:00", "01:15:00"]:
+        assert world.beat(hhmmss, day) == []
+    assert world.api.get("A").due == utc(f"{day}T01:20:00Z")  # 02:30 CEST + 50 min = 02:20 CET
+    (run,) = world.beat("01:20:00", day)
+    assert (tick_of(run), int(run["periodiq_missed"])) == ("01:15:00", 4)
+
+
+# next, upcoming and simulate honour windows and excluded dates
+
+
+def test_upcoming_leaves_out_skipped_ticks_and_puts_a_deferred_run_at_the_end(
+    world: World,
+) -> None:
+    world.api.add_window("skip", start="2027-01-01T10:02:00Z", end="2027-01-01T10:04:00Z")
+    world.api.add_window(
+        "defer", start="2027-01-01T10:05:00Z", end="2027-01-01T10:07:45Z", policy="defer"
+    )
+    runs = world.api.upcoming("A", 5, after=T0 + timedelta(minutes=1))
+    assert [r.astimezone(UTC).strftime("%H:%M:%S") for r in runs] == [
+        "10:01:30",
+        "10:04:30",
+        "10:07:45",  # 10:05:30, 10:06:30 and 10:07:30 deferred to the end
+        "10:08:30",
+        "10:09:30",
+    ]
+
+
+def test_upcoming_and_simulate_leave_out_excluded_dates(redis_url: str) -> None:
+    world = World(redis_url, cron="0 9 * * *", tz="Europe/Berlin", exclude=["2027-01-02"])
+    runs = world.api.upcoming("A", 2, after=T0)
+    assert [r.date() for r in runs] == [date(2027, 1, 3), date(2027, 1, 4)]
+    simulation = world.api.simulate(start=T0, end=T0 + timedelta(days=3))
+    (entry,) = simulation.entries
+    assert [f.tick.date() for f in entry.fires] == [date(2027, 1, 3), date(2027, 1, 4)]
+    assert [(d.reason, d.count) for d in entry.dropped] == [("excluded", 1)]
+
+
+def test_simulate_decides_windows_as_the_beat_does(world: World) -> None:
+    world.api.add_window(
+        "defer", start="2027-01-01T10:02:00Z", end="2027-01-01T10:04:45Z", policy="defer"
+    )
+    simulation = world.api.simulate(start=T0, end=T0 + timedelta(minutes=6))
+    (entry,) = simulation.entries
+    fires = [(f.tick.strftime("%H:%M:%S"), f.sent.strftime("%H:%M:%S"), f.stands_for)
+             for f in entry.fires]  # fmt: skip
+    assert fires == [
+        ("10:00:30", "10:00:30", 1),
+        ("10:01:30", "10:01:30", 1),
+        ("10:04:30", "10:04:45", 3),
+        ("10:05:30", "10:05:30", 1),
+    ]
+    assert sum(d.count for d in entry.dropped if d.reason == "deferred") == 3

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Literal
 
 from celery_periodiq.model import policy
 from celery_periodiq.model.due import due_ticks
@@ -23,6 +24,7 @@ from celery_periodiq.schedules import IntervalSchedule, Schedule
 
 __all__ = [
     "Held",
+    "HeldReason",
     "Plan",
     "Tick",
     "due_ticks",
@@ -35,6 +37,9 @@ __all__ = [
     "tick_text",
     "to_ms",
 ]
+
+HeldReason = Literal["skipped_window", "deferred", "excluded"]
+"""Why a maintenance window or an exclusion date held a tick back."""
 
 # Missed ticks listed in the history per claim (the counter has them all).
 _SAMPLE = 20
@@ -99,7 +104,7 @@ class Plan:
 class Held:
     """Ticks held back for one reason: ``skipped_window``, ``deferred`` or ``excluded``."""
 
-    reason: str
+    reason: HeldReason
     ticks: tuple[datetime, ...]
     """The newest of them (up to ``_SAMPLE``)."""
     count: int

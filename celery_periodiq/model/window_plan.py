@@ -15,17 +15,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import date, datetime, timedelta
-from typing import Any
+from datetime import UTC, date, datetime, timedelta
 
 from celery_periodiq.model.due import due_ticks
 from celery_periodiq.model.entry import Entry
-from celery_periodiq.model.plan import Held, Plan, Tick, next_tick
+from celery_periodiq.model.plan import Held, HeldReason, Plan, Tick, next_tick
 from celery_periodiq.model.windows import Cover, Window, covering, excluded_on
 
-__all__ = ["HELD_REASONS", "plan_held"]
+__all__ = ["HELD_REASONS", "plan_held", "upcoming_runs"]
 
-HELD_REASONS = ("skipped_window", "deferred", "excluded")
+HELD_REASONS: tuple[HeldReason, ...] = ("skipped_window", "deferred", "excluded")
 """The history's and the counters' reasons for a tick a window or a date held back."""
 
 _SAMPLE = 20
@@ -127,7 +126,7 @@ def _filter(
 ) -> None:
     """Take out of ``made`` the ticks an excluded date or an open window holds."""
     kept: list[Tick] = []
-    skipped: dict[tuple[str, str], list[datetime]] = {}
+    skipped: dict[tuple[HeldReason, str], list[datetime]] = {}
     zone = entry.parsed_schedule().zone if excluded else None
     for tick in made.publish:
         day = excluded_on(excluded, zone, tick.nominal) if excluded else None
@@ -173,9 +172,43 @@ def _text(instant: datetime) -> str:
     return instant.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def held_counts(plan: Plan) -> dict[str, Any]:
-    """``{reason: count}`` of what ``plan`` held back (for logs and tracing)."""
-    counts: dict[str, int] = {}
-    for held in plan.held:
-        counts[held.reason] = counts.get(held.reason, 0) + held.count
-    return counts
+_LOOKED_MOST = 20_000
+"""Ticks :func:`upcoming_runs` looks at, at most (a long window over a frequent entry)."""
+
+
+def upcoming_runs(
+    entry: Entry, windows: tuple[Window, ...], start: datetime, n: int
+) -> list[datetime]:
+    """The next ``n`` instants after ``start`` at which the entry's runs go, in its zone:
+    its ticks, less those a ``skip`` window or an excluded date holds; the ticks a
+    ``defer`` window holds make one run at its end. (A catch-up run too close before the
+    next tick, which then stands for it, is listed at the window's end all the same.)"""
+    schedule = entry.parsed_schedule()
+    excluded, zone = entry.excluded_dates, schedule.zone
+    if not windows and not excluded:
+        return schedule.upcoming(start, n)
+    runs: list[datetime] = []
+    deferred: datetime | None = None
+    current = start
+    for _ in range(_LOOKED_MOST):
+        if len(runs) >= n:
+            break
+        tick = schedule.next_after(current)
+        if tick is None:
+            break
+        current = tick = tick.astimezone(UTC)
+        if deferred is not None and tick >= deferred:
+            runs.append(deferred)
+            deferred = None
+            if len(runs) >= n:
+                break
+        if excluded and excluded_on(excluded, zone, tick) is not None:
+            continue
+        cover = covering(windows, tick) if windows else None
+        if cover is None:
+            runs.append(tick)
+        elif cover.defer:
+            deferred = cover.end if deferred is None else max(deferred, cover.end)
+    if deferred is not None and len(runs) < n:
+        runs.append(deferred)  # the schedule ended inside the window
+    return [run.astimezone(zone) for run in runs[:n]]
