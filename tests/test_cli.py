@@ -33,6 +33,7 @@ NOW = "2089-12-31T23:00:00Z"
 COMMANDS = (
     "add", "backfill", "beats", "delete", "doctor", "export", "failures", "history", "import",
     "list", "metrics", "next", "pause", "resume", "run", "serve", "show", "simulate", "update",
+    "window",
 )  # fmt: skip
 
 
@@ -786,6 +787,19 @@ BAD_INPUT = [
     (2, ["simulate", "--down", "+1h..+2d"], "is not inside the simulated span"),
     (2, ["simulate", "--limit", "-1"], "-1 is not in the range 0<=x<=100000"),
     (3, ["simulate", "--name", "nope"], "no entry named 'nope'"),
+    (2, ["window", "add", "w", "--schedule", "0 2 * *", "--duration", "1h"], "has 4 fields"),
+    (2, ["window", "add", "w", "--schedule", "@daily"], "needs duration="),
+    (2, ["window", "add", "w", "--schedule", "@daily", "--duration", "soon"], "duration="),
+    (2, ["window", "add", "w", "--start", "2090-01-02", "--end", "2090-01-01"], "not after start"),
+    (2, ["window", "add", "w", "--start", "2020-01-01", "--end", "2020-01-02"], "in the past"),
+    (2, ["window", "add", "w", "--scope", "team:x", "--schedule", "@daily", "--duration", "1h"],
+     "scope='team:x' is unknown"),  # fmt: skip
+    (2, ["window", "add", "w", "--policy", "later"], "Invalid value for '--policy'"),
+    (2, ["window", "add", "w", "--start", "soon"], "'soon' is not an ISO 8601 date-time"),
+    (3, ["window", "add", "w", "--scope", "entry:nope", "--schedule", "@daily", "--duration",
+         "1h"], "no entry named 'nope'"),  # fmt: skip
+    (2, ["window", "remove", "nope"], "no window 'nope'"),
+    (2, ["update", "report", "--exclude", "2026-02-30"], "exclude='2026-02-30' is invalid"),
 ]
 
 

@@ -123,8 +123,23 @@ class Settler:
         book = self.windows
         if book.windows or entry.exclude:
             plan = self._held(entry, claim, sent_at_ms, book.of(entry) if book.windows else ())
-        else:
-            plan = self._plan(entry, claim, sent_at_ms)
+        else:  # as _plan does, written out: each tick pays for a call less
+            plan = plan_tick(
+                entry,
+                from_ms(claim.nominal_ms),
+                # a tick claimed ahead is decided as of its own instant
+                from_ms(max(claim.claimed_ms, claim.nominal_ms)),
+                running=claim.running,
+                queued=claim.queued,
+                prefix=self.settings.key_prefix,
+                catchup_cap=self.settings.catchup_cap,
+                default_grace=self.settings.default_grace,
+                sent_at=from_ms(sent_at_ms),
+                previous=None if claim.prev_ms is None else from_ms(claim.prev_ms),
+                runs=claim.runs,
+                owed=claim.owed,
+                plain=entry.timebox == AUTO and self._is_plain(entry.task),
+            )
         if self.tracing.on:
             self.tracing.planned(plan)
         for tick in plan.publish:
@@ -132,14 +147,12 @@ class Settler:
             sent.append((entry.name, tick))
         return self._accounting(plan, claim, sent_at_ms)
 
-    def _plan(
-        self, entry: Entry, claim: Claim, sent_at_ms: int, now: datetime | None = None
-    ) -> Plan:
+    def _plan(self, entry: Entry, claim: Claim, sent_at_ms: int, now: datetime) -> Plan:
+        """:func:`plan_tick` of ``claim`` as of ``now``."""
         return plan_tick(
             entry,
             from_ms(claim.nominal_ms),
-            # a tick claimed ahead is decided as of its own instant
-            from_ms(max(claim.claimed_ms, claim.nominal_ms)) if now is None else now,
+            now,
             running=claim.running,
             queued=claim.queued,
             prefix=self.settings.key_prefix,
