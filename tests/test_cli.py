@@ -792,12 +792,18 @@ BAD_INPUT = [
     (2, ["window", "add", "w", "--schedule", "@daily", "--duration", "soon"], "duration="),
     (2, ["window", "add", "w", "--start", "2090-01-02", "--end", "2090-01-01"], "not after start"),
     (2, ["window", "add", "w", "--start", "2020-01-01", "--end", "2020-01-02"], "in the past"),
-    (2, ["window", "add", "w", "--scope", "team:x", "--schedule", "@daily", "--duration", "1h"],
-     "scope='team:x' is unknown"),  # fmt: skip
+    (
+        2,
+        ["window", "add", "w", "--scope", "team:x", "--schedule", "@daily", "--duration", "1h"],
+        "scope='team:x' is unknown",
+    ),
     (2, ["window", "add", "w", "--policy", "later"], "Invalid value for '--policy'"),
     (2, ["window", "add", "w", "--start", "soon"], "'soon' is not an ISO 8601 date-time"),
-    (3, ["window", "add", "w", "--scope", "entry:nope", "--schedule", "@daily", "--duration",
-         "1h"], "no entry named 'nope'"),  # fmt: skip
+    (
+        3,
+        ["window", "add", "w", "--scope", "entry:nope", "--schedule", "@daily", "--duration", "1h"],
+        "no entry named 'nope'",
+    ),
     (2, ["window", "remove", "nope"], "no window 'nope'"),
     (2, ["update", "report", "--exclude", "2026-02-30"], "exclude='2026-02-30' is invalid"),
 ]
