@@ -15,8 +15,10 @@ from celery import Celery
 from celery_periodiq import EntryError, EntryNotFoundError, WindowError, periodiq
 from celery_periodiq.beat.dispatch import Dispatcher
 from celery_periodiq.model.build import build_entry
-from celery_periodiq.model.plan import from_ms, to_ms
+from celery_periodiq.model.plan import from_ms, task_id_for, to_ms
 from celery_periodiq.model.windows import covering, make_window
+from tests.monitors import monitor_server
+from tests.processes import wait_for
 
 T0 = datetime(2027, 1, 1, 10, 0, tzinfo=UTC)
 
@@ -100,9 +102,12 @@ def test_a_malformed_window_gets_one_clear_error(parts: dict[str, Any], says: st
 class World:
     """Entry A every minute at :30, a beat's dispatcher, all on one injected clock."""
 
-    def __init__(self, redis_url: str, now: datetime = T0, **policy: Any) -> None:
+    def __init__(
+        self, redis_url: str, now: datetime = T0, conf: dict[str, Any] | None = None, **policy: Any
+    ) -> None:
         self.app = Celery("windows", broker="memory://", set_as_current=False)
         self.app.conf.periodiq_redis_url = redis_url
+        self.app.conf.update(conf or {})
         self.api = periodiq(self.app)
         self.store = self.api.store
         self.now = to_ms(now)
@@ -320,3 +325,16 @@ def test_simulate_decides_windows_as_the_beat_does(world: World) -> None:
         ("10:05:30", "10:05:30", 1),
     ]
     assert sum(d.count for d in entry.dropped if d.reason == "deferred") == 3
+
+
+def test_a_tick_skipped_by_a_window_is_checked_in_as_ok_not_missed(redis_url: str) -> None:
+    with monitor_server() as (port, received):
+        url = f"http://127.0.0.1:{port}/ping/{{entry}}"
+        world = World(redis_url, conf={"periodiq_checkin_url": url})
+        world.api.add_window("deploy", start="2027-01-01T10:02:00Z", end="2027-01-01T10:03:00Z")
+        world.beat("10:01:30")
+        assert world.beat("10:02:30") == []
+        task_id = task_id_for(
+            world.store.settings.key_prefix, "A", to_ms(utc("2027-01-01T10:02:30Z"))
+        )
+        assert wait_for(lambda: received.pings_of(task_id), 5, "the check-in") == ["/ping/A"]

@@ -126,7 +126,7 @@ class Dispatcher:
         self._prefetched: tuple[Callable[[], list[ClaimBatch]], float] | None = None
         """Claims sent during the last pass, and when: read by the next pass."""
         self._refill: Callable[[], None] | None = None
-        self._settler = Settler(self._publisher, self.settings)
+        self._settler = Settler(self._publisher, self.settings, store)
         self._tracing = self._settler.tracing
         self._stager = Stager(store, self._publisher, self._settler, self._link.advanced)
         self._ledger = Ledger(store, beat_id)

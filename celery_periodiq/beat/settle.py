@@ -27,6 +27,7 @@ from celery_periodiq.model.plan import (
     next_tick,
     next_tick_ms,
     plan_tick,
+    task_id_for,
     tick_text,
     to_ms,
 )
@@ -35,6 +36,8 @@ from celery_periodiq.model.windows import Window
 from celery_periodiq.protocol.records import EventRow, Settlement
 from celery_periodiq.schedules import EventSchedule
 from celery_periodiq.store.beat_scripts import Claim
+from celery_periodiq.store.store import Store
+from celery_periodiq.worker import checkins
 from celery_periodiq.worker.plain import is_plain
 
 __all__ = ["Settler"]
@@ -56,9 +59,13 @@ def _queued_ttl(tick: Tick, sent_at_ms: int) -> int:
 class Settler:
     """Decides one beat's claimed ticks and publishes them through its :class:`Publisher`."""
 
-    def __init__(self, publisher: Publisher, settings: Settings) -> None:
+    def __init__(
+        self, publisher: Publisher, settings: Settings, store: Store | None = None
+    ) -> None:
+        """``store``: where the check-ins of ticks a window held back are sent from."""
         self._publisher = publisher
         self.settings = settings
+        self._store = store
         self._plain: dict[str, bool] = {}
         """Task name -> whether its runs are a plain task's (:meth:`_is_plain`)."""
         self._definitions = Definitions()
@@ -266,6 +273,10 @@ class Settler:
             for instant in held.ticks:
                 events.append(EventRow(held.reason, to_ms(instant), "-", note=held.note))
             logger.info("periodiq: entry %r: %d ticks %s", claim.name, held.count, held.reason)
+            if self._store is not None and self.settings.checkins:  # skipped, not missed
+                for instant in held.ticks:
+                    task_id = task_id_for(self.settings.key_prefix, claim.name, to_ms(instant))
+                    checkins.report(self._store, claim.name, task_id, held.reason)
         if claim.rebuilt:
             events.append(EventRow("rebuilt", claim.nominal_ms, "-", note=_REBUILT))
         next_ms = due_ms = None

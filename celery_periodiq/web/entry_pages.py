@@ -92,6 +92,8 @@ def row(item: StoredEntry, now: datetime) -> dict[str, Any]:
                 "dropped_too_soon",
                 "dropped_group_limit",
                 "expired",
+                "skipped_window",
+                "excluded",
             )
         ),
     }
