@@ -1,13 +1,16 @@
-"""``celery periodiq window add/list/remove``, and ``list``/``show`` saying which entry is
-in a window until when (click's runner, a private Redis; ``--now`` fixes the clock)."""
+"""``celery periodiq window add/list/remove``, and ``list``/``show`` and the dashboard
+saying which entry is in a window until when (click's runner and Starlette's test
+client, a private Redis; ``--now`` fixes the clock)."""
 
 from __future__ import annotations
 
 import json
 
 from celery import Celery
+from starlette.testclient import TestClient
 
 from celery_periodiq import Periodiq
+from celery_periodiq.web import make_app
 from tests.test_cli import START, api, app, cli  # noqa: F401  (fixtures)
 
 NOW = "2090-01-01T02:30:00Z"
@@ -60,3 +63,20 @@ def test_exclude_dates_from_the_command_line(app: Celery, api: Periodiq) -> None
     assert [r.day for r in api.upcoming("report", 1, after=START)] == [3]
     cli(app, "update", "report", "--exclude", "")
     assert api.get("report").entry.exclude == []  # type: ignore[union-attr]
+
+
+def test_the_dashboard_says_which_entry_is_in_a_window_until_when(api: Periodiq) -> None:  # noqa: F811
+    api.add("report", "proj.report", every=60, owner="team")
+    api.add("other", "proj.other", every=60)
+    api.add_window(
+        "deploy", scope="owner:team", start=api.now().isoformat(), end="2090-01-01T00:00Z"
+    )
+    web = TestClient(make_app(api), follow_redirects=False)
+
+    listing = web.get("/").text
+    page = web.get("/entries/report").text
+
+    assert "in window &#39;deploy&#39; until 2090-01-01T00:00:00+00:00" in listing
+    assert listing.count("in window") == 1  # not "other"
+    assert "Now in window &#39;deploy&#39; until 2090-01-01T00:00:00+00:00" in page
+    assert "ticks skipped</div>" in page
