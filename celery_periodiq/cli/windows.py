@@ -39,23 +39,46 @@ def window_group() -> None:
 
 @window_group.command("add")
 @click.argument("window_id", metavar="ID")
-@click.option("--scope", default="all", show_default=True, metavar="SCOPE",
-              help="all, owner:TAG or entry:NAME.")  # fmt: skip
-@click.option("--policy", type=click.Choice(["skip", "defer"]), default="skip",
-              show_default=True,
-              help="skip: ticks inside do not run; defer: one catch-up run at the end, "
-              "standing for them.")  # fmt: skip
-@click.option("--schedule", metavar="SPEC",
-              help="When a recurring window opens: cron, calendar event, macro, "
-              "'@every 6h'.")  # fmt: skip
+@click.option(
+    "--scope",
+    default="all",
+    show_default=True,
+    metavar="SCOPE",
+    help="all, owner:TAG or entry:NAME.",
+)
+@click.option(
+    "--policy",
+    type=click.Choice(["skip", "defer"]),
+    default="skip",
+    show_default=True,
+    help="skip: ticks inside do not run; defer: one catch-up run at the end, standing for them.",
+)
+@click.option(
+    "--schedule",
+    metavar="SPEC",
+    help="When a recurring window opens: cron, calendar event, macro, '@every 6h'.",
+)
 @click.option("--duration", metavar="DURATION", help="How long each opening lasts (2h, 90m).")
-@click.option("--start", type=Instant(), metavar="ISO",
-              help="A one-off window's start (for a recurring one: none before it); "
-              "without an offset it is read in --tz.")  # fmt: skip
-@click.option("--end", type=Instant(), metavar="ISO",
-              help="A one-off window's end (for a recurring one: none after it).")  # fmt: skip
-@click.option("--tz", default="UTC", show_default=True, metavar="ZONE",
-              help="The IANA zone --schedule and times without an offset are read in.")  # fmt: skip
+@click.option(
+    "--start",
+    type=Instant(),
+    metavar="ISO",
+    help="A one-off window's start (for a recurring one: none before it); "
+    "without an offset it is read in --tz.",
+)
+@click.option(
+    "--end",
+    type=Instant(),
+    metavar="ISO",
+    help="A one-off window's end (for a recurring one: none after it).",
+)
+@click.option(
+    "--tz",
+    default="UTC",
+    show_default=True,
+    metavar="ZONE",
+    help="The IANA zone --schedule and times without an offset are read in.",
+)
 @click.option("--note", metavar="TEXT", help="Why; `window list` prints it.")
 @click.option("--replace", is_flag=True, help="Change the window of that id if there is one.")
 @click.pass_context

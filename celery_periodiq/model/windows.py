@@ -58,10 +58,10 @@ class Window:
     end_ms: int | None = None
     """A one-off window's end; a recurring window opens no more after it."""
     note: str | None = None
-    _parsed: Schedule | None = field(default=None, compare=False, repr=False)
+    _parsed: Schedule | None = field(default=None, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        if self.schedule is not None and self._parsed is None:
+        if self.schedule is not None:  # checked once, kept: every question asks it
             object.__setattr__(self, "_parsed", _schedule(self))
 
     @property
