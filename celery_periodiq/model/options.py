@@ -88,7 +88,7 @@ class EntryOptions:
     """Pause the entry when it becomes failing."""
     max_runs: int | None = None
     """The most ticks the beat publishes for the entry (None: no limit)."""
-    exclude: list[str] | tuple[Any, ...] = ()
+    exclude: list[Any] | tuple[Any, ...] = ()
     """Dates (``"2026-12-25"`` or ``date``, in the entry's zone) none of its ticks runs on."""
 
 
