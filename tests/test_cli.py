@@ -248,7 +248,7 @@ def test_list_json_has_the_documented_shape(populated: Periodiq) -> None:
 
     report = json.loads(result.stdout)[0]
     assert list(report) == [
-        "name", "state", "note", "paused_until", "problem", "task", "schedule", "form",
+        "name", "state", "note", "paused_until", "in_window", "problem", "task", "schedule", "form",
         "description", "tz", "owner", "group", "source", "enabled", "next_run", "last_run",
         "last_status", "last_error",
         "last_duration_ms", "last_finished", "last_task_id", "running_task_id", "counters",

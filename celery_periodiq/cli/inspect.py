@@ -84,7 +84,7 @@ def list_command(
     page as it is read, so its memory stays flat at any size; its pages come in
     the order Redis scans them (sort the output if you need one order).
 
-    --json: an array of entries {name, state, note, problem, task, schedule,
+    --json: an array of entries {name, state, note, in_window, problem, task, schedule,
     form, description, tz, owner, source, enabled, next_run, last_run,
     last_status, last_error, last_duration_ms, last_finished, last_task_id,
     running_task_id, counters}.

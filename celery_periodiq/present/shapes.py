@@ -7,8 +7,8 @@ Every key is always present (null when there is no value). Instants are ISO
 - **entry** (``list`` prints an array of them)::
 
     name, state (active|paused|running|quarantined|disabled|ended), note (why
-    paused), in_window (the maintenance window it is in now: {id, policy, until}; null
-    otherwise), paused_until (when a timed pause ends; null otherwise), problem (why
+    paused), paused_until (when a timed pause ends; null otherwise), in_window (the
+    maintenance window it is in now: {id, policy, until}; null otherwise), problem (why
     quarantined), task, schedule (as written), form (cron|calendar|every|at),
     description, tz, owner, group (its ``group``, else its owner: whose
     ``periodiq_group_limits`` limit applies), source (code|config|runtime),
@@ -158,8 +158,8 @@ def entry_json(stored: StoredEntry, in_window: dict[str, Any] | None = None) -> 
         "name": stored.name,
         "state": stored.status,
         "note": stored.note,
-        "in_window": in_window,
         "paused_until": utc_iso(stored.paused_until),
+        "in_window": in_window,
         "problem": stored.invalid,
         "task": None if entry is None else entry.task,
         "schedule": None if entry is None else entry.schedule,
