@@ -338,3 +338,20 @@ def test_a_tick_skipped_by_a_window_is_checked_in_as_ok_not_missed(redis_url: st
             world.store.settings.key_prefix, "A", to_ms(utc("2027-01-01T10:02:30Z"))
         )
         assert wait_for(lambda: received.pings_of(task_id), 5, "the check-in") == ["/ping/A"]
+
+
+def test_when_no_beat_ran_through_a_defer_window_the_next_beat_sends_one_run_for_all(
+    world: World,
+) -> None:
+    world.api.add_window(
+        "deploy", start="2027-01-01T10:02:00Z", end="2027-01-01T10:04:45Z", policy="defer"
+    )
+    assert [tick_of(h) for h in world.beat("10:01:30")] == ["10:01:30"]
+    (run,) = world.beat("10:05:45")  # no beat from 10:01:30 to here
+    assert (tick_of(run), int(run["periodiq_missed"])) == ("10:05:30", 4)
+    assert [e[:2] for e in world.events("deferred")] == [
+        ("deferred", "10:02:30"),
+        ("deferred", "10:03:30"),
+        ("deferred", "10:04:30"),
+    ]
+    assert world.events("missed") == [("missed", "10:00:30", "")]  # the first beat's, only
