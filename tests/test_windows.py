@@ -17,6 +17,7 @@ from celery_periodiq.beat.dispatch import Dispatcher
 from celery_periodiq.model.build import build_entry
 from celery_periodiq.model.plan import from_ms, task_id_for, to_ms
 from celery_periodiq.model.windows import covering, make_window
+from celery_periodiq.protocol.keys import Keys
 from tests.monitors import monitor_server
 from tests.processes import wait_for
 
@@ -355,3 +356,9 @@ def test_when_no_beat_ran_through_a_defer_window_the_next_beat_sends_one_run_for
         ("deferred", "10:04:30"),
     ]
     assert world.events("missed") == [("missed", "10:00:30", "")]  # the first beat's, only
+
+
+def test_the_windows_key_has_the_schedules_hash_tag_as_its_other_global_keys() -> None:
+    keys = Keys("periodiq:app", 16)
+    assert keys.windows == "{periodiq:app}:windows"
+    assert keys.windows.split(":windows")[0] == keys.beats.split(":beats")[0]
