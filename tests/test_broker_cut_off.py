@@ -10,6 +10,8 @@ beat loses the broker, the claims wait in flight until it returns.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 from collections import Counter
 from pathlib import Path
@@ -135,3 +137,35 @@ def test_when_every_beat_loses_the_broker_the_claims_wait_in_flight_and_run_when
     assert len(ticks) == len(set(ticks)), logs
     # catchup="all": every tick due while no beat could publish ran once it returned
     assert ticks == list(range(ticks[0], ticks[-1] + 1, 1000)), logs
+
+
+def test_a_beat_stopped_in_the_middle_of_a_publish_is_not_taken_for_one_cut_off(
+    tmp_path: Path, redis_url: str
+) -> None:
+    # The whole beat is stopped for more than half a lease (the stall deadline) while a
+    # publish waits for its reply, which comes just after it resumes (within the broker
+    # socket's timeout, 1 s): neither the call nor the beat ran meanwhile.
+    lease = 1.0
+    with (
+        LocalRedis(tmp_path / "broker") as broker,
+        Proxy(broker.port) as proxy,
+        cluster(tmp_path, redis_url, broker.url, lease=lease) as running,
+    ):
+        api = running.api()
+        for name in NAMES:
+            api.add(name, "record", every=1)
+        beat = running.beat("beat-stopped", TEST_BROKER_URL=proxy.url)
+        wait_for(lambda: " sent as " in beat.output(), 60, "the beat to send")
+        proxy.hold_next(b"LPUSH", lease * 0.8)
+        wait_for(proxy.holding.is_set, 10, "a publish to be held")
+        assert beat.process is not None
+        os.killpg(beat.process.pid, signal.SIGSTOP)
+        let_pass(lease * 0.6)
+        os.killpg(beat.process.pid, signal.SIGCONT)
+        sent = beat.output().count(" sent as ")
+        wait_for(lambda: beat.output().count(" sent as ") > sent + len(NAMES), 10,
+                 "the beat to send on")  # fmt: skip
+        let_pass(lease)
+        log = beat.output()
+    assert "cannot reach its broker" not in log, log
+    assert "rejoins" not in log, log

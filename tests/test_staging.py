@@ -28,6 +28,7 @@ from celery_periodiq.beat.partitions import POLL_MS
 from celery_periodiq.ops.doctor import diagnose
 from celery_periodiq.protocol.headers import HEADER_ENTRY, HEADER_TICK
 from celery_periodiq.protocol.records import RunEnd, RunStart
+from tests.processes import wait_for
 
 
 def staging_app(
@@ -307,3 +308,38 @@ def test_a_beat_holding_staged_claims_does_not_claim_pass_after_pass_until_their
     # then in the horizon before each sweep (907 in 1.8 s)
     assert passes <= polls + sweeps + 5, f"{passes} passes in {took:.2f} s"
     print(f"{passes} passes in {took:.2f} s")
+
+
+def test_ticks_due_with_a_released_burst_but_not_staged_go_out_before_its_settlements(
+    redis_url: str, broker_url: str
+) -> None:
+    # One partition, 5 ticks claimed a pass: the 30 entries added once the burst was
+    # staged are claimed at the instant, 6 passes for them. The burst's settlements
+    # (tens of microseconds each in Redis: seconds for 100,000) wait until they are out.
+    app, api = staging_app(redis_url, broker_url, periodiq_batch_size=5, periodiq_partitions=1)
+    start = burst(api, 40, 4)
+    beat = Dispatcher(app, api.store, "beat-a")
+    run_beats([beat], lambda: beat._stager.staged_count >= 40, 3)
+    assert beat._stager.staged_count == 40
+    api.add_many(
+        {"name": f"u-{n:03d}", "task": "proj.t", "every": 3600, "start_at": start}
+        for n in range(30)
+    )
+    beat.touch()  # what the beat's change listener does; no pass before the instant
+    assert start.timestamp() - time.time() > 0.2, "staged too late for the test"
+    queue = redis.Redis.from_url(broker_url)
+    wait_for(lambda: time.time() > start.timestamp() + 0.05, 5, "the instant")
+    seen: list[tuple[int, int]] = []  # after each pass: unstaged ticks out, burst settled
+    while len(seen) < 50 and (not seen or seen[-1] != (30, 40)):
+        beat.dispatch()
+        queued = [json.loads(raw)["headers"] for raw in queue.lrange("celery", 0, -1)]
+        unstaged = sum(headers[HEADER_ENTRY].startswith("u-") for headers in queued)
+        settled = sum(bool(api.get(f"e-{n:03d}").state.get("last_tick")) for n in range(40))
+        seen.append((unstaged, settled))
+    ids = [headers["id"] for headers in queued]
+    queue.close()
+
+    assert seen[-1] == (30, 40), seen
+    assert len(seen) >= 6, seen  # a batch a pass: the test's premise
+    assert all(settled == 0 for sent, settled in seen if sent < 30), seen
+    assert len(ids) == len(set(ids)) == 70

@@ -56,6 +56,45 @@ def test_a_round_trip_is_exact(api: Periodiq, redis_client: redis.Redis) -> None
     assert api.import_schedule(document).unchanged == ["poll", "report"]
 
 
+def test_a_timed_pause_keeps_its_end_and_one_that_ended_meanwhile_is_not_imported(
+    api: Periodiq,
+) -> None:
+    api.add("soon", "proj.t", every=60)
+    api.add("later", "proj.t", every=60)
+    api.pause("soon", note="deploy", until="2h")
+    api.pause("later", note="freeze", until="3h")
+    end = api.get("soon").paused_until
+    document = json.loads(json.dumps(api.export()))
+    by_name = {record["definition"]["name"]: record for record in document["entries"]}
+    assert end is not None
+    assert by_name["soon"]["state"]["until"] == end.isoformat()
+    by_name["later"]["state"]["until"] = "2020-01-01T00:00:00+00:00"  # its end has passed
+    api.delete("soon")
+    api.delete("later")
+
+    api.import_schedule(document)
+
+    assert api.get("soon").paused_until == end
+    assert api.get("soon").note == "deploy"
+    assert not api.get("later").paused
+
+
+@pytest.mark.parametrize("until", ["tomorrow", "2026-12-01T00:00:00", 42])
+def test_a_bad_pause_end_in_a_document_is_refused_and_nothing_written(
+    api: Periodiq, redis_client: redis.Redis, until: object
+) -> None:
+    populate(api)
+    document = json.loads(json.dumps(api.export()))
+    document["entries"][0]["state"]["until"] = until
+    before = snapshot(redis_client)
+
+    with pytest.raises(EntryError) as caught:
+        api.import_schedule(document, replace=True)
+
+    assert "#0: entry 'poll': until=" in str(caught.value)
+    assert snapshot(redis_client) == before
+
+
 def test_export_filters_by_owner_and_source_and_can_leave_state_out(api: Periodiq) -> None:
     populate(api)
 

@@ -69,7 +69,9 @@ class Periodiq:
     resume = Entries.resume
     pause_many = Entries.pause_many
     resume_many = Entries.resume_many
+    delete_many = Entries.delete_many
     trigger = Entries.trigger
+    trigger_many = Entries.trigger_many
 
     # maintenance windows
     add_window = Windows.add_window

@@ -12,7 +12,8 @@ from typing import Any, Protocol
 from celery_periodiq.api.base import Client
 from celery_periodiq.errors import EntryError, shown
 from celery_periodiq.model.entry import AUTO
-from celery_periodiq.ops import bulk, pauses, steer
+from celery_periodiq.ops import bulk, many, pauses, steer
+from celery_periodiq.ops.many import BulkResult
 from celery_periodiq.store.views import StoredEntry
 
 __all__ = ["Entries"]
@@ -182,46 +183,124 @@ class Entries(Client, Protocol):
     def pause_many(
         self,
         *,
+        names: Iterable[str] | None = None,
         owner: str | None = None,
         match: str | None = None,
         all: bool = False,
         note: str | None = None,
         until: datetime | timedelta | float | str | None = None,
-    ) -> list[str]:
-        """Pause every entry of ``owner``, or whose name matches the glob ``match``
-        (``"report-*"``), or with ``all=True`` every entry; exactly one of them. An entry
-        paused already keeps its own pause. ``note`` and ``until`` as in :meth:`pause`.
+    ) -> BulkResult:
+        """Pause the entries ``names``, or every entry of ``owner``, or whose name matches
+        the glob ``match`` (``"report-*"``), or with ``all=True`` every entry; exactly one
+        of them. An entry paused already keeps its own pause. ``note`` and ``until`` as in
+        :meth:`pause`.
 
         Returns:
-            The names of the entries paused (not those paused already).
+            The names of the entries paused (a list), and in its ``skipped`` the others
+            selected, each with why (``"paused already"``).
 
         Raises:
-            EntryError: not exactly one selector, or a bad ``until`` (nothing changes).
-            EntryNotFoundError: the selector names no entry (nothing changes).
+            EntryError: not exactly one selector, an empty or malformed ``names``, a bad
+                ``note`` or ``until`` (nothing changes).
+            EntryNotFoundError: the selector names no entry, or ``names`` one that does
+                not exist (nothing changes).
         """
         _check_note(note)
         with self.runtime.guard():
             end = pauses.until_ms(until, self.store.now_ms())
-            names = pauses.select(self.store, match=match, owner=owner, everything=all)
-            return pauses.pause_many(self.store, names, note or "", end)
+            chosen = pauses.select(
+                self.store, names=names, match=match, owner=owner, everything=all
+            )
+            return pauses.pause_many(self.store, chosen, note or "", end)
 
     def resume_many(
-        self, *, owner: str | None = None, match: str | None = None, all: bool = False
-    ) -> list[str]:
-        """Resume every paused entry of ``owner``, or whose name matches the glob
-        ``match``, or with ``all=True`` every paused entry, each from its next tick after
-        now; exactly one selector.
+        self,
+        *,
+        names: Iterable[str] | None = None,
+        owner: str | None = None,
+        match: str | None = None,
+        all: bool = False,
+    ) -> BulkResult:
+        """Resume the paused entries among ``names``, or of ``owner``, or whose name
+        matches the glob ``match``, or with ``all=True`` every paused entry, each from its
+        next tick after now; exactly one selector.
 
         Returns:
-            The names of the entries resumed (those that were paused).
+            The names of the entries resumed (a list), and in its ``skipped`` the others
+            selected, each with why (``"not paused"``).
 
         Raises:
-            EntryError: not exactly one selector (nothing changes).
-            EntryNotFoundError: the selector names no entry (nothing changes).
+            EntryError: not exactly one selector, or an empty or malformed ``names``
+                (nothing changes).
+            EntryNotFoundError: the selector names no entry, or ``names`` one that does
+                not exist (nothing changes).
         """
         with self.runtime.guard():
-            names = pauses.select(self.store, match=match, owner=owner, everything=all)
-            return pauses.resume_many(self.store, names)
+            chosen = pauses.select(
+                self.store, names=names, match=match, owner=owner, everything=all
+            )
+            return pauses.resume_many(self.store, chosen)
+
+    def delete_many(
+        self,
+        *,
+        names: Iterable[str] | None = None,
+        owner: str | None = None,
+        match: str | None = None,
+        all: bool = False,
+        force: bool = False,
+    ) -> BulkResult:
+        """Delete the entries ``names``, or of ``owner``, or whose name matches the glob
+        ``match``, or with ``all=True`` every entry (exactly one selector), with their
+        state and history: one script call per partition per ``periodiq_batch_size``.
+
+        When one of the errors below is raised, nothing is deleted.
+
+        Returns:
+            The names deleted (a list; ``skipped``: those deleted meanwhile by another).
+
+        Raises:
+            EntryError: not exactly one selector, or an empty or malformed ``names``.
+            EntryNotFoundError: the selector names no entry, or ``names`` one that does
+                not exist.
+            DeclaredEntryError: one of them is declared in code or beat_schedule and
+                ``force`` is not set (the next deploy would restore it).
+        """
+        with self.runtime.guard():
+            chosen = pauses.select(
+                self.store, names=names, match=match, owner=owner, everything=all
+            )
+            return many.delete_many(self.store, chosen, force)
+
+    def trigger_many(
+        self,
+        *,
+        names: Iterable[str] | None = None,
+        owner: str | None = None,
+        match: str | None = None,
+        all: bool = False,
+    ) -> BulkResult:
+        """Run the entries ``names``, or of ``owner``, or whose name matches the glob
+        ``match``, or with ``all=True`` every entry, now (exactly one selector), as
+        :meth:`trigger` runs one: over one broker connection, their runs recorded in
+        pipelines.
+
+        Returns:
+            The names run (a list), with each run's task id in its ``task_ids``; in its
+            ``skipped`` the quarantined entries and those whose message cannot be encoded.
+
+        Raises:
+            EntryError: not exactly one selector, or an empty or malformed ``names``.
+            EntryNotFoundError: the selector names no entry, or ``names`` one that does
+                not exist (nothing is sent).
+            BrokerUnavailableError: the broker failed; the message says how many runs
+                were sent before it did (those are recorded).
+        """
+        with self.runtime.guard():
+            chosen = pauses.select(
+                self.store, names=names, match=match, owner=owner, everything=all
+            )
+            return many.trigger_many(self.runtime, chosen)
 
     def trigger(self, name: str) -> str:
         """Run an entry now, outside its schedule; the worker's overlap guard still applies.
@@ -263,6 +342,14 @@ class Entries(Client, Protocol):
         return created
 
 
+NOTE_MOST = 1000
+"""The longest note a pause keeps (characters): it is stored with each entry paused."""
+
+
 def _check_note(note: object) -> None:
     if note is not None and not isinstance(note, str):
         raise EntryError(f"note={shown(note)} is invalid (allowed: text)")
+    if note is not None and len(note) > NOTE_MOST:
+        raise EntryError(
+            f"note={shown(note)} is too long (allowed: at most {NOTE_MOST:,} characters)"
+        )

@@ -89,6 +89,11 @@ class BrokerLink:
             if self._busy_since is not None:
                 self._busy_since = elapsed()
 
+    def resumed(self) -> None:
+        """The process was stopped and runs again: the broker call under way, which did
+        not run meanwhile either, is timed from now."""
+        self.advanced()
+
     def stalled(self) -> float | None:
         """Seconds the broker call under way has made no progress, once that is past the
         deadline (half a lease); else None."""

@@ -22,6 +22,7 @@ from typing import Any
 import redis
 from celery import Celery
 
+from celery_periodiq.beat.backlog import Backlog
 from celery_periodiq.beat.broker_link import BrokerLink
 from celery_periodiq.beat.fire import fire_events
 from celery_periodiq.beat.ledger import Ledger
@@ -109,13 +110,11 @@ class Dispatcher:
         for its own lease only. ``link``: the beat's connection to its broker;
         ``on_cut_off(why)``: called when publishing fails for the broker's sake
         (:meth:`Heartbeat.withdraw`); without it, the claims stay this beat's."""
-        self.app = app
-        self.store = store
+        self.app, self.store = app, store
         self.settings: Settings = store.settings
         self._publisher = Publisher(app)
         self._link = link or BrokerLink(app, self.settings.claim_lease)
-        self._on_cut_off = on_cut_off
-        self.beat_id = beat_id
+        self._on_cut_off, self.beat_id = on_cut_off, beat_id
         self._covered = covered
         self._injected = False
         """The pass runs on an injected clock (tests)."""
@@ -129,15 +128,14 @@ class Dispatcher:
         self._settler = Settler(self._publisher, self.settings, store)
         self._tracing = self._settler.tracing
         self._stager = Stager(store, self._publisher, self._settler, self._link.advanced)
+        self._backlog = Backlog(self.settings.claim_lease)
         self._ledger = Ledger(store, beat_id)
         self._partitions = Partitions(store.keys, self.settings, beat_id)
 
     def touch(self, name: str | None = None) -> None:
         """Something changed: claim ``name``'s partition (every partition when None) in the
-        next pass, whatever it was known to have due; a change of every entry (a window's
-        too, or a lost subscription's) makes the next pass read the windows again."""
-        if name is None:
-            self._settler.windows.stale = True
+        next pass, whatever it was known to have due."""
+        self._settler.windows.touched(name)
         self._partitions.touch(name)
 
     def watch(self, beats: list[str]) -> None:
@@ -210,23 +208,24 @@ class Dispatcher:
             self._refill = functools.partial(self._prefetch, parts, share, lease_ms)
         count = sum(len(got.batch.claims) for got in batches)
         complete = True
-        if count or self._stager.due(partitions.estimate() + HORIZON_MS):
-            publish = functools.partial(self._publish_batches, batches)
+        if count or self._backlog or self._stager.due(partitions.estimate() + HORIZON_MS):
+            publish = functools.partial(self._publish_batches, batches, bool(full))
             complete = self._tracing.beat_pass(self.beat_id, count, started, publish)
         # staged messages wake the beat at their instant; claims ahead, a horizon before
         wake = min(partitions.next_wake(max(ahead - HORIZON_MS, 0)), self._stager.next_at)
         clock, measured = partitions.clock
         return Pass(
             claimed=count,
-            full=bool(full),
+            full=bool(full or self._backlog),
             complete=complete,
             wake_ms=None if math.isinf(wake) else wake,
             clock_ms=clock,
             measured=measured,
         )
 
-    def _publish_batches(self, batches: list[Claimed]) -> bool:
-        """Publish every claimed tick, then settle each partition's claims."""
+    def _publish_batches(self, batches: list[Claimed], more_due: bool) -> bool:
+        """Publish every claimed tick, then settle each partition's claims (and of a
+        released burst's, one chunk while ``more_due``: :mod:`.backlog`)."""
         self.ticks_claimed += sum(len(got.batch.claims) for got in batches)
         if batches:
             self.last_tick_ms = max(got.batch.now_ms for got in batches)
@@ -236,10 +235,11 @@ class Dispatcher:
         try:
             with self._link.producer() as producer:
                 batches, ahead, released = self._staged(batches, producer)
+                self._backlog.add(released)
                 try:
                     complete = self._publish_all(batches, producer, settlements, sent)
                 finally:  # what was released is settled after what goes out now
-                    self._write(released, settlements)
+                    self._write(self._backlog.take(more_due), settlements)
                 if ahead:  # planned and rendered now, staged for their instant
                     self._stage(ahead, producer, settlements)
             if self._broker_down and sent:  # a pass that sent nothing proves nothing

@@ -22,6 +22,10 @@ __all__ = ["ChangeListener", "Heartbeat"]
 
 logger = logging.getLogger("celery_periodiq.heartbeat")
 
+_CHECK_SHARE = 1 / 12
+"""How often (a share of a lease) the broker call under way is looked at; this thread
+woken later than that again took the process for stopped (a thread merely slow to get
+the GIL is late by milliseconds). The heartbeat is refreshed three times a lease."""
 _LAST_REFRESH = 10.0
 """Seconds a stopping beat waits for a refresh under way: a Redis command's timeout (5 s,
 store/connect.py) twice over."""
@@ -150,10 +154,21 @@ class Heartbeat(threading.Thread):
             return self._since <= since and now < safe_until
 
     def run(self) -> None:
-        while not self._stopped.wait(self.lease / 3):
+        check = self.lease * _CHECK_SHARE
+        due = refresh_at = elapsed() + check
+        while not self._stopped.wait(max(due - elapsed(), 0.0)):
+            # woken this late, the whole process did not run (SIGSTOP, a VM paused): nor
+            # did its broker call, which is timed afresh, not taken for a broker gone
+            frozen = elapsed() - due >= check
+            due = elapsed() + check
+            if frozen and self.link is not None:
+                self.link.resumed()
             stalled = None if self.link is None else self.link.stalled()
             if stalled is not None:
                 self.withdraw(f"broker unreachable (no answer for {stalled:.1f} s)")
+            if elapsed() < refresh_at:
+                continue
+            refresh_at = elapsed() + self.lease / 3
             try:
                 self.beat_once()
             except Exception as error:  # the thread must outlive any failure; logged once

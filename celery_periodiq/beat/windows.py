@@ -35,6 +35,12 @@ class WindowBook:
         self._of: dict[tuple[str, str | None], tuple[Window, ...]] = {}
         self._bad: frozenset[str] = frozenset()
 
+    def touched(self, name: str | None) -> None:
+        """An entry changed (None: every entry, a window too, or a subscription was lost
+        and changes may have been missed): the next pass reads the windows again."""
+        if name is None:
+            self.stale = True
+
     def refresh(self, store: Store) -> None:
         """Read the windows again if a change was announced or it is time; a failed read
         keeps the last ones (the pass itself then fails on the same Redis, or goes on)."""

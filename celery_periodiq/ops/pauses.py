@@ -1,7 +1,7 @@
 """Pausing with an end and pausing many entries at once: when a pause ends (``until=``:
-an instant, a duration, seconds), and which entries a selector names (an owner, a name
-glob, the whole schedule). The pause itself and its end are ``lua/pause.lua``'s and
-``lua/claim.lua``'s (:mod:`celery_periodiq.beat.pauses`).
+an instant, a duration, seconds), and which entries a selector names (a list of names,
+an owner, a name glob, the whole schedule). The pause itself and its end are
+``lua/pause.lua``'s and ``lua/claim.lua``'s (:mod:`celery_periodiq.beat.pauses`).
 
 The functions that take a :class:`Store` run inside the caller's
 :meth:`Runtime.guard <celery_periodiq.runtime.Runtime.guard>`.
@@ -11,17 +11,19 @@ from __future__ import annotations
 
 import fnmatch
 import math
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from celery_periodiq.errors import EntryError, EntryNotFoundError, ScheduleError, shown
 from celery_periodiq.model.instants import from_ms, to_ms
 from celery_periodiq.model.plan import next_tick_ms
-from celery_periodiq.ops.steer import check_owner
+from celery_periodiq.ops.many import BulkResult
+from celery_periodiq.ops.steer import check_name, check_owner, not_found, some_names
 from celery_periodiq.schedules.interval import parse_duration
 from celery_periodiq.schedules.once import parse_instant
 from celery_periodiq.store.store import Store
 
-__all__ = ["GLOB", "Until", "pause_many", "resume_many", "select", "until_ms"]
+__all__ = ["GLOB", "Until", "known", "pause_many", "resume_many", "select", "until_ms"]
 
 Until = datetime | timedelta | float | str
 """An ``until=``: an aware datetime or ISO 8601 text with an offset, a duration
@@ -34,6 +36,20 @@ _ALLOWED = (
     "an aware datetime or ISO 8601 with an offset, a duration such as '2h' or '1h30m', "
     "or seconds from now"
 )
+
+
+_WHY = {"paused already": "paused already", "changed": "not paused", "missing": "deleted meanwhile"}
+
+
+def _outcome(names: list[str], replies: list[str], skipped: dict[str, str]) -> BulkResult:
+    """pause.lua's reply for each of ``names`` as a result (``skipped``: those not called)."""
+    done = []
+    for name, reply in zip(names, replies, strict=True):
+        if reply == "ok":
+            done.append(name)
+        else:
+            skipped[name] = _WHY.get(reply, reply.replace(": ", " (", 1) + ")")
+    return BulkResult(done, skipped)
 
 
 def until_ms(value: Until | None, now_ms: int) -> int | None:
@@ -75,25 +91,27 @@ def select(
     store: Store,
     *,
     name: str | None = None,
+    names: Iterable[str] | None = None,
     match: str | None = None,
     owner: str | None = None,
     everything: bool = False,
 ) -> list[str]:
-    """The names one selector names: an entry, those whose name matches the glob
-    ``match``, those of ``owner``, or every entry.
+    """The names one selector names: an entry, the entries ``names`` (see :func:`known`),
+    those whose name matches the glob ``match``, those of ``owner``, or every entry.
 
     Raises:
-        EntryError: not exactly one selector.
-        EntryNotFoundError: the selector names no entry.
+        EntryError: not exactly one selector, or a bad one.
+        EntryNotFoundError: the selector names no entry (or, ``names``, one unknown).
     """
-    given = [
-        what
-        for what, value in (("a name", name), ("match=", match), ("owner=", owner))
-        if value is not None
-    ] + (["all=True"] if everything else [])
+    chosen = (("a name", name), ("names=", names), ("match=", match), ("owner=", owner))
+    given = [what for what, value in chosen if value is not None]
+    given += ["all=True"] if everything else []
     if len(given) != 1:
         which = f"{' and '.join(given)} given" if given else "none given"
-        raise EntryError(f"give one of a name, match=, owner=, all=True ({which})")
+        allowed = "a name, " if name is not None else ""
+        raise EntryError(f"give one of {allowed}names=, match=, owner=, all=True ({which})")
+    if names is not None:
+        return known(store, names)
     if owner is not None:
         names = sorted(store.owned_by(check_owner(owner)))
         if not names:
@@ -116,22 +134,53 @@ def select(
     return names
 
 
-def pause_many(store: Store, names: list[str], note: str, end_ms: int | None) -> list[str]:
+def known(store: Store, names: object) -> list[str]:
+    """``names=`` checked: entry names, each stored (one given twice, once), in order.
+
+    Raises:
+        EntryError: not a list of names, or an empty one.
+        EntryNotFoundError: a name is no entry's (the message names them; nothing changes).
+    """
+    if isinstance(names, str | bytes) or not isinstance(names, Iterable):
+        raise EntryError(f"names={shown(names)} is invalid (allowed: a list of entry names)")
+    unique = list(dict.fromkeys(check_name(name) for name in names))
+    if not unique:
+        raise EntryError("names= is empty: select at least one entry")
+    found = {item.name for item in store.glance_at(unique)}
+    missing = [name for name in unique if name not in found]
+    if len(missing) == 1:
+        raise EntryNotFoundError(f"{not_found(store, missing[0]).args[0]}; nothing was changed")
+    if missing:
+        raise EntryNotFoundError(
+            f"no entries named {some_names(missing)} ({len(missing)} of the {len(unique)} "
+            "names given); nothing was changed"
+        )
+    return unique
+
+
+def pause_many(store: Store, names: list[str], note: str, end_ms: int | None) -> BulkResult:
     """Pause each of ``names`` that is not paused yet (one paused already keeps its own
-    pause and note), pipelined; returns those paused."""
+    pause and note), pipelined; returns those paused, and why each other was not."""
     replies = store.scripts.pause_each(names, note, end_ms, fresh=True)
-    return [name for name, reply in zip(names, replies, strict=True) if reply == "ok"]
+    return _outcome(names, replies, {})
 
 
-def resume_many(store: Store, names: list[str]) -> list[str]:
+def resume_many(store: Store, names: list[str]) -> BulkResult:
     """Resume each of ``names`` that is paused, from its next tick after now, pipelined;
-    returns those resumed."""
+    returns those resumed, and why each other was not."""
     now = from_ms(store.now_ms())
     items: list[tuple[str, int | None, int | None]] = []
-    for item in store.load(names):
-        if not item.paused:
+    loaded = {item.name: item for item in store.load(names)}
+    skipped: dict[str, str] = {}
+    for name in names:
+        item = loaded.get(name)
+        if item is None or not item.paused:
+            skipped[name] = "deleted meanwhile" if item is None else "not paused"
             continue
         upcoming = None if item.entry is None else next_tick_ms(item.entry, now)
         items.append((item.name, *((None, None) if upcoming is None else upcoming)))
     replies = store.scripts.resume_each(items, paused_only=True)
-    return [name for (name, _, _), reply in zip(items, replies, strict=True) if reply == "ok"]
+    result = _outcome([name for name, _, _ in items], replies, skipped)
+    order = {name: index for index, name in enumerate(names)}
+    result.skipped = dict(sorted(skipped.items(), key=lambda pair: order[pair[0]]))
+    return result

@@ -4,14 +4,15 @@ The document::
 
     {"format": "celery-periodiq", "version": 1, "exported_at": "<ISO>",
      "entries": [{"definition": {...Entry.to_dict()...},
-                  "state": {"paused": bool, "note": str|null, "last_run": ISO|null,
-                            "checkpoint": <JSON>|null}}]}
+                  "state": {"paused": bool, "note": str|null, "until": ISO|null,
+                            "last_run": ISO|null, "checkpoint": <JSON>|null}}]}
 
 ``state`` is optional per entry. An import checks every record first and writes
 nothing when one is bad (each bad record is named by its position); an entry that
 exists with another definition is replaced only with ``replace``. ``last_run`` is
 exported for reading; an import does not write it back (the next tick follows the
-schedule from now).
+schedule from now). ``until`` is a timed pause's end: imported as it is, or as no pause
+when that end has passed (the pause would be over).
 """
 
 from __future__ import annotations
@@ -21,11 +22,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from celery_periodiq.errors import EntryError, shown
+from celery_periodiq.errors import EntryError, ScheduleError, shown
 from celery_periodiq.model.build import check_encodable
 from celery_periodiq.model.entry import Entry
+from celery_periodiq.model.instants import to_ms
 from celery_periodiq.ops import steer
 from celery_periodiq.ops.listing import pages
+from celery_periodiq.schedules.once import parse_instant
 from celery_periodiq.store.checkpoint import Checkpoint
 from celery_periodiq.store.store import Store
 
@@ -42,6 +45,7 @@ __all__ = [
 
 FORMAT, VERSION = "celery-periodiq", 1
 _SOURCES = ("runtime", "code", "config")
+_STATE = frozenset({"paused", "note", "until", "last_run", "checkpoint"})
 
 
 @dataclass
@@ -98,9 +102,11 @@ def _exported(
             record: dict[str, Any] = {"definition": item.entry.to_dict()}
             if state:
                 last = item.last_run
+                until = item.paused_until
                 record["state"] = {
                     "paused": item.paused,
                     "note": item.note,
+                    "until": None if until is None else until.isoformat(),
                     "last_run": None if last is None else last.isoformat(),
                     "checkpoint": saved.get(item.name),
                 }
@@ -171,9 +177,10 @@ def import_schedule(
         return report
     store.put("add", [entry for entry, _ in parsed if entry.name in report.created])
     store.put("update", [entry for entry, _ in parsed if entry.name in report.replaced])
+    now_ms = store.now_ms()
     for entry, state in parsed:
         if state is not None:
-            _restore(store, entry.name, state)
+            _restore(store, entry.name, state, now_ms)
     return report
 
 
@@ -227,17 +234,24 @@ def _record(record: Any) -> tuple[Entry, dict[str, Any] | None]:
     state = record.get("state")
     if state is None:
         return entry, None
-    if not isinstance(state, dict) or set(state) - {"paused", "note", "last_run", "checkpoint"}:
+    if not isinstance(state, dict) or set(state) - _STATE:
         raise EntryError(f"entry {shown(entry.name)}: state {shown(state)} is invalid")
     if not isinstance(state.get("paused", False), bool):
         raise EntryError(f"entry {shown(entry.name)}: paused={shown(state['paused'])} is invalid")
     if state.get("note") is not None and not isinstance(state["note"], str):
         raise EntryError(f"entry {shown(entry.name)}: note={shown(state['note'])} is invalid")
+    if state.get("until") is not None:
+        try:
+            parse_instant(state["until"], "until")
+        except ScheduleError as error:
+            raise EntryError(f"entry {shown(entry.name)}: {error}") from None
     return entry, state
 
 
-def _restore(store: Store, name: str, state: dict[str, Any]) -> None:
-    if state.get("paused"):
-        steer.pause(store, name, state.get("note"))
+def _restore(store: Store, name: str, state: dict[str, Any], now_ms: int) -> None:
+    until = state.get("until")
+    end = None if until is None else to_ms(parse_instant(until, "until"))
+    if state.get("paused") and (end is None or end > now_ms):
+        steer.pause(store, name, state.get("note"), end)
     if state.get("checkpoint") is not None:
         Checkpoint(store, name).save(state["checkpoint"])

@@ -36,8 +36,6 @@ PAUSE = ScriptKeys(
 )
 INDEX = ScriptKeys("index", ("entries", "state", "quarantine", "stats", *INDEXES))
 INDEX_VERSION = "1"
-_BATCH = 500
-"""pause.lua calls sent in one pipeline by :meth:`EntryScripts.pause_each`."""
 """The version of the read side's indexes: a partition whose stats hash says another
 one (or none: written by an older version) has them built afresh (``lua/index.lua``)."""
 
@@ -155,12 +153,12 @@ class EntryScripts(ScriptCalls):
         self, names: list[str], note: str, until_ms: int | None = None, fresh: bool = False
     ) -> list[str]:
         """:meth:`pause` for each of ``names``, pipelined; one reply per name."""
-        only = "fresh" if fresh else ""
-        calls = [
-            (PAUSE.keys(self.keys.of(name)),
-             [self.keys.changes, name, "pause", note, _ms(until_ms), only])
-            for name in names
-        ]  # fmt: skip
+        tail = [note, _ms(until_ms), "fresh" if fresh else ""]
+        calls = []
+        for name in names:
+            calls.append(
+                (PAUSE.keys(self.keys.of(name)), [self.keys.changes, name, "pause", *tail])
+            )
         return self._pause_calls(calls)
 
     def resume(
@@ -195,17 +193,8 @@ class EntryScripts(ScriptCalls):
         return self._pause_calls(calls)
 
     def _pause_calls(self, calls: list[tuple[list[str], list[Any]]]) -> list[str]:
-        """pause.lua's ``calls``, in pipelines of :data:`_BATCH` (one after the other on
-        a Redis Cluster, whose entries' keys are spread over the nodes)."""
-        if self._clustered or len(calls) < 2:
-            return [str(self._run(PAUSE.script, keys, args)) for keys, args in calls]
-        replies: list[str] = []
-        for start in range(0, len(calls), _BATCH):
-            pipe = self._client.pipeline(transaction=False)
-            for keys, args in calls[start : start + _BATCH]:
-                self._run(PAUSE.script, keys, args, client=pipe)
-            replies += [str(reply) for reply in pipe.execute()]
-        return replies
+        """pause.lua's ``calls``, pipelined (:meth:`_pipelined`)."""
+        return [str(reply) for reply in self._pipelined(PAUSE.script, calls)]
 
     def index(self, part: Partition) -> int:
         """Build the read side's indexes of one partition afresh, atomically; returns how

@@ -76,6 +76,20 @@ class RunScripts(ScriptCalls):
         ]
         return bool(self._run(RECORD.script, keys, args))
 
+    def record_each(
+        self, runs: list[tuple[str, str]], kind: str, note: str, history_length: int
+    ) -> list[bool]:
+        """:meth:`record` of runs published outside a tick (``(name, task_id)``, the task
+        id kept whole), pipelined; one reply each."""
+        calls = [
+            (
+                RECORD.keys(self.keys.of(name), name=name),
+                [name, history_length, kind, "", task_id, note],
+            )
+            for name, task_id in runs
+        ]
+        return [bool(reply) for reply in self._pipelined(RECORD.script, calls)]
+
     def begin(self, name: str, run: RunStart, now_ms: int | None = None) -> Admission:
         """The worker's guards before a run (begin.lua): one round trip.
 

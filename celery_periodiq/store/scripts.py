@@ -248,6 +248,10 @@ def _warn_now_and_then(message: str) -> None:
         logger.warning("periodiq: %s", message)
 
 
+PIPELINED = 500
+"""How many calls of a script on many entries go in one pipeline (one round trip)."""
+
+
 class ScriptCalls:
     """Every Lua script, registered on one client (``decode_responses=True``), and the
     ways of calling one; the typed wrappers are its subclasses' methods."""
@@ -268,6 +272,20 @@ class ScriptCalls:
 
     def _run(self, name: str, keys: list[str], args: list[Any], client: Any = None) -> Any:
         return self._scripts[name](keys=keys, args=args, client=client)
+
+    def _pipelined(self, name: str, calls: list[tuple[list[str], list[Any]]]) -> list[Any]:
+        """Calls of one script that each touch one entry's keys, in pipelines of
+        :data:`PIPELINED` (one after the other on a Redis Cluster, whose entries' keys are
+        spread over the nodes); one reply per call."""
+        if self._clustered or len(calls) < 2:
+            return [self._run(name, keys, args) for keys, args in calls]
+        replies: list[Any] = []
+        for start in range(0, len(calls), PIPELINED):
+            pipe = self._client.pipeline(transaction=False)
+            for keys, args in calls[start : start + PIPELINED]:
+                self._run(name, keys, args, client=pipe)
+            replies += pipe.execute()
+        return replies
 
     def _replicated_calls(
         self, name: str, calls: list[tuple[list[str], list[Any]]], what: str, then: str

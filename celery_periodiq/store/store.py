@@ -299,6 +299,14 @@ class Store(Reads):
                 "periodiq: entry %r run %s was sent but not recorded: %s", name, task_id, error
             )
 
+    def published_many(self, runs: list[tuple[str, str]], kind: str) -> None:
+        """:meth:`published` of many runs sent outside a tick (``(name, task_id)``),
+        pipelined; a failure to record is logged, never raised."""
+        try:
+            self.scripts.record_each(runs, kind, "", self.settings.history_length)
+        except redis.RedisError as error:
+            logger.warning("periodiq: %d runs were sent but not recorded: %s", len(runs), error)
+
     def alive(
         self,
         beat_id: str,

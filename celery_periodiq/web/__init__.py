@@ -1,6 +1,7 @@
 """The web dashboard: ``celery periodiq serve`` (the ``web`` extra).
 
-Server-rendered pages (entries, an entry, beats, the entry form), the CLI's ``--json``
+Server-rendered pages (entries, an entry, beats, the entry form), bulk actions on the
+entries ticked or matching (``bulk``, ``bulk_routes``), the CLI's ``--json``
 shapes under ``/api/``, and ``/metrics``. Reads are open to whoever can reach the port
 (it binds 127.0.0.1 unless told otherwise); writes need the token (a browser's HttpOnly
 cookie, or ``Authorization: Bearer <token>``), and forms carry a CSRF token. Without a

@@ -27,6 +27,7 @@ from celery_periodiq.present.terminal import relative
 from celery_periodiq.store.filters import ALERTS, STATES
 from celery_periodiq.web import entry_pages
 from celery_periodiq.web.auth import COOKIE, REFUSED, Guard
+from celery_periodiq.web.bulk_routes import bulk_routes
 from celery_periodiq.web.editing import editing_routes
 from celery_periodiq.web.listing import FILTERS, links, page_json, read_page, totals
 from celery_periodiq.web.outage import OUTAGES, RETRY_S, outage_handlers
@@ -240,6 +241,7 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
     return Starlette(
         routes=[
             *editing_routes(api, guard, render),
+            *bulk_routes(api, guard, render),
             Route("/", entries_page),
             Route("/entries/{name:path}", entry_page),
             Route("/beats", beats_page),

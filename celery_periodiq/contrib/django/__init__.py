@@ -3,9 +3,10 @@
 
 The list (search, filters, paging), an entry's page (definition, history, next fires,
 the runs chart), the create and edit form the dashboard uses, pause with a note,
-resume, run now and delete, behind Django's login, staff flag, CSRF and the four
-permissions of one model (view, add, change, delete). The model is unmanaged: the
-schedule stays in Redis and no table holds entries.
+resume, run now and delete, one entry or many at once (``bulk``), behind Django's
+login, staff flag, CSRF and the four permissions of one model (view, add, change,
+delete). The model is unmanaged: the schedule stays in Redis and no table holds
+entries.
 
 The Celery app is the one ``PERIODIQ_CELERY_APP`` names (``"proj.celery:app"``), else
 the one Django's Celery setup made current (``proj/celery.py`` with

@@ -1,5 +1,6 @@
-"""The admin's "Periodic entries": the URLs of the list, an entry, the form and the
-actions, each behind the admin's login and one of the model's four permissions."""
+"""The admin's "Periodic entries": the URLs of the list, an entry, the form, the actions
+and the list's bulk actions, each behind the admin's login and one of the model's four
+permissions."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from django.contrib import admin
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import URLPattern, path
 
-from celery_periodiq.contrib.django import editing, pages
+from celery_periodiq.contrib.django import bulk, editing, pages
 from celery_periodiq.contrib.django.models import PeriodicEntry
 
 __all__ = ["PeriodicEntryAdmin"]
@@ -43,6 +44,7 @@ class PeriodicEntryAdmin(admin.ModelAdmin):  # type: ignore[misc]
             path("", wrap(self.changelist_view), name=named("changelist")),
             path("add/", wrap(self.add_view), name=named("add")),
             path("preview/", wrap(self.preview_view), name=named("preview")),
+            path("bulk/", wrap(self.bulk_view), name=named("bulk")),
             path("<path:object_id>/change/", wrap(self.change_view), name=named("change")),
             path("<path:object_id>/edit/", wrap(self.edit_view), name=named("edit")),
             path("<path:object_id>/delete/", wrap(self.delete_view), name=named("delete")),
@@ -65,6 +67,9 @@ class PeriodicEntryAdmin(admin.ModelAdmin):  # type: ignore[misc]
 
     def action_view(self, request: HttpRequest, object_id: str, verb: str) -> HttpResponse:
         return pages.action(self, request, object_id, verb)
+
+    def bulk_view(self, request: HttpRequest) -> HttpResponse:
+        return bulk.bulk_action(self, request)
 
     def add_view(
         self, request: HttpRequest, form_url: str = "", extra_context: Any = None

@@ -125,6 +125,7 @@ def changelist(model_admin: ModelAdmin, request: HttpRequest) -> HttpResponse:
         states=STATES,
         alerts=ALERTS,
         totals=[(label, count, here + href.removeprefix("/")) for label, count, href in counted],
+        bulk_url=url(model_admin, "bulk"),
     )
 
 
