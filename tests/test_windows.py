@@ -362,3 +362,22 @@ def test_the_windows_key_has_the_schedules_hash_tag_as_its_other_global_keys() -
     keys = Keys("periodiq:app", 16)
     assert keys.windows == "{periodiq:app}:windows"
     assert keys.windows.split(":windows")[0] == keys.beats.split(":beats")[0]
+
+
+def test_an_export_of_the_whole_schedule_keeps_its_windows_and_an_import_restores_them(
+    world: World, redis_url: str
+) -> None:
+    world.api.add_window("nightly", schedule="0 2 * * *", duration="2h", policy="defer")
+    document = world.api.export()
+    assert [w["id"] for w in document["windows"]] == ["nightly"]
+    assert "windows" not in world.api.export(owner="nobody")
+    world.api.remove_window("nightly")
+
+    world.api.import_schedule(document, replace=True)
+
+    assert [(w.id, w.policy, w.schedule) for w in world.api.windows()] == [
+        ("nightly", "defer", "0 2 * * *")
+    ]
+    bad = {**document, "windows": [{"id": "x", "scope": "all", "policy": "later"}]}
+    with pytest.raises(EntryError, match=r"window #0: .*policy='later' is unknown"):
+        world.api.import_schedule(bad, replace=True)
