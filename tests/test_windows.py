@@ -381,3 +381,26 @@ def test_an_export_of_the_whole_schedule_keeps_its_windows_and_an_import_restore
     bad = {**document, "windows": [{"id": "x", "scope": "all", "policy": "later"}]}
     with pytest.raises(EntryError, match=r"window #0: .*policy='later' is unknown"):
         world.api.import_schedule(bad, replace=True)
+
+
+def test_upcoming_lists_once_a_deferred_run_that_falls_on_a_tick(world: World) -> None:
+    world.api.add_window(
+        "defer", start="2027-01-01T10:02:00Z", end="2027-01-01T10:04:30Z", policy="defer"
+    )
+    runs = world.api.upcoming("A", 3, after=T0 + timedelta(minutes=2))
+    assert [r.astimezone(UTC).strftime("%H:%M:%S") for r in runs] == [
+        "10:04:30",  # the window's end is a tick: one run, standing for the two before
+        "10:05:30",
+        "10:06:30",
+    ]
+
+
+def test_a_defer_window_ending_on_a_tick_sends_that_tick_standing_for_all(world: World) -> None:
+    world.api.add_window(
+        "defer", start="2027-01-01T10:02:00Z", end="2027-01-01T10:04:30Z", policy="defer"
+    )
+    world.beat("10:01:30")
+    assert world.beat("10:02:30") == []
+    assert world.beat("10:03:30") == []
+    (run,) = world.beat("10:04:30")
+    assert (tick_of(run), int(run["periodiq_missed"])) == ("10:04:30", 3)

@@ -198,7 +198,8 @@ def upcoming_runs(
             break
         current = tick = tick.astimezone(UTC)
         if deferred is not None and tick >= deferred:
-            runs.append(deferred)
+            if tick > deferred:  # a tick at the very end is the catch-up run itself
+                runs.append(deferred)
             deferred = None
             if len(runs) >= n:
                 break
