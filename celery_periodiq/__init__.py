@@ -20,8 +20,10 @@ from celery_periodiq.errors import (
     SimulationError,
     StoreRefusedError,
     StoreUnavailableError,
+    WindowError,
 )
 from celery_periodiq.model.simulation import Dropped, EntrySimulation, Fire, Simulation
+from celery_periodiq.model.windows import Window
 from celery_periodiq.ops.many import BulkResult
 from celery_periodiq.schedules import Schedule, parse_schedule
 from celery_periodiq.store.pages import EntryPage
@@ -60,6 +62,8 @@ __all__ = [
     "StoreRefusedError",
     "StoreUnavailableError",
     "StoredEntry",
+    "Window",
+    "WindowError",
     "__version__",
     "parse_schedule",
     "periodic",

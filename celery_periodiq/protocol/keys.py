@@ -199,6 +199,9 @@ class Keys:
         self.muted = f"{self.tag}:muted"
         """zset: live beat id that cannot publish (cut off from its broker) -> until when
         its heartbeat says so (ms)."""
+        self.windows = f"{self.tag}:windows"
+        """hash: maintenance window id -> its JSON (:mod:`celery_periodiq.model.windows`);
+        read by the beats in Python, never by a script: one key for the whole schedule."""
         self.declarers = f"{self.tag}:declarers"
         """hash: live beat id -> the digest of the declaration set it runs with."""
         self.generation = f"{self.tag}:generation"
