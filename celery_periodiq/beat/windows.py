@@ -41,6 +41,11 @@ class WindowBook:
         if name is None:
             self.stale = True
 
+    def reread(self, store: Store) -> None:
+        """Read the windows again now."""
+        self.stale = True
+        self.refresh(store)
+
     def refresh(self, store: Store) -> None:
         """Read the windows again if a change was announced or it is time; a failed read
         keeps the last ones (the pass itself then fails on the same Redis, or goes on)."""

@@ -62,6 +62,13 @@ class Partition:
         return f"{self.tag}:changed"
 
     @property
+    def redecided(self) -> str:
+        """zset: entry name -> when a maintenance window was added over it while a claim
+        of it was in flight (ms), for 11 minutes: its staged message is not released, and
+        the beat decides the tick at its instant, with the windows as they are then."""
+        return f"{self.tag}:redecided"
+
+    @property
     def quarantine(self) -> str:
         """hash: entry name -> why it is quarantined; writing the entry again lifts it."""
         return f"{self.tag}:quarantine"
