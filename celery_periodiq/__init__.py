@@ -20,8 +20,10 @@ from celery_periodiq.errors import (
     SimulationError,
     StoreRefusedError,
     StoreUnavailableError,
+    WindowError,
 )
 from celery_periodiq.model.simulation import Dropped, EntrySimulation, Fire, Simulation
+from celery_periodiq.model.windows import Window
 from celery_periodiq.ops.many import BulkResult
 from celery_periodiq.protocol.audit import AuditRecord
 from celery_periodiq.schedules import Schedule, parse_schedule
@@ -62,6 +64,8 @@ __all__ = [
     "StoreRefusedError",
     "StoreUnavailableError",
     "StoredEntry",
+    "Window",
+    "WindowError",
     "__version__",
     "parse_schedule",
     "periodic",

@@ -49,6 +49,11 @@ class DeclaredEntryError(EntryError):
     next deploy restores the declaration."""
 
 
+class WindowError(PeriodiqError, ValueError):
+    """A maintenance window is invalid (its schedule, duration, start and end, scope or
+    policy) or unknown; the message names the part and what is allowed."""
+
+
 class SimulationError(PeriodiqError, ValueError):
     """A simulation's span, down window or limit is invalid."""
 

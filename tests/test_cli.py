@@ -33,7 +33,7 @@ NOW = "2089-12-31T23:00:00Z"
 COMMANDS = (
     "add", "audit", "backfill", "beats", "delete", "doctor", "export", "failures", "history",
     "import", "list", "metrics", "next", "pause", "resume", "run", "serve", "show", "simulate",
-    "update",
+    "update", "window",
 )  # fmt: skip
 
 
@@ -248,7 +248,7 @@ def test_list_json_has_the_documented_shape(populated: Periodiq) -> None:
 
     report = json.loads(result.stdout)[0]
     assert list(report) == [
-        "name", "state", "note", "paused_until", "problem", "task", "schedule", "form",
+        "name", "state", "note", "paused_until", "in_window", "problem", "task", "schedule", "form",
         "description", "tz", "owner", "group", "source", "enabled", "next_run", "last_run",
         "last_status", "last_error",
         "last_duration_ms", "last_finished", "last_task_id", "running_task_id", "counters",
@@ -790,6 +790,25 @@ BAD_INPUT = [
     (2, ["audit", "--since", "yesterday"], "since='yesterday' is invalid"),
     (2, ["audit", "report", "--since", "2026-01-01T00:00"], "has no time zone"),
     (2, ["audit", "--limit", "0"], "0 is not in the range x>=1"),
+    (2, ["window", "add", "w", "--schedule", "0 2 * *", "--duration", "1h"], "has 4 fields"),
+    (2, ["window", "add", "w", "--schedule", "@daily"], "needs duration="),
+    (2, ["window", "add", "w", "--schedule", "@daily", "--duration", "soon"], "duration="),
+    (2, ["window", "add", "w", "--start", "2090-01-02", "--end", "2090-01-01"], "not after start"),
+    (2, ["window", "add", "w", "--start", "2020-01-01", "--end", "2020-01-02"], "in the past"),
+    (
+        2,
+        ["window", "add", "w", "--scope", "team:x", "--schedule", "@daily", "--duration", "1h"],
+        "scope='team:x' is unknown",
+    ),
+    (2, ["window", "add", "w", "--policy", "later"], "Invalid value for '--policy'"),
+    (2, ["window", "add", "w", "--start", "soon"], "'soon' is not an ISO 8601 date-time"),
+    (
+        3,
+        ["window", "add", "w", "--scope", "entry:nope", "--schedule", "@daily", "--duration", "1h"],
+        "no entry named 'nope'",
+    ),
+    (2, ["window", "remove", "nope"], "no window 'nope'"),
+    (2, ["update", "report", "--exclude", "2026-02-30"], "exclude='2026-02-30' is invalid"),
 ]
 
 

@@ -371,3 +371,19 @@ def test_the_admin_records_its_signed_in_user_in_the_audit_trail_and_shows_it(
     assert "<h2>Audit</h2>" in shown
     assert "disk full" in shown
     assert "keeper" in shown
+
+
+def test_the_admin_says_which_entry_is_in_a_maintenance_window_until_when(site: Site) -> None:
+    api = site.api()
+    api.add("windowed-admin", "guarded_record", every=3600, owner="maint")
+    api.add_window("admin-deploy", scope="owner:maint", start=api.now().isoformat(),
+                   end="2090-01-01T00:00Z")  # fmt: skip
+    viewer = site.session("viewer")
+    try:
+        listing = viewer.get(site.url + LIST, params={"owner": "maint"}, timeout=10)
+        page = viewer.get(site.url + page_of("windowed-admin"), timeout=10)
+    finally:
+        api.remove_window("admin-deploy")
+
+    assert "in window &#x27;admin-deploy&#x27; until 2090-01-01T00:00:00+00:00" in listing.text
+    assert "Now in window &#x27;admin-deploy&#x27; until 2090-01-01T00:00:00+00:00" in page.text

@@ -550,6 +550,7 @@ _CHANGES: dict[str, dict[str, Any]] = {
     "failure_threshold": {"failure_threshold": 5},
     "pause_on_failure": {"pause_on_failure": False},
     "max_runs": {"max_runs": 12},
+    "exclude": {"exclude": ["2026-12-25"]},
 }
 
 
@@ -838,7 +839,7 @@ def test_stored_json_is_to_dict_sorted_without_the_fields_that_hold_nothing(entr
                "end_at": None, "grace": None, "catchup_window": None, "jitter": 0.0,
                "enabled": True, "tz": "UTC", "form": "cron", "source": "runtime",
                "alert_after": "auto", "failure_threshold": 3,
-               "pause_on_failure": False, "max_runs": None}  # fmt: skip
+               "pause_on_failure": False, "max_runs": None, "exclude": []}  # fmt: skip
     expected = {key: value for key, value in entry.to_dict().items()
                 if key not in nothing or nothing[key] != value}  # fmt: skip
 

@@ -343,3 +343,30 @@ def test_ticks_due_with_a_released_burst_but_not_staged_go_out_before_its_settle
     assert len(seen) >= 6, seen  # a batch a pass: the test's premise
     assert all(settled == 0 for sent, settled in seen if sent < 30), seen
     assert len(ids) == len(set(ids)) == 70
+
+
+def test_a_window_added_after_staging_holds_the_staged_ticks_it_covers(
+    redis_url: str, broker_url: str
+) -> None:
+    app, api = staging_app(redis_url, broker_url)
+    start = burst(api, 20, 4)
+    api.update("e-000", owner="ops")
+    arrivals = Arrivals(broker_url)
+    beat = Dispatcher(app, api.store, "beat-a")
+    run_beats([beat], lambda: beat._stager.staged_count >= 20, 3)
+    assert beat._stager.staged_count == 20
+    api.add_window("freeze", scope="owner:ops", start=start - timedelta(seconds=1),
+                   end=start + timedelta(minutes=5))  # fmt: skip
+    api.add_window("e-001", scope="entry:e-001", start=start - timedelta(seconds=1),
+                   end=start + timedelta(minutes=5))  # fmt: skip
+    beat.touch()  # what the beat's change listener does
+    run_beats([beat], lambda: start < datetime.now(UTC) - timedelta(seconds=1), 8)
+    arrivals.stop()
+
+    entries = arrivals.entries()
+    assert "e-000" not in entries  # its owner's window
+    assert "e-001" not in entries  # its own window
+    assert len(entries) == len(set(entries)) == 18  # the others released as staged
+    kinds = {event.kind for name in ("e-000", "e-001") for event in api.history(name)}
+    assert "skipped_window" in kinds
+    assert arrivals.early() == []

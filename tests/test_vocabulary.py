@@ -173,7 +173,7 @@ def test_entry_fields_are_the_options_resolved() -> None:
     assert set(stored) == (VOCABULARY - set(SCHEDULE_OPTIONS)) | resolved
     # None and () are stored as empty lists and dicts; overlap and catchup None as the
     # default policies, tz None as the zone of an app without a timezone
-    empties: dict[str, object] = {"args": [], "kwargs": {}, "options": {}}
+    empties: dict[str, object] = {"args": [], "kwargs": {}, "options": {}, "exclude": []}
     policies = {"overlap": DEFAULT_OVERLAP, "catchup": DEFAULT_CATCHUP, "tz": "UTC"}
     for name in VOCABULARY - set(SCHEDULE_OPTIONS):
         item = stored[name]

@@ -183,6 +183,7 @@ def test_the_edit_form_is_prefilled_and_saves_a_new_schedule(
         ("failure_threshold", "0", "failure_threshold=0 is invalid"),
         ("end_at", "tomorrow", "not an ISO 8601 instant"),
         ("name", " padded", "entry name"),
+        ("exclude", "2026-02-30", "exclude=&#39;2026-02-30&#39; is invalid"),
     ],
 )
 def test_a_bad_field_is_shown_beside_it_and_nothing_is_written(
@@ -200,7 +201,8 @@ def test_a_bad_field_is_shown_beside_it_and_nothing_is_written(
 
 
 @pytest.mark.parametrize(
-    ("field", "value"), [("schedule", "* * *"), ("args", "{oops"), ("tz", "Nowhere/X")]
+    ("field", "value"),
+    [("schedule", "* * *"), ("args", "{oops"), ("tz", "Nowhere/X"), ("exclude", "12/25")],
 )
 def test_a_bad_edit_changes_nothing(api: Periodiq, web: TestClient, field: str, value: str) -> None:
     before = api.add("nightly", "proj.report", cron="30 2 * * *", args=[7])

@@ -3,9 +3,9 @@ pauses, triggers, inspects and deletes entries while everything runs.
 
 Owns the public facade: each method checks what it is given, takes the guard of the app's
 :class:`~celery_periodiq.runtime.Runtime` (Redis errors as ours) and hands the work to
-:mod:`celery_periodiq.ops`. Open first: this module (``Periodiq``), then its three parts,
-written over ``base``: ``entries`` (writing entries), ``reading`` (reading them) and
-``operations`` (the schedule as a whole).
+:mod:`celery_periodiq.ops`. Open first: this module (``Periodiq``), then its four parts,
+written over ``base``: ``entries`` (writing entries), ``reading`` (reading them),
+``operations`` (the schedule as a whole) and ``windows`` (maintenance windows).
 May import: ``ops`` and every layer below it (``runtime``, ``store``, ``model``, ...);
 never ``present``, ``web``, ``contrib`` or ``cli``, which are built on it.
 """
@@ -19,6 +19,7 @@ from celery import Celery
 from celery_periodiq.api.entries import Entries
 from celery_periodiq.api.operations import Operations
 from celery_periodiq.api.reading import Reading
+from celery_periodiq.api.windows import Windows
 from celery_periodiq.config import Settings
 from celery_periodiq.ops.doctor import Check
 from celery_periodiq.ops.listing import FAILURE_KINDS
@@ -84,6 +85,11 @@ class Periodiq:
     delete_many = Entries.delete_many
     trigger = Entries.trigger
     trigger_many = Entries.trigger_many
+
+    # maintenance windows
+    add_window = Windows.add_window
+    windows = Windows.windows
+    remove_window = Windows.remove_window
 
     # the schedule as a whole
     backfill = Operations.backfill

@@ -54,6 +54,7 @@ class Entries(Client, Protocol):
         failure_threshold: int = 3,
         pause_on_failure: bool = False,
         max_runs: int | None = None,
+        exclude: list[Any] | tuple[Any, ...] = (),
         schedule: Any = None,
         actor: str | None = None,
     ) -> StoredEntry:
@@ -79,6 +80,9 @@ class Entries(Client, Protocol):
             max_runs: the most ticks the beat publishes for the entry (1 to 10**9;
                 None: no limit). A run that stands for missed ticks counts once, a
                 :meth:`trigger` not at all; after the last one the entry has ended.
+            exclude: dates none of its ticks runs on (holidays): ``"2026-12-25"`` or
+                ``date`` values, read in the entry's zone; each tick skipped on one is
+                recorded as ``excluded``.
             schedule: instead of ``cron=``/``every=``/``calendar=``, a Celery schedule
                 object (``crontab``, ``solar``, ``schedule``), a ``timedelta``, an aware
                 ``datetime`` (as ``at=``) or a celery_periodiq ``Schedule``.

@@ -180,7 +180,9 @@ class Operations(Client, Protocol):
         """
         with self.runtime.guard():
             records = transfer.export_records(self.store, owner=owner, source=source, state=state)
-            return export_file.write_export(out, transfer.export_header(), records, layout)
+            whole = owner is None and source is None  # the windows belong to the whole
+            header = transfer.export_header(self.store if whole else None)
+            return export_file.write_export(out, header, records, layout)
 
     def import_file(
         self,

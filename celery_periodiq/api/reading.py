@@ -12,8 +12,11 @@ from typing import Protocol
 
 from celery_periodiq.api.base import Client
 from celery_periodiq.model.plan import from_ms
+from celery_periodiq.model.window_plan import upcoming_runs
 from celery_periodiq.ops import audit, listing, steer
+from celery_periodiq.ops.windows import list_windows, windows_of
 from celery_periodiq.protocol.audit import AuditRecord
+from celery_periodiq.schedules.base import require_aware
 from celery_periodiq.store import pages as paging
 from celery_periodiq.store import walk
 from celery_periodiq.store.checkpoint import Checkpoint
@@ -73,7 +76,9 @@ class Reading(Client, Protocol):
             return self.store.history(name, limit, failures=failures_only)
 
     def upcoming(self, name: str, n: int = 10, *, after: datetime | None = None) -> list[datetime]:
-        """The next ``n`` fire instants of an entry (in its time zone).
+        """The next ``n`` fire instants of an entry (in its time zone), its maintenance
+        windows and excluded dates honoured: a tick a ``skip`` window or an excluded date
+        holds is left out, the ticks a ``defer`` window holds make one run at its end.
 
         Args:
             name: the entry.
@@ -89,7 +94,8 @@ class Reading(Client, Protocol):
         with self.runtime.guard():
             entry = steer.readable(self.store, name)
             start = from_ms(self.store.now_ms()) if after is None else after
-            return entry.parsed_schedule().upcoming(start, n)
+            held = windows_of(list_windows(self.store), entry)
+            return upcoming_runs(entry, held, require_aware(start, "after"), n)
 
     def now(self) -> datetime:
         """The Redis server clock (UTC), which every scheduling decision uses."""

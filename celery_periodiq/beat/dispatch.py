@@ -110,13 +110,11 @@ class Dispatcher:
         for its own lease only. ``link``: the beat's connection to its broker;
         ``on_cut_off(why)``: called when publishing fails for the broker's sake
         (:meth:`Heartbeat.withdraw`); without it, the claims stay this beat's."""
-        self.app = app
-        self.store = store
+        self.app, self.store = app, store
         self.settings: Settings = store.settings
         self._publisher = Publisher(app)
         self._link = link or BrokerLink(app, self.settings.claim_lease)
-        self._on_cut_off = on_cut_off
-        self.beat_id = beat_id
+        self._on_cut_off, self.beat_id = on_cut_off, beat_id
         self._covered = covered
         self._injected = False
         """The pass runs on an injected clock (tests)."""
@@ -127,7 +125,7 @@ class Dispatcher:
         self._prefetched: tuple[Callable[[], list[ClaimBatch]], float] | None = None
         """Claims sent during the last pass, and when: read by the next pass."""
         self._refill: Callable[[], None] | None = None
-        self._settler = Settler(self._publisher, self.settings)
+        self._settler = Settler(self._publisher, self.settings, store)
         self._tracing = self._settler.tracing
         self._stager = Stager(store, self._publisher, self._settler, self._link.advanced)
         self._backlog = Backlog(self.settings.claim_lease)
@@ -137,6 +135,7 @@ class Dispatcher:
     def touch(self, name: str | None = None) -> None:
         """Something changed: claim ``name``'s partition (every partition when None) in the
         next pass, whatever it was known to have due."""
+        self._settler.windows.touched(name)
         self._partitions.touch(name)
 
     def watch(self, beats: list[str]) -> None:
@@ -166,6 +165,7 @@ class Dispatcher:
         started = time.time_ns()  # a traced pass's span begins here (tick_tracing.py)
         self._injected = now_ms is not None
         self._ledger.write_pending()
+        self._settler.windows.refresh(self.store)
         partitions = self._partitions
         lease_ms = int(settings.claim_lease * 1000)
         horizon = 0 if now_ms is not None else HORIZON_MS

@@ -16,6 +16,7 @@ from celery_periodiq.beat.definitions import Definitions
 from celery_periodiq.beat.publish import Publisher
 from celery_periodiq.beat.redis_publish import NotStagedError
 from celery_periodiq.beat.tick_tracing import TickTracing
+from celery_periodiq.beat.windows import WindowBook
 from celery_periodiq.config import Settings
 from celery_periodiq.errors import BrokerUnavailableError, EntryError, MessageError
 from celery_periodiq.model.entry import AUTO, Entry
@@ -26,12 +27,17 @@ from celery_periodiq.model.plan import (
     next_tick,
     next_tick_ms,
     plan_tick,
+    task_id_for,
     tick_text,
     to_ms,
 )
+from celery_periodiq.model.window_plan import plan_held
+from celery_periodiq.model.windows import Window
 from celery_periodiq.protocol.records import EventRow, Settlement
 from celery_periodiq.schedules import EventSchedule
 from celery_periodiq.store.beat_scripts import Claim
+from celery_periodiq.store.store import Store
+from celery_periodiq.worker import checkins
 from celery_periodiq.worker.plain import is_plain
 
 __all__ = ["Settler"]
@@ -53,13 +59,19 @@ def _queued_ttl(tick: Tick, sent_at_ms: int) -> int:
 class Settler:
     """Decides one beat's claimed ticks and publishes them through its :class:`Publisher`."""
 
-    def __init__(self, publisher: Publisher, settings: Settings) -> None:
+    def __init__(
+        self, publisher: Publisher, settings: Settings, store: Store | None = None
+    ) -> None:
+        """``store``: where the check-ins of ticks a window held back are sent from."""
         self._publisher = publisher
         self.settings = settings
+        self._store = store
         self._plain: dict[str, bool] = {}
         """Task name -> whether its runs are a plain task's (:meth:`_is_plain`)."""
         self._definitions = Definitions()
         self.tracing = TickTracing(settings, publisher)
+        self.windows = WindowBook()
+        """The maintenance windows this beat decides with (read by the dispatcher)."""
 
     def settle(
         self, claim: Claim, producer: Any, sent_at_ms: int, sent: list[tuple[str, Tick]]
@@ -115,11 +127,39 @@ class Settler:
                 tick_text(nominal),
             )
             claim = replace(claim, nominal_ms=nominal)
-        plan = plan_tick(
+        book = self.windows
+        if book.windows or entry.exclude:
+            plan = self._held(entry, claim, sent_at_ms, book.of(entry) if book.windows else ())
+        else:  # as _plan does, written out: each tick pays for a call less
+            plan = plan_tick(
+                entry,
+                from_ms(claim.nominal_ms),
+                # a tick claimed ahead is decided as of its own instant
+                from_ms(max(claim.claimed_ms, claim.nominal_ms)),
+                running=claim.running,
+                queued=claim.queued,
+                prefix=self.settings.key_prefix,
+                catchup_cap=self.settings.catchup_cap,
+                default_grace=self.settings.default_grace,
+                sent_at=from_ms(sent_at_ms),
+                previous=None if claim.prev_ms is None else from_ms(claim.prev_ms),
+                runs=claim.runs,
+                owed=claim.owed,
+                plain=entry.timebox == AUTO and self._is_plain(entry.task),
+            )
+        if self.tracing.on:
+            self.tracing.planned(plan)
+        for tick in plan.publish:
+            self._publisher.send(entry, tick, producer, sent_at_ms)
+            sent.append((entry.name, tick))
+        return self._accounting(plan, claim, sent_at_ms)
+
+    def _plan(self, entry: Entry, claim: Claim, sent_at_ms: int, now: datetime) -> Plan:
+        """:func:`plan_tick` of ``claim`` as of ``now``."""
+        return plan_tick(
             entry,
             from_ms(claim.nominal_ms),
-            # a tick claimed ahead is decided as of its own instant
-            from_ms(max(claim.claimed_ms, claim.nominal_ms)),
+            now,
             running=claim.running,
             queued=claim.queued,
             prefix=self.settings.key_prefix,
@@ -131,12 +171,23 @@ class Settler:
             owed=claim.owed,
             plain=entry.timebox == AUTO and self._is_plain(entry.task),
         )
-        if self.tracing.on:
-            self.tracing.planned(plan)
-        for tick in plan.publish:
-            self._publisher.send(entry, tick, producer, sent_at_ms)
-            sent.append((entry.name, tick))
-        return self._accounting(plan, claim, sent_at_ms)
+
+    def _held(
+        self, entry: Entry, claim: Claim, sent_at_ms: int, windows: tuple[Window, ...]
+    ) -> Plan:
+        """:meth:`_plan` under the entry's maintenance windows and excluded dates
+        (:func:`plan_held`): decided as of the instant the claim is sent for."""
+        return plan_held(
+            entry,
+            from_ms(claim.nominal_ms),
+            from_ms(max(claim.claimed_ms, claim.nominal_ms)),
+            from_ms(max(claim.claimed_ms, claim.due_ms)),
+            windows=windows,
+            excluded=entry.excluded_dates,
+            previous=None if claim.prev_ms is None else from_ms(claim.prev_ms),
+            owed=claim.owed,
+            plan=lambda chosen, now: self._plan(chosen, claim, sent_at_ms, now),
+        )
 
     def _is_plain(self, task: str) -> bool:
         """Whether ``task`` is plain in this beat's app (:func:`is_plain`); one it does not
@@ -217,6 +268,15 @@ class Settler:
             if note is not None:
                 events[-1] = events[-1]._replace(note=note)
             logger.info("periodiq: entry %r: %d ticks %s", claim.name, total, reason)
+        for held in plan.held:  # a window or an excluded date: nothing lost silently
+            counts[held.reason] = counts.get(held.reason, 0) + held.count
+            for instant in held.ticks:
+                events.append(EventRow(held.reason, to_ms(instant), "-", note=held.note))
+            logger.info("periodiq: entry %r: %d ticks %s", claim.name, held.count, held.reason)
+            if self._store is not None and self.settings.checkins:  # skipped, not missed
+                for instant in held.ticks:
+                    task_id = task_id_for(self.settings.key_prefix, claim.name, to_ms(instant))
+                    checkins.report(self._store, claim.name, task_id, held.reason)
         if claim.rebuilt:
             events.append(EventRow("rebuilt", claim.nominal_ms, "-", note=_REBUILT))
         next_ms = due_ms = None

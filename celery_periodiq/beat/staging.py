@@ -354,15 +354,8 @@ class Stager:
             redis.RedisError: the broker's or the schedule's Redis failed.
         """
         # only changes after the earliest claim of what is released can drop a message
-        since = min(
-            (
-                held.claim.claimed_ms
-                for at, items in self._pending.items()
-                if at <= now_ms
-                for held in items
-            ),
-            default=math.inf,
-        )  # fmt: skip # one generator over two loops reads better on two lines
+        due = [held for at, items in self._pending.items() if at <= now_ms for held in items]
+        since = min((held.claim.claimed_ms for held in due), default=math.inf)
         if channel is None:  # not a Redis broker: nothing was staged
             changed = {} if math.isinf(since) else self.store.changed_since(int(since) - 1)
             return self._take(now_ms, channel, "", changed)
@@ -375,8 +368,11 @@ class Stager:
             earliest = now_ms - int(self.settings.stage_horizon * 1000) - 60_000
         since = min(since, math.inf if earliest < 0 else earliest)
         changed = {} if math.isinf(since) else self.store.changed_since(int(since) - 1)
+        redecided = {} if math.isinf(since) else self.store.changed_since(int(since) - 1, True)
+        if redecided:  # windows added over staged entries: left out, decided at the instant
+            self._settler.windows.reread(self.store)
         release = client.register_script(RELEASE)
-        args: list[int | str] = [now_ms, _RELEASE_MOST, json.dumps(changed)]
+        args: list[int | str] = [now_ms, _RELEASE_MOST, json.dumps({**redecided, **changed})]
         args += [prefix + self._prefix, _RELEASED_KEPT_MS]
         pushed = dropped = 0
         while True:

@@ -5,7 +5,8 @@ something (or released staged messages) is a ``periodiq.pass`` span, and each ti
 decides a ``periodiq.tick`` span inside it, whose attributes say the entry, the tick and
 the decision: ``publish``, ``catch-up`` (one run standing for missed ticks, or sent too
 late to keep its place), ``fold`` (too late: the next run stands for it), ``missed``,
-``skip-overlap``, ``quarantined`` or ``gone``. The tick span's context goes out in each
+``skip-overlap``, ``skip-window``, ``deferred``, ``excluded`` (a maintenance window or
+an excluded date), ``quarantined`` or ``gone``. The tick span's context goes out in each
 of its messages (W3C ``traceparent``, or whatever the global propagator writes), so the
 publish span of a Celery instrumentation (sent inside the tick span) and the worker's run
 and guard decision (:mod:`celery_periodiq.worker.run_tracing`) are in the tick's trace.
@@ -49,6 +50,8 @@ def decision(plan: Plan) -> str:
         return "catch-up" if late or len(plan.publish) > 1 else "publish"
     if plan.skipped_overlap:
         return "skip-overlap"
+    if plan.held:  # a maintenance window or an excluded date: skip-window, deferred, ...
+        return plan.held[0].reason.replace("skipped_", "skip-")
     return "missed" if plan.missed_count else "none"
 
 
@@ -144,4 +147,6 @@ class TickTracing:
             decided["periodiq.skipped_overlap"] = len(plan.skipped_overlap)
         if plan.folded is not None:
             decided["periodiq.folded"] = plan.folded.isoformat()
+        for held in plan.held:
+            decided[f"periodiq.{held.reason}"] = held.count
         self._decided = decided

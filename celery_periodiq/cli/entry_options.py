@@ -48,6 +48,9 @@ _ENTRY_OPTIONS: list[Callable[[F], F]] = [
             help="Nothing fires after this; 'none' clears. Times without an offset use --tz."),
     _option("--max-runs", type=Maybe(click.INT, none=None), metavar="N|none", group=_SCHEDULE,
             help="End after the beat sent N runs (1 to 10**9); 'none' clears (no limit)."),
+    _option("--exclude", metavar="DATES", group=_SCHEDULE,
+            help="Dates none of its ticks runs on, comma-separated (2026-12-25,2027-01-01), "
+            "in the entry's zone; '' clears."),
     _option("--enabled/--disabled", default=None, group=_SCHEDULE,
             help="A disabled entry keeps its definition but never fires."),
     _option("--args", type=JsonValue(list, '\'[1, "a"]\''), metavar="JSON", group=_MESSAGE,
@@ -115,6 +118,7 @@ _ENTRY_KEYS = frozenset(
         "failure_threshold",
         "pause_on_failure",
         "max_runs",
+        "exclude",
     }
 )
 
@@ -152,6 +156,8 @@ def entry_changes(
     changes = {key: value for key, value in given.items() if key not in ("queue", "priority")}
     if "every" in given:
         changes["every"] = _every(given["every"])
+    if "exclude" in given:
+        changes["exclude"] = [day for day in given["exclude"].split(",") if day.strip()]
     for tag in ("owner", "group"):
         if tag in given:
             changes[tag] = given[tag] or None

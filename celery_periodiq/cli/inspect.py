@@ -27,6 +27,7 @@ from celery_periodiq.config import app_zone
 from celery_periodiq.errors import ScheduleError
 from celery_periodiq.present import shapes, text
 from celery_periodiq.present.events import failures_text, history_text
+from celery_periodiq.present.windows import in_window_json
 from celery_periodiq.schedules import parse_schedule
 from celery_periodiq.store.views import StoredEntry
 from celery_periodiq.worker.plain import is_plain
@@ -83,7 +84,7 @@ def list_command(
     page as it is read, so its memory stays flat at any size; its pages come in
     the order Redis scans them (sort the output if you need one order).
 
-    --json: an array of entries {name, state, note, problem, task, schedule,
+    --json: an array of entries {name, state, note, in_window, problem, task, schedule,
     form, description, tz, owner, source, enabled, next_run, last_run,
     last_status, last_error, last_duration_ms, last_finished, last_task_id,
     running_task_id, counters}.
@@ -96,12 +97,13 @@ def list_command(
         _print_pages(ctx, api, pages, as_json, at)
         return
     items = api.list(owner=owner, limit=limit)
+    held, now = api.windows(), now_of(api, at)
     if as_json:
-        print_json([shapes.entry_json(stored) for stored in items])
+        print_json([shapes.entry_json(s, in_window_json(s, held, now)) for s in items])
         return
     total = api.count(owner=owner)
     output = text.list_text(
-        items, now_of(api, at), style_of(ctx), width(), total=total, beats=_live_beats(api, at)
+        items, now, style_of(ctx), width(), total=total, beats=_live_beats(api, at), windows=held
     )
     print_text(ctx, output)
 
@@ -142,6 +144,7 @@ def _print_pages(
 ) -> None:
     """Print pages as they are read: a JSON array, or one table with a closing count."""
     now, style, columns = now_of(api, at), style_of(ctx), width()
+    held = api.windows()
     states: dict[str, int] = {}
     shown = 0
     if as_json:
@@ -150,11 +153,17 @@ def _print_pages(
         for stored in page:
             states[stored.status] = states.get(stored.status, 0) + 1
         if as_json:
-            items = ",\n".join(shapes.dumps(shapes.entry_json(s)).rstrip() for s in page)
+            items = ",\n".join(
+                shapes.dumps(shapes.entry_json(s, in_window_json(s, held, now))).rstrip()
+                for s in page
+            )
             click.echo(("," if shown else "\n") + items, nl=False)
         else:
             print_text(
-                ctx, text.list_text(page, now, style, columns, header=not shown, summary=False)
+                ctx,
+                text.list_text(
+                    page, now, style, columns, header=not shown, summary=False, windows=held
+                ),
             )
         shown += len(page)
     if as_json:
@@ -194,10 +203,13 @@ def show_command(ctx: click.Context, name: str, as_json: bool, at: Any) -> None:
         plain=stored.entry is not None and bool(is_plain(api.app, stored.entry.task)),
     )
     if as_json:
-        print_json(shapes.show_json(stored, details))
+        print_json(shapes.show_json(stored, details, in_window_json(stored, api.windows(), now)))
     else:
         print_text(
-            ctx, text.show_text(stored, details, now=now, style=style_of(ctx), width=width())
+            ctx,
+            text.show_text(
+                stored, details, now=now, style=style_of(ctx), width=width(), windows=api.windows()
+            ),
         )
 
 

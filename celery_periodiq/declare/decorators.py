@@ -56,6 +56,7 @@ def periodic(
     failure_threshold: int = DEFAULT_FAILURE_THRESHOLD,
     pause_on_failure: bool = False,
     max_runs: int | None = None,
+    exclude: list[Any] | tuple[Any, ...] = (),
     queue: str | None = None,
     priority: int | None = None,
     routing_key: str | None = None,
@@ -96,6 +97,8 @@ def periodic(
             (default: its ``owner``).
         max_runs: the most ticks the beat publishes for the entry (1 to 10**9; None:
             no limit); after the last one the entry has ended.
+        exclude: dates none of its ticks runs on (holidays): ``"2026-12-25"`` or
+            ``date`` values, read in the entry's zone.
 
     Raises:
         EntryError: at decoration time, for a missing or doubled schedule, a bad
@@ -114,7 +117,7 @@ def periodic(
         "catchup_window": catchup_window, "expires": expires, "jitter": jitter,
         "start_at": start_at, "end_at": end_at, "enabled": enabled, "alert_after": alert_after,
         "failure_threshold": failure_threshold, "pause_on_failure": pause_on_failure,
-        "max_runs": max_runs,
+        "max_runs": max_runs, "exclude": exclude,
     }  # fmt: skip # table: the options of EntryOptions, in its order, as build_entry takes them
 
     def decorate(target: Any) -> Any:

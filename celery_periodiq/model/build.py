@@ -136,6 +136,7 @@ def build_entry(
     failure_threshold: int = DEFAULT_FAILURE_THRESHOLD,
     pause_on_failure: bool = False,
     max_runs: int | None = None,
+    exclude: list[Any] | tuple[Any, ...] = (),
 ) -> Entry:
     """Build and validate an entry from keyword options (those of
     :class:`~celery_periodiq.model.options.EntryOptions`, with its defaults).
@@ -179,6 +180,7 @@ def build_entry(
         failure_threshold=failure_threshold,
         pause_on_failure=pause_on_failure,
         max_runs=max_runs,
+        exclude=exclude,  # type: ignore[arg-type]  # Entry makes it a list of ISO dates
     )
     try:
         check_encodable(entry)

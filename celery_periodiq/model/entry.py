@@ -13,11 +13,12 @@ import hashlib
 import json
 import math
 from dataclasses import MISSING, dataclass, field, fields, replace
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any, Literal
 
 from celery_periodiq.errors import EntryError, ScheduleError, shown
 from celery_periodiq.model.entry_json import JsonLayout, filled, instants
+from celery_periodiq.model.exclude import exclusion_dates, exclusion_list
 from celery_periodiq.model.options import OPTION_KEYS
 from celery_periodiq.model.policy import (
     AUTO,
@@ -40,7 +41,7 @@ _MAX_NAME = 200
 # in): nothing, or the structural default (never a policy, whose default could one day
 # change)...
 _EMPTY = ("args", "kwargs", "options", "owner", "group", "start_at", "end_at", "grace",
-          "catchup_window")  # fmt: skip # table: one line, as before
+          "catchup_window", "exclude")  # fmt: skip # table: one line, as before
 _STRUCTURAL = ("jitter", "enabled", "tz", "form", "source")
 # ...but the alerts, at their defaults, so entries stored before them keep their digest (a
 # new default would change what those entries mean), and max_runs when unlimited, so
@@ -83,12 +84,8 @@ def _number(name: str, what: str, value: object, *, low: float = 0.0) -> float:
 
 
 def _non_negative(value: object) -> bool:
-    return (
-        isinstance(value, int | float)
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-        and value >= 0
-    )
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    return number and math.isfinite(value) and value >= 0  # type: ignore[arg-type,operator]
 
 
 def _positive(value: object) -> bool:
@@ -137,11 +134,20 @@ class Entry:
     max_runs: int | None = None
     """The most ticks the beat publishes for the entry (catch-up runs count once each,
     manual runs not at all); after the last it has ended. None: no limit."""
+    exclude: list[str] = field(default_factory=list)
+    """Dates (``YYYY-MM-DD``, in the entry's zone) none of its ticks runs on (skipped)."""
 
     def __post_init__(self) -> None:
         if self.form == "at":
             self._canonical_instant()
+        if self.exclude or not isinstance(self.exclude, list):  # sorted ISO dates, each once
+            object.__setattr__(self, "exclude", exclusion_list(self.name, self.exclude))
         self._check()
+
+    @property
+    def excluded_dates(self) -> frozenset[date]:
+        """:attr:`exclude` as a set of dates."""
+        return exclusion_dates(tuple(self.exclude)) if self.exclude else frozenset()
 
     def _canonical_instant(self) -> None:
         # A one-off's schedule is its UTC instant in ISO 8601, however it was written, so

@@ -88,6 +88,8 @@ class EntryOptions:
     """Pause the entry when it becomes failing."""
     max_runs: int | None = None
     """The most ticks the beat publishes for the entry (None: no limit)."""
+    exclude: list[Any] | tuple[Any, ...] = ()
+    """Dates (``"2026-12-25"`` or ``date``, in the entry's zone) none of its ticks runs on."""
 
 
 NAMES: tuple[str, ...] = tuple(option.name for option in fields(EntryOptions))

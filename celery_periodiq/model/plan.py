@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Literal
 
 from celery_periodiq.model import policy
 from celery_periodiq.model.due import due_ticks
@@ -22,6 +23,8 @@ from celery_periodiq.protocol.headers import task_id_for
 from celery_periodiq.schedules import IntervalSchedule, Schedule
 
 __all__ = [
+    "Held",
+    "HeldReason",
     "Plan",
     "Tick",
     "due_ticks",
@@ -34,6 +37,9 @@ __all__ = [
     "tick_text",
     "to_ms",
 ]
+
+HeldReason = Literal["skipped_window", "deferred", "excluded"]
+"""Why a maintenance window or an exclusion date held a tick back."""
 
 # Missed ticks listed in the history per claim (the counter has them all).
 _SAMPLE = 20
@@ -90,6 +96,19 @@ class Plan:
     owed: int = 0
     """Ticks the entry's next published run stands for besides its own: those folded
     into it, and not yet stood for."""
+    held: tuple[Held, ...] = ()
+    """Ticks a maintenance window or an exclusion date held back (:mod:`.window_plan`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """Ticks held back for one reason: ``skipped_window``, ``deferred`` or ``excluded``."""
+
+    reason: HeldReason
+    ticks: tuple[datetime, ...]
+    """The newest of them (up to ``_SAMPLE``)."""
+    count: int
+    note: str
 
 
 def next_tick(

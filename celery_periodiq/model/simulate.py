@@ -24,7 +24,15 @@ from typing import Literal
 
 from celery_periodiq.errors import SimulationError, shown
 from celery_periodiq.model.entry import Entry
-from celery_periodiq.model.plan import from_ms, next_tick, past_ms, plan_tick, task_id_for, to_ms
+from celery_periodiq.model.plan import (
+    Plan,
+    from_ms,
+    next_tick,
+    past_ms,
+    plan_tick,
+    task_id_for,
+    to_ms,
+)
 from celery_periodiq.model.simulation import (
     DEFAULT_LIMIT,
     DEFAULT_SPAN,
@@ -35,6 +43,8 @@ from celery_periodiq.model.simulation import (
     FireKind,
     Settings,
 )
+from celery_periodiq.model.window_plan import plan_held
+from celery_periodiq.model.windows import Window
 from celery_periodiq.schedules import EventSchedule, IntervalSchedule, Schedule
 
 __all__ = ["MOST_COUNTED", "check_range", "event_fires", "simulate_entry"]
@@ -143,6 +153,8 @@ class _Walk:
         self.exact = True
         self.owed = 0
         """Ticks folded into the next run, which stands for them (as the state keeps it)."""
+        self.previous: datetime | None = None
+        """The newest tick a claim handled (as the state's ``prev``)."""
 
     def fire(self, fire: Fire) -> None:
         self.fire_count += 1
@@ -170,6 +182,7 @@ def simulate_entry(
     first: tuple[datetime, datetime] | None = None,
     limit: int = DEFAULT_LIMIT,
     runs: int = 0,
+    windows: tuple[Window, ...] = (),
 ) -> EntrySimulation:
     """Walk one entry through ``[start, end)`` as the beats would.
 
@@ -190,6 +203,8 @@ def simulate_entry(
         limit: fires to list; the others are counted.
         runs: the ticks the beats published for it so far: an entry with ``max_runs``
             fires only the runs it has left.
+        windows: the maintenance windows that hold the entry: each claim is decided
+            with them (and its excluded dates) as the beat decides it (:func:`plan_held`).
     """
     schedule = entry.parsed_schedule()
     name, tz, spec = entry.name, schedule.timezone, entry.schedule
@@ -212,6 +227,7 @@ def simulate_entry(
     start_ms, end_ms = to_ms(start), to_ms(end)
     gone_ms, back_ms = (to_ms(down[0]), to_ms(down[1])) if down else (math.inf, math.inf)
     reason: str | None = _idle(schedule, cursor, start, origin)
+    held = bool(windows or entry.exclude)  # each claim decided, none counted
     while cursor is not None:
         nominal_ms, due_ms = to_ms(cursor[0]), to_ms(cursor[1])
         at_ms = max(due_ms, start_ms)
@@ -223,6 +239,7 @@ def simulate_entry(
             break
         if (
             at_ms == due_ms
+            and not held
             and walk.full
             and entry.max_runs is None
             and (entry.catchup_window is None or entry.jitter <= 0)
@@ -236,7 +253,7 @@ def simulate_entry(
             stop = min(gone_ms, end_ms) if nominal_ms < gone_ms else end_ms
             cursor = _count_on_time(entry, schedule, cursor, stop, walk)
             continue
-        cursor = _claim(entry, schedule, nominal_ms, due_ms, at_ms, settings, walk, runs)
+        cursor = _claim(entry, schedule, nominal_ms, due_ms, at_ms, settings, walk, runs, windows)
     if walk.fire_count or walk.missed:
         reason = None
     return EntrySimulation(
@@ -292,24 +309,43 @@ def _claim(
     settings: Settings,
     walk: _Walk,
     runs: int,
+    windows: tuple[Window, ...],
 ) -> tuple[datetime, datetime] | None:
     """A beat claims the tick at ``at_ms``: what it publishes and drops, and the next tick
     (``runs``: ticks published before the simulation; each fire of it is one more)."""
     at = from_ms(at_ms)
-    plan = plan_tick(
-        entry,
-        from_ms(nominal_ms),
-        from_ms(max(at_ms, nominal_ms)),  # as dispatch.py: decided as of its own instant
-        running=False,
-        queued=False,
-        prefix=settings.prefix,
-        catchup_cap=settings.catchup_cap,
-        default_grace=settings.default_grace,
-        sent_at=at,
-        runs=runs + walk.fire_count,
-        owed=walk.owed,
-    )
-    walk.owed = plan.owed
+
+    def decide(chosen: Entry, now: datetime) -> Plan:
+        return plan_tick(
+            chosen,
+            from_ms(nominal_ms),
+            now,
+            running=False,
+            queued=False,
+            prefix=settings.prefix,
+            catchup_cap=settings.catchup_cap,
+            default_grace=settings.default_grace,
+            sent_at=at,
+            runs=runs + walk.fire_count,
+            owed=walk.owed,
+        )
+
+    now = from_ms(max(at_ms, nominal_ms))  # as dispatch.py: decided as of its own instant
+    if windows or entry.exclude:
+        plan = plan_held(
+            entry,
+            from_ms(nominal_ms),
+            now,
+            from_ms(max(at_ms, due_ms)),
+            windows=windows,
+            excluded=entry.excluded_dates,
+            previous=walk.previous,
+            owed=walk.owed,
+            plan=decide,
+        )
+    else:
+        plan = decide(entry, now)
+    walk.owed, walk.previous = plan.owed, plan.newest or walk.previous
     # every message of a late claim is a catch-up (even a tick due just as the beats
     # come back: the claim decides it with the ticks it missed)
     kind: FireKind = "caught_up" if at_ms > due_ms else "on_time"
@@ -330,6 +366,9 @@ def _claim(
                 at, "skipped_overlap", len(skipped), from_ms(to_ms(skipped[0])), _sample(skipped)
             )
         )
+    for held in plan.held:  # a window's or an excluded date's
+        first = held.ticks[0] if held.ticks else at
+        walk.drop(Dropped(at, held.reason, held.count, first, _sample(list(held.ticks))))
     if plan.next_nominal is None or plan.next_due is None:
         return None
     return plan.next_nominal, plan.next_due

@@ -63,10 +63,12 @@ class Dropped:
 
     at: datetime
     """When the beat decided (UTC): when the beats came back, or the tick's due instant."""
-    reason: Literal["missed", "skipped_overlap"]
+    reason: Literal["missed", "skipped_overlap", "skipped_window", "deferred", "excluded"]
     """``missed``: superseded (``catchup`` last or skip), outside ``catchup_window`` or
     beyond the catch-up cap; ``skipped_overlap``: ``overlap="buffer_one"`` keeps one of a
-    catch-up, whatever the runs do."""
+    catch-up, whatever the runs do; ``skipped_window``: inside a ``skip`` maintenance
+    window; ``deferred``: inside a ``defer`` window (its catch-up run, at the window's
+    end, stands for them); ``excluded``: on one of the entry's excluded dates."""
     count: int
     first: datetime
     """The oldest of them (UTC)."""

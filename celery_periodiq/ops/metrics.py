@@ -53,6 +53,9 @@ SKIP_REASONS = (
     "dropped_group_limit",
     "duplicate",
     "expired",
+    "skipped_window",
+    "deferred",
+    "excluded",
 )
 _HISTOGRAMS = (
     ("l", "periodiq_tick_lateness_seconds", "From a tick's due instant to its publishing."),

@@ -12,7 +12,9 @@ from celery_periodiq.model.plan import from_ms
 from celery_periodiq.model.simulate import check_range, simulate_entry
 from celery_periodiq.model.simulation import MOST_LIMIT, MOST_LISTED, EntrySimulation, Simulation
 from celery_periodiq.model.simulation import Settings as PlanSettings
+from celery_periodiq.model.windows import Window
 from celery_periodiq.ops.steer import check_name, check_owner, not_found, some_names
+from celery_periodiq.ops.windows import list_windows, windows_of
 from celery_periodiq.runtime import Runtime
 from celery_periodiq.store.store import Store
 from celery_periodiq.store.views import StoredEntry
@@ -50,12 +52,13 @@ def simulate(
             now if start is None else start, end, down, now=start is None
         )
         stored = _chosen(runtime.store, owner, names)
+        windows = tuple(list_windows(runtime.store))
     settings = runtime.settings
     plan = PlanSettings(settings.key_prefix, settings.catchup_cap, settings.default_grace)
     simulated, listed = [], 0
     for item in sorted(stored, key=lambda item: item.name):
         room = min(limit, MOST_LISTED - listed)
-        result = _simulated(item, begin, finish, window, plan, start is None, room)
+        result = _simulated(item, begin, finish, window, plan, start is None, room, windows)
         listed += len(result.fires)
         simulated.append(result)
     far = datetime.max.replace(tzinfo=now.tzinfo)
@@ -87,6 +90,7 @@ def _simulated(
     settings: PlanSettings,
     from_stored: bool,
     limit: int,
+    windows: tuple[Window, ...] = (),
 ) -> EntrySimulation:
     """One stored entry's simulation, or why nothing of it fires."""
     entry, state = item.entry, item.status
@@ -123,4 +127,5 @@ def _simulated(
         first=first,
         limit=limit,
         runs=item.runs,
+        windows=windows_of(windows, entry),
     )

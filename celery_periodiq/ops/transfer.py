@@ -12,11 +12,14 @@ nothing when one is bad (each bad record is named by its position); an entry tha
 exists with another definition is replaced only with ``replace``. ``last_run`` is
 exported for reading; an import does not write it back (the next tick follows the
 schedule from now). ``until`` is a timed pause's end: imported as it is, or as no pause
-when that end has passed (the pause would be over).
+when that end has passed (the pause would be over). An export of the whole schedule (no
+owner, no source) also holds its maintenance windows, ``"windows": [{...}]`` (absent
+when there are none); an import writes them, replacing those of the same id.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -26,12 +29,15 @@ from celery_periodiq.errors import EntryError, ScheduleError, shown
 from celery_periodiq.model.build import check_encodable
 from celery_periodiq.model.entry import Entry
 from celery_periodiq.model.instants import to_ms
+from celery_periodiq.model.windows import Window
 from celery_periodiq.ops import steer
 from celery_periodiq.ops.listing import pages
+from celery_periodiq.ops.windows import list_windows
 from celery_periodiq.protocol.audit import Audit
 from celery_periodiq.schedules.once import parse_instant
 from celery_periodiq.store.checkpoint import Checkpoint
 from celery_periodiq.store.store import Store
+from celery_periodiq.store.windows import write_window
 
 __all__ = [
     "FORMAT",
@@ -64,9 +70,15 @@ class ImportReport:
     dry_run: bool = False
 
 
-def export_header() -> dict[str, Any]:
-    """What an export document says before its entries: format, version, when."""
-    return {"format": FORMAT, "version": VERSION, "exported_at": datetime.now(UTC).isoformat()}
+def export_header(store: Store | None = None) -> dict[str, Any]:
+    """What an export document says before its entries: format, version, when; with
+    ``store`` (an export of the whole schedule), its maintenance windows too, when it has
+    some (``windows``: a list of :meth:`Window.to_dict`)."""
+    header = {"format": FORMAT, "version": VERSION, "exported_at": datetime.now(UTC).isoformat()}
+    held = [] if store is None else list_windows(store)
+    if held:
+        header["windows"] = [window.to_dict() for window in held]
+    return header
 
 
 def export_records(
@@ -126,8 +138,9 @@ def export_schedule(
     """The entries (of ``owner``, from ``source``) as one JSON-ready document, by name;
     runs inside the caller's guard."""
     records = export_records(store, owner=owner, source=source, state=state)
+    whole = owner is None and source is None
     return {
-        **export_header(),
+        **export_header(store if whole else None),
         "entries": sorted(records, key=lambda record: str(record["definition"]["name"])),
     }
 
@@ -151,6 +164,7 @@ def import_schedule(
     """
     records = _records(document)
     problems: list[str] = []
+    windows = _windows(document, problems)
     parsed: list[tuple[Entry, dict[str, Any] | None]] = []
     for position, record in enumerate(records):
         try:
@@ -189,7 +203,25 @@ def import_schedule(
     for entry, state in parsed:
         if state is not None:
             _restore(store, entry.name, state, now_ms, audit)
+    for window in windows:  # as exported: one of the same id is replaced
+        write_window(store, window, replace=True)
     return report
+
+
+def _windows(document: dict[str, Any], problems: list[str]) -> list[Window]:
+    """The document's maintenance windows (none when it has no ``windows``); each one
+    that is not a valid window is a problem."""
+    given = document.get("windows") or []
+    if not isinstance(given, list):
+        problems.append(f"windows={shown(given)} is invalid (allowed: a list)")
+        return []
+    windows = []
+    for position, item in enumerate(given):
+        try:
+            windows.append(Window.from_json(json.dumps(item)))
+        except (TypeError, ValueError) as error:  # WindowError is a ValueError
+            problems.append(f"window #{position}: {error}")
+    return windows
 
 
 def import_converted(

@@ -7,7 +7,8 @@ Every key is always present (null when there is no value). Instants are ISO
 - **entry** (``list`` prints an array of them)::
 
     name, state (active|paused|running|quarantined|disabled|ended), note (why
-    paused), paused_until (when a timed pause ends; null otherwise), problem (why
+    paused), paused_until (when a timed pause ends; null otherwise), in_window (the
+    maintenance window it is in now: {id, policy, until}; null otherwise), problem (why
     quarantined), task, schedule (as written), form (cron|calendar|every|at),
     description, tz, owner, group (its ``group``, else its owner: whose
     ``periodiq_group_limits`` limit applies), source (code|config|runtime),
@@ -149,14 +150,16 @@ def error_parts(error: str | None) -> tuple[str | None, str | None]:
     return (error, None) if error.isidentifier() else (None, error)
 
 
-def entry_json(stored: StoredEntry) -> dict[str, Any]:
-    """One entry as ``list --json`` prints it."""
+def entry_json(stored: StoredEntry, in_window: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One entry as ``list --json`` prints it; ``in_window``: the maintenance window it is
+    in now (:func:`~celery_periodiq.present.windows.in_window_json`)."""
     entry, schedule, state = stored.entry, schedule_of(stored), stored.state
     return {
         "name": stored.name,
         "state": stored.status,
         "note": stored.note,
         "paused_until": utc_iso(stored.paused_until),
+        "in_window": in_window,
         "problem": stored.invalid,
         "task": None if entry is None else entry.task,
         "schedule": None if entry is None else entry.schedule,
@@ -186,11 +189,13 @@ def entry_json(stored: StoredEntry) -> dict[str, Any]:
     }
 
 
-def show_json(stored: StoredEntry, details: Details) -> dict[str, Any]:
-    """One entry as ``show --json`` prints it."""
+def show_json(
+    stored: StoredEntry, details: Details, in_window: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """One entry as ``show --json`` prints it (``in_window`` as :func:`entry_json`)."""
     entry = stored.entry
     return {
-        **entry_json(stored),
+        **entry_json(stored, in_window),
         "version": stored.version,
         "definition": None if entry is None else entry.to_dict(),
         "raw_definition": stored.definition if entry is None else None,

@@ -21,6 +21,15 @@ __all__ = ["simulation_text"]
 _NOTES = {"reboot": "@reboot: the beats start", "shutdown": "@shutdown: the beats stop"}
 
 
+_WORDS = {
+    "missed": "missed",
+    "skipped_overlap": "skipped (overlap)",
+    "skipped_window": "skipped (window)",
+    "deferred": "deferred (window)",
+    "excluded": "skipped (excluded date)",
+}
+
+
 def _utc(instant: datetime) -> str:
     local = instant.astimezone(UTC)
     text = local.strftime("%Y-%m-%d %H:%M:%S")
@@ -57,7 +66,7 @@ def _rows(item: EntrySimulation, zone_: tzinfo) -> list[tuple[datetime, Row]]:
     for fire in item.fires:
         rows.append((fire.tick, Row(cells(fire.tick, _fire_note(fire)))))
     for dropped in item.dropped:
-        word = "missed" if dropped.reason == "missed" else "skipped (overlap)"
+        word = _WORDS.get(dropped.reason, dropped.reason)
         for tick in dropped.ticks:
             rows.append((tick, Row(cells(tick, (word, "warn")))))
         rest = dropped.count - len(dropped.ticks)  # older than the listed ones

@@ -49,7 +49,8 @@ _KINDS = {
     "warn": ("paused", "revoked", "expired", "retrying", "retry", "dropped_too_soon",
              "dropped_group_limit", "skipped_overlap", "missed", "warn"),
     "info": ("running", "started", "triggered"),
-    "dim": ("disabled", "ended", "duplicate", "enqueued", "skip"),
+    "dim": ("disabled", "ended", "duplicate", "enqueued", "skip", "skipped_window", "deferred",
+            "excluded"),
 }  # fmt: skip # table: one colour per row
 _ROLE_OF = {kind: role for role, kinds in _KINDS.items() for kind in kinds}
 

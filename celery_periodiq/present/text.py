@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from celery_periodiq.model.entry import AUTO, Entry
+from celery_periodiq.model.windows import Window
 from celery_periodiq.present.events import history_lines
 from celery_periodiq.present.shapes import Details, effective, schedule_of, zone_of
 from celery_periodiq.present.terminal import (
@@ -29,6 +30,7 @@ from celery_periodiq.present.terminal import (
     when,
     when_near,
 )
+from celery_periodiq.present.windows import in_window
 from celery_periodiq.schedules import EventSchedule, IntervalSchedule, Schedule
 from celery_periodiq.store.views import StoredEntry
 
@@ -169,6 +171,7 @@ def list_text(
     header: bool = True,
     summary: bool = True,
     beats: int | None = None,
+    windows: Sequence[Window] = (),
 ) -> str:
     """One row per entry, its schedule and what needs a look on the lines below; next
     runs in UTC (each entry's zone is on its schedule line, and in ``show``).
@@ -176,7 +179,8 @@ def list_text(
     ``total``: how many entries there are in all, when ``items`` are only some of them;
     ``header``/``summary``: print the column titles / the closing count (a listing
     printed page by page has one of each); ``beats``: how many beats are live, to say
-    so after the count when none is.
+    so after the count when none is; ``windows``: the maintenance windows, to say which
+    entries are in one now.
     """
     if not items:
         return "No entries." if header and summary else ""
@@ -201,6 +205,8 @@ def list_text(
             extras.append(f"paused {paused_text(stored, now)}")
         if stored.paused and stored.note:
             extras.append(f"note: {stored.note}")
+        if windows and (held := in_window(stored, windows, now)) is not None:
+            extras.append(held[1])
         if stored.invalid:
             extras.append(f"problem: {stored.invalid}")
         for kind, since in (("overdue", stored.overdue_since), ("failing", stored.failing_since)):
@@ -361,12 +367,21 @@ def _fire(fire: datetime, now: datetime) -> str:
 
 
 def show_text(
-    stored: StoredEntry, details: Details, *, now: datetime, style: Style, width: int
+    stored: StoredEntry,
+    details: Details,
+    *,
+    now: datetime,
+    style: Style,
+    width: int,
+    windows: Sequence[Window] = (),
 ) -> str:
-    """Everything about one entry: definition, policy, state, next runs, last events."""
+    """Everything about one entry: definition, policy, state (and the maintenance window
+    of ``windows`` it is in now), next runs, last events."""
     entry, schedule = stored.entry, schedule_of(stored)
     state = stored.status + (f" {paused_text(stored, now)}" if stored.paused_until else "")
     state += f" (note: {stored.note})" if stored.paused and stored.note else ""
+    held = in_window(stored, windows, now) if windows else None
+    state += f", {held[1]}" if held is not None else ""
     lines = [f"{style(stored.name, 'head')}  {style(state, stored.status)}", ""]
     if entry is None or schedule is None:
         lines += _section("Problem", [("reason", stored.invalid or "?")], width, style)

@@ -62,6 +62,13 @@ class Partition:
         return f"{self.tag}:changed"
 
     @property
+    def redecided(self) -> str:
+        """zset: entry name -> when a maintenance window was added over it while a claim
+        of it was in flight (ms), for 11 minutes: its staged message is not released, and
+        the beat decides the tick at its instant, with the windows as they are then."""
+        return f"{self.tag}:redecided"
+
+    @property
     def quarantine(self) -> str:
         """hash: entry name -> why it is quarantined; writing the entry again lifts it."""
         return f"{self.tag}:quarantine"
@@ -212,6 +219,9 @@ class Keys:
         self.muted = f"{self.tag}:muted"
         """zset: live beat id that cannot publish (cut off from its broker) -> until when
         its heartbeat says so (ms)."""
+        self.windows = f"{self.tag}:windows"
+        """hash: maintenance window id -> its JSON (:mod:`celery_periodiq.model.windows`);
+        read by the beats in Python, never by a script: one key for the whole schedule."""
         self.declarers = f"{self.tag}:declarers"
         """hash: live beat id -> the digest of the declaration set it runs with."""
         self.generation = f"{self.tag}:generation"

@@ -405,12 +405,14 @@ class Store(Reads, AuditTrails):
             pipe.zcount(part.due, "-inf", until_ms)
         return sum(int(count) for count in pipe.execute())
 
-    def changed_since(self, since_ms: int) -> dict[str, int]:
+    def changed_since(self, since_ms: int, redecided: bool = False) -> dict[str, int]:
         """Entry name -> when a writer last changed it (ms), of changes after ``since_ms``
-        (the partitions' change logs, kept 11 minutes after a change)."""
+        (the partitions' change logs, kept 11 minutes after a change); ``redecided``:
+        when a window was added over it instead (:func:`.windows.redecide_held`)."""
         pipe = self.client.pipeline(transaction=False)
         for part in self.keys.all():
-            pipe.zrangebyscore(part.changed, f"({since_ms}", "+inf", withscores=True)
+            key = part.redecided if redecided else part.changed
+            pipe.zrangebyscore(key, f"({since_ms}", "+inf", withscores=True)
         changed: dict[str, int] = {}
         for found in pipe.execute():
             for name, score in found or []:

@@ -69,11 +69,11 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
             raise
         except PeriodiqError as error:
             return render(request, "problem.html", 400, problem=str(error))
-        now = api.now()
+        now, windows = api.now(), api.windows()
         return render(
             request,
             "entries.html",
-            rows=[entry_pages.row(item, now) for item in found.entries],
+            rows=[entry_pages.row(item, now, windows) for item in found.entries],
             page=found,
             links=links(params, found),
             chosen={key: params.get(key, "") for key in FILTERS},
@@ -88,7 +88,7 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
             stored, details = entry_pages.details(api, name)
         except EntryNotFoundError as error:
             return render(request, "problem.html", 404, problem=str(error))
-        item = entry_pages.row(stored, details.now)
+        item = entry_pages.row(stored, details.now, api.windows())
         return render(
             request,
             "entry.html",

@@ -4,12 +4,15 @@ run now and delete."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from celery_periodiq.api import Periodiq
+from celery_periodiq.model.windows import Window
 from celery_periodiq.present import shapes
 from celery_periodiq.present.text import paused_text, upcoming_text
+from celery_periodiq.present.windows import in_window
 from celery_periodiq.store.views import StoredEntry
 from celery_periodiq.worker.plain import is_plain
 
@@ -66,9 +69,11 @@ def details(api: Periodiq, name: str) -> tuple[StoredEntry, shapes.Details]:
     )
 
 
-def row(item: StoredEntry, now: datetime) -> dict[str, Any]:
-    """What the entries table shows of one entry."""
+def row(item: StoredEntry, now: datetime, windows: Sequence[Window] = ()) -> dict[str, Any]:
+    """What the entries table shows of one entry (``windows``: the maintenance windows,
+    to say when it is in one)."""
     counters = item.counters
+    held = in_window(item, windows, now) if windows else None
     return {
         "name": item.name,
         "status": item.status,
@@ -81,6 +86,7 @@ def row(item: StoredEntry, now: datetime) -> dict[str, Any]:
         "last_status": item.state.get("last_status") or "",
         "note": item.note or "",
         "paused_until": paused_text(item, now) if item.paused_until is not None else "",
+        "in_window": "" if held is None else held[1],
         "problem": item.invalid or "",
         "succeeded": counters.get("succeeded", 0),
         "failed": counters.get("failed", 0) + counters.get("timeboxed", 0),
@@ -92,6 +98,8 @@ def row(item: StoredEntry, now: datetime) -> dict[str, Any]:
                 "dropped_too_soon",
                 "dropped_group_limit",
                 "expired",
+                "skipped_window",
+                "excluded",
             )
         ),
     }

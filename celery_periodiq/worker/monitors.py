@@ -25,6 +25,9 @@ _STATUSES = {
     "skipped_overlap": "ok",  # the tick was handled as its policy says: not missed
     "dropped_too_soon": "ok",
     "dropped_group_limit": "ok",  # its group's limit held it back, as configured
+    "skipped_window": "ok",  # a maintenance window held it back (told by the beat)
+    "deferred": "ok",  # a defer window holds it: its catch-up run is checked in itself
+    "excluded": "ok",  # one of its excluded dates
     "failed": "error",
     "timeboxed": "error",
     "revoked": "error",

@@ -95,6 +95,7 @@ def changelist(model_admin: ModelAdmin, request: HttpRequest) -> HttpResponse:
         found = read_page(api, request.GET, sort="next")
         now = api.now()
         counted = totals(api)
+        windows = api.windows()
     except OUTAGES as error:
         return _problem(model_admin, request, error, 503)
     except PeriodiqError as error:
@@ -102,7 +103,7 @@ def changelist(model_admin: ModelAdmin, request: HttpRequest) -> HttpResponse:
     here = request.path
     rows = [
         {
-            **row(item, now),
+            **row(item, now, windows),
             "url": url(model_admin, "change", item.name),
             "last": "never" if item.last_run is None else relative(item.last_run, now),
         }
@@ -138,6 +139,7 @@ def entry(model_admin: ModelAdmin, request: HttpRequest, object_id: str) -> Http
         api = client()
         stored, read = details(api, name)
         declared = api.declared_in(name)
+        windows = api.windows()
     except EntryNotFoundError as error:
         raise Http404(str(error)) from error
     except OUTAGES as error:
@@ -147,7 +149,7 @@ def entry(model_admin: ModelAdmin, request: HttpRequest, object_id: str) -> Http
         {**event, "at": when(event["at"]), "tick": when(event["tick"])}
         for event in shown["history"]
     ]
-    item = row(stored, read.now)
+    item = row(stored, read.now, windows)
     return page(
         model_admin,
         request,
