@@ -6,7 +6,8 @@ celery_periodiq: N entries, every second, are driven on an injected clock throug
 the real beat code (the Dispatcher: claim.lua and ack.lua, messages into a private
 broker) and the worker's guard (begin.lua and finish.lua, called as PeriodicTask
 calls them) for --rounds ticks: enough to fill each entry's history and its
-duplicate-tick window, which is steady state with default settings. RedBeat: N
+duplicate-tick window, and paused and resumed until each entry's audit trail is full
+(periodiq_audit_length records), which is steady state with default settings. RedBeat: N
 entries saved with RedBeatSchedulerEntry and rescheduled once (its steady state: a
 definition and a meta with last_run_at). Both on private redis-servers of the same
 version, measured the same way: the server's used_memory before and after, and
@@ -76,6 +77,11 @@ def drive_periodiq(entries: int, rounds: int) -> dict[str, Any]:
             now = to_ms(START + timedelta(seconds=round_))
             run_round(dispatcher, store, queue, now)
         spent = time.monotonic() - began
+        # a full audit trail (periodiq_audit_length records each, the default): entries
+        # paused and resumed until the trail is at its cap, the most it holds
+        for _ in range(api.settings.audit_length // 2):
+            api.pause_many(all=True, note="maintenance", actor="bench@memory")
+            api.resume_many(all=True, actor="bench@memory")
         after = used_memory(client)
         kinds = by_kind(client, periodiq_kind)
         sample = api.get("tenant-0")
@@ -83,6 +89,7 @@ def drive_periodiq(entries: int, rounds: int) -> dict[str, Any]:
             "used_memory_per_entry": (after - before) / entries,
             "kinds": {kind: total / entries for kind, total in kinds.items()},
             "history_events": len(api.history("tenant-0", limit=1000)),
+            "audit_records": len(api.audit("tenant-0", limit=None)),
             "runs": sample.counters.get("succeeded", 0),
             "seconds": spent,
         }
@@ -133,7 +140,8 @@ def main() -> None:
     theirs = measure_redbeat(args.entries)
     print(f"celery_periodiq: {args.entries:,} entries, {args.rounds} ticks each "
           f"({ours['seconds']:.0f} s); tenant-0 ran {ours['runs']} times and keeps "
-          f"{ours['history_events']} history events")  # fmt: skip
+          f"{ours['history_events']} history events and {ours['audit_records']} audit "
+          "records")  # fmt: skip
     print()
     print("| key kind | celery_periodiq bytes/entry | RedBeat bytes/entry |")
     print("|---|---|---|")

@@ -25,6 +25,7 @@ from celery_periodiq.errors import (
 from celery_periodiq.model.simulation import Dropped, EntrySimulation, Fire, Simulation
 from celery_periodiq.model.windows import Window
 from celery_periodiq.ops.many import BulkResult
+from celery_periodiq.protocol.audit import AuditRecord
 from celery_periodiq.schedules import Schedule, parse_schedule
 from celery_periodiq.store.pages import EntryPage
 from celery_periodiq.store.views import BeatInfo, Event, StoredEntry
@@ -35,6 +36,7 @@ from celery_periodiq.worker.task import PeriodicTask, RunContext
 from celery_periodiq.worker import startup as _startup  # noqa: F401  isort: skip
 
 __all__ = [
+    "AuditRecord",
     "BeatInfo",
     "BrokerUnavailableError",
     "BulkResult",

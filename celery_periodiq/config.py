@@ -17,6 +17,12 @@ from celery import Celery
 from celery.utils.time import timezone as celery_zones
 
 from celery_periodiq.errors import ConfigurationError, did_you_mean
+from celery_periodiq.model.checkin_settings import (
+    CHECKIN_KINDS,
+    checkin_url,
+    checkin_urls,
+    checkins,
+)
 from celery_periodiq.model.policy import (
     CATCHUP_POLICIES,
     DEFAULT_CATCHUP,
@@ -68,9 +74,9 @@ DEFAULTS: dict[str, Any] = {
     "periodiq_checkin_timeout": 2.0,  # seconds a ping may take before it is given up
     "periodiq_tracing": False,  # True: OpenTelemetry spans per pass and tick (the otel extra)
     "periodiq_group_limits": {},  # group -> the most runs of its entries at once (worker's guard)
+    "periodiq_audit_length": 5,  # audit records kept per entry (0: no audit trail)
+    "periodiq_audit_window": 90 * 86400,  # seconds a record is kept (and a deleted entry's trail)
 }
-CHECKIN_KINDS = ("sentry", "ping")
-"""What ``periodiq_checkins`` may name."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +110,10 @@ class Settings:
     checkin_urls: dict[str, str] = field(default_factory=dict)
     checkin_timeout: float = 2.0
     group_limits: dict[str, int] = field(default_factory=dict)  # see model.policy
+    audit_length: int = 5
+    """Audit records kept per entry, the newest (0: none are)."""
+    audit_window: float = 90 * 86400.0
+    """Seconds an audit record is kept: older ones, and deleted entries' trails, leave."""
     tracing: bool = False
     """Spans per beat pass and claimed tick, the guard's decision as an event (tracing.md)."""
     namespace: str = "default"
@@ -164,17 +174,19 @@ class Settings:
             stage_min=_typed("periodiq_stage_min", get("periodiq_stage_min"), int),
             stage_max=_typed("periodiq_stage_max", get("periodiq_stage_max"), int),
             alert_task=_alert_task(get("periodiq_alert_task")),
-            checkins=_checkins(
+            checkins=checkins(
                 get("periodiq_checkins"),
                 bool(get("periodiq_checkin_url") or get("periodiq_checkin_urls")),
             ),
-            checkin_url=_checkin_url("periodiq_checkin_url", get("periodiq_checkin_url")),
-            checkin_urls=_checkin_urls(get("periodiq_checkin_urls")),
+            checkin_url=checkin_url("periodiq_checkin_url", get("periodiq_checkin_url")),
+            checkin_urls=checkin_urls(get("periodiq_checkin_urls")),
             checkin_timeout=number("periodiq_checkin_timeout"),
             tracing=_typed("periodiq_tracing", get("periodiq_tracing"), bool),
             group_limits=group_limits(
                 get("periodiq_group_limits"), get("periodiq_redis_cluster") is True
             ),
+            audit_length=_typed("periodiq_audit_length", get("periodiq_audit_length"), int),
+            audit_window=number("periodiq_audit_window"),
             namespace=namespace,
             default_tz=app_zone(app),
             url_origin=origin,
@@ -250,6 +262,10 @@ class Settings:
             raise _bad("periodiq_partitions", self.partitions, "1 to 1024")
         if not 0.1 <= self.checkin_timeout <= 30:
             raise _bad("periodiq_checkin_timeout", self.checkin_timeout, "0.1 to 30 seconds")
+        if not 0 <= self.audit_length <= 1000:
+            raise _bad("periodiq_audit_length", self.audit_length, "0 to 1000 records")
+        if not 3600 <= self.audit_window <= 3660 * 86400:
+            raise _bad("periodiq_audit_window", self.audit_window, "3600 seconds to 10 years")
 
     @property
     def keys(self) -> Keys:
@@ -304,56 +320,6 @@ def _alert_task(value: Any) -> str | None:
     if not isinstance(value, str) or not value.strip():
         raise _bad("periodiq_alert_task", value, "a task name such as 'proj.alert', or None")
     return value
-
-
-def _checkins(value: Any, has_url: bool) -> tuple[str, ...]:
-    """The monitors named, in order, with "ping" added when a ping URL is set."""
-    if isinstance(value, str) or not isinstance(value, list | tuple):
-        raise _bad("periodiq_checkins", value, "a list such as ['sentry'] or ['sentry', 'ping']")
-    unknown = [kind for kind in value if kind not in CHECKIN_KINDS]
-    if unknown:
-        raise _bad("periodiq_checkins", value, "a list of " + ", ".join(CHECKIN_KINDS))
-    kinds = list(dict.fromkeys(value))
-    if "ping" in kinds and not has_url:
-        raise ConfigurationError(
-            "setting periodiq_checkins names 'ping' but no ping URL is set: set "
-            "periodiq_checkin_url (e.g. 'https://hc-ping.com/KEY/{entry}') or "
-            "periodiq_checkin_urls ({'entry-name': 'https://...'})"
-        )
-    if has_url and "ping" not in kinds:
-        kinds.append("ping")
-    return tuple(kinds)
-
-
-def _checkin_url(name: str, value: Any) -> str | None:
-    """A ping URL (template): http(s) with a host; ``{entry}`` and ``{state}`` its only
-    placeholders."""
-    if value is None:
-        return None
-    allowed = "an http:// or https:// URL; placeholders {entry} and {state} only"
-    if not isinstance(value, str):
-        raise _bad(name, value, allowed)
-    try:
-        filled = value.format(entry="e", state="run")
-    except (KeyError, IndexError, ValueError):
-        raise _bad(name, value, allowed) from None
-    parsed = urlsplit(filled)
-    if parsed.scheme not in ("http", "https") or not parsed.netloc:
-        raise _bad(name, value, allowed)
-    return value
-
-
-def _checkin_urls(value: Any) -> dict[str, str]:
-    if not isinstance(value, dict):
-        raise _bad("periodiq_checkin_urls", value, "a dict of entry name -> ping URL")
-    urls: dict[str, str] = {}
-    for entry, url in value.items():
-        if not isinstance(entry, str) or not entry:
-            raise _bad("periodiq_checkin_urls", value, "a dict of entry name -> ping URL")
-        urls[entry] = _checkin_url(f"periodiq_checkin_urls[{entry!r}]", url) or ""
-        if not urls[entry]:
-            raise _bad(f"periodiq_checkin_urls[{entry!r}]", url, "an http:// or https:// URL")
-    return urls
 
 
 def _typed(name: str, value: Any, kind: type) -> Any:

@@ -31,9 +31,9 @@ from celery_periodiq.protocol.records import RunEnd, RunStart
 START = datetime(2090, 1, 1, tzinfo=UTC)
 NOW = "2089-12-31T23:00:00Z"
 COMMANDS = (
-    "add", "backfill", "beats", "delete", "doctor", "export", "failures", "history", "import",
-    "list", "metrics", "next", "pause", "resume", "run", "serve", "show", "simulate", "update",
-    "window",
+    "add", "audit", "backfill", "beats", "delete", "doctor", "export", "failures", "history",
+    "import", "list", "metrics", "next", "pause", "resume", "run", "serve", "show", "simulate",
+    "update", "window",
 )  # fmt: skip
 
 
@@ -787,6 +787,9 @@ BAD_INPUT = [
     (2, ["simulate", "--down", "+1h..+2d"], "is not inside the simulated span"),
     (2, ["simulate", "--limit", "-1"], "-1 is not in the range 0<=x<=100000"),
     (3, ["simulate", "--name", "nope"], "no entry named 'nope'"),
+    (2, ["audit", "--since", "yesterday"], "since='yesterday' is invalid"),
+    (2, ["audit", "report", "--since", "2026-01-01T00:00"], "has no time zone"),
+    (2, ["audit", "--limit", "0"], "0 is not in the range x>=1"),
     (2, ["window", "add", "w", "--schedule", "0 2 * *", "--duration", "1h"], "has 4 fields"),
     (2, ["window", "add", "w", "--schedule", "@daily"], "needs duration="),
     (2, ["window", "add", "w", "--schedule", "@daily", "--duration", "soon"], "duration="),

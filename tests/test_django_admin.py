@@ -349,6 +349,30 @@ def test_while_the_schedules_redis_is_down_the_pages_say_so(site: Site) -> None:
     assert not stored(site, "outage-made")
 
 
+def test_the_admin_records_its_signed_in_user_in_the_audit_trail_and_shows_it(
+    site: Site,
+) -> None:
+    keeper, viewer = site.session("keeper"), site.session("viewer")
+    added = site.post(keeper, ADD, {**VALID, "name": "audited", "schedule": "0 3 * * *"})
+    paused = site.post(keeper, page_of("audited", "pause"), {"note": "disk full"})
+    refused = site.post(viewer, page_of("audited", "resume"), {})
+    edited = site.post(keeper, page_of("audited", "edit"), {**VALID, "schedule": "30 4 * * *"})
+    shown = viewer.get(site.url + page_of("audited"), timeout=10).text
+
+    assert (added.status_code, paused.status_code, refused.status_code) == (302, 302, 403)
+    assert edited.status_code == 302
+    trail = site.api().audit("audited")
+    assert [(r.action, r.actor, r.via, r.note) for r in reversed(trail)] == [
+        ("add", "keeper", "admin", ""),
+        ("pause", "keeper", "admin", "disk full"),
+        ("update", "keeper", "admin", ""),
+    ]
+    assert trail[0].changes["schedule"] == ("0 3 * * *", "30 4 * * *")
+    assert "<h2>Audit</h2>" in shown
+    assert "disk full" in shown
+    assert "keeper" in shown
+
+
 def test_the_admin_says_which_entry_is_in_a_maintenance_window_until_when(site: Site) -> None:
     api = site.api()
     api.add("windowed-admin", "guarded_record", every=3600, owner="maint")

@@ -71,6 +71,7 @@ def test_the_django_admin_in_chromium(tmp_path: Path) -> None:
             edited = page.locator("#content-main").inner_text()
             browser.close()
         entry = api.get("browser-made").entry
+        trail = api.audit("browser-made")
     target = os.environ.get("PERIODIQ_SHOTS")
     if target and Path(target).is_dir():
         for path in shots:
@@ -85,4 +86,10 @@ def test_the_django_admin_in_chromium(tmp_path: Path) -> None:
     assert entry is not None
     assert entry.schedule == "*/10 * * * *"
     assert "*/10 * * * *" in edited
+    assert [(r.action, r.actor, r.via) for r in reversed(trail)] == [
+        ("add", "keeper", "admin"),
+        ("update", "keeper", "admin"),
+    ]
+    assert trail[0].changes["schedule"] == ("@every 1s", "*/10 * * * *")
+    assert "Audit" in edited
     assert all(path.stat().st_size > 10_000 for path in shots)

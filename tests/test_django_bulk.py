@@ -95,6 +95,13 @@ def test_the_keepers_pause_resume_and_run_the_ticked_entries(site: Site, owned: 
         ("keeper", 2, "Resumed (bulk)"),
         ("keeper", 2, "Ran now (bulk)"),
     ]
+    trail = site.api().audit(names[1])
+    assert [(r.action, r.actor, r.via) for r in reversed(trail)][-3:] == [
+        ("pause", "keeper", "admin"),
+        ("resume", "keeper", "admin"),
+        ("trigger", "keeper", "admin"),
+    ]
+    assert [r.actor for r in site.api().audit(names[0])].count("keeper") == 1  # resumed only
 
 
 def test_all_matching_a_filter_is_paused_and_deleted_after_asking(site: Site, owned: str) -> None:

@@ -779,6 +779,11 @@ def test_every_default_is_a_periodiq_setting() -> None:
         ("periodiq_default_grace", NAN, "0 to 86400 seconds"),
         ("periodiq_partitions", 0, "1 to 1024"),
         ("periodiq_partitions", 1025, "1 to 1024"),
+        ("periodiq_audit_length", -1, "0 to 1000 records"),
+        ("periodiq_audit_length", 1001, "0 to 1000 records"),
+        ("periodiq_audit_length", "20", "a whole number"),
+        ("periodiq_audit_window", 60, "3600 seconds to 10 years"),
+        ("periodiq_audit_window", NAN, "3600 seconds to 10 years"),
     ],
 )
 def test_an_invalid_setting_raises_a_configuration_error_naming_it(

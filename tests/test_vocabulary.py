@@ -39,6 +39,7 @@ VOCABULARY = set(NAMES)
 # What each signature takes besides the vocabulary's options, and what it leaves out.
 BUILD_EXTRA = {"source", "defaults"}  # who declares the entry; the app's default policies
 ADD_EXTRA = {"schedule"}  # a Celery schedule object instead of cron=/every=/...
+WRITER = {"actor"}  # who writes, as the audit trail records it: no option of the entry
 PERIODIC_EXTRA = {
     "name",  # the entry name, the task's by default (add takes it as an argument)
     "app",  # the app to create the task in
@@ -114,7 +115,7 @@ def test_a_periodic_declaration_holds_every_option() -> None:
 def test_periodiq_add_takes_the_vocabulary() -> None:
     taken = keyword_options(Periodiq.add)
 
-    assert set(taken) == VOCABULARY | ADD_EXTRA
+    assert set(taken) == VOCABULARY | ADD_EXTRA | WRITER
     assert list(drifts(Periodiq.add, ADD_EXTRA)) == []
 
 
@@ -127,7 +128,7 @@ def test_periodiq_update_accepts_every_option_and_the_task() -> None:
 
     assert updated.task == "proj.tasks.other"
     assert updated.schedule == "@every 30s"
-    assert (set(keyword_options(Periodiq.add)) - ADD_EXTRA) | {"task"} == UPDATABLE
+    assert (set(keyword_options(Periodiq.add)) - ADD_EXTRA - WRITER) | {"task"} == UPDATABLE
 
 
 def test_periodiq_add_many_takes_the_options_of_add() -> None:
@@ -137,8 +138,8 @@ def test_periodiq_add_many_takes_the_options_of_add() -> None:
     taken = set(keyword_options(build_entry)) - builder_fixed
 
     assert builder_fixed == BUILD_EXTRA
-    assert set(keyword_options(Periodiq.add)) - taken == {"schedule"}  # converted first
-    assert set(keyword_options(Periodiq.add)) == set(bulk.TAKEN)
+    assert set(keyword_options(Periodiq.add)) - taken == {"schedule", *WRITER}  # converted first
+    assert set(keyword_options(Periodiq.add)) - WRITER == set(bulk.TAKEN)
 
 
 def cli_options_of(command: str) -> dict[str, click.Parameter]:

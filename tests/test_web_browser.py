@@ -53,7 +53,7 @@ def test_the_dashboard_in_chromium(tmp_path: Path, redis_url: str) -> None:
             _shots(page, tmp_path, "entries")
 
             page.get_by_role("link", name="heartbeat").click()
-            history = page.locator("table tbody").inner_text()
+            history = page.locator("table tbody").first.inner_text()  # then the audit
             has_plot = page.locator("svg.plot").count()
             anonymous_buttons = page.get_by_role("button", name="Pause").count()
             _shots(page, tmp_path, "entry")
@@ -64,11 +64,13 @@ def test_the_dashboard_in_chromium(tmp_path: Path, redis_url: str) -> None:
 
             page.goto(base + "/login")
             page.get_by_label("Token").fill(TOKEN)
+            page.get_by_label("Your name").fill("Chris <b>")  # who the audit trail records
             page.get_by_role("button", name="Sign in").click()
             page.goto(base + "/entries/heartbeat")
             page.get_by_label("Pause note").fill("maintenance <b>window</b>")
             page.get_by_role("button", name="Pause").click()
             banner = page.locator(".banner").first.inner_text()
+            audit = page.locator("table.audit tbody").inner_text()
             _shots(page, tmp_path, "entry-paused")
 
             page.goto(base + "/beats")
@@ -76,6 +78,7 @@ def test_the_dashboard_in_chromium(tmp_path: Path, redis_url: str) -> None:
             _shots(page, tmp_path, "beats")
             browser.close()
         paused = api.get("heartbeat")
+        trail = api.audit("heartbeat")
         api.delete_owner("tests")
         api.store.client.close()
 
@@ -90,5 +93,10 @@ def test_the_dashboard_in_chromium(tmp_path: Path, redis_url: str) -> None:
     assert banner == "Paused: maintenance <b>window</b>"
     assert paused.paused
     assert paused.note == "maintenance <b>window</b>"
+    assert [(r.action, r.actor, r.via, r.note) for r in trail][:1] == [
+        ("pause", "Chris <b>", "dashboard", "maintenance <b>window</b>")
+    ]
+    assert [r.action for r in trail] == ["pause", "add"]  # the refused pause: nothing
+    assert "Chris <b>" in audit  # shown as text
     assert socket.gethostname() in beats
     assert len(list(tmp_path.glob("*.png"))) == 8

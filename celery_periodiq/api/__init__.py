@@ -12,6 +12,8 @@ never ``present``, ``web``, ``contrib`` or ``cli``, which are built on it.
 
 from __future__ import annotations
 
+import copy
+
 from celery import Celery
 
 from celery_periodiq.api.entries import Entries
@@ -24,7 +26,7 @@ from celery_periodiq.ops.listing import FAILURE_KINDS
 from celery_periodiq.runtime import Runtime, runtime_of
 from celery_periodiq.store.store import Store
 
-__all__ = ["FAILURE_KINDS", "Check", "Periodiq", "periodiq"]
+__all__ = ["FAILURE_KINDS", "Check", "Periodiq", "acting", "periodiq"]
 
 _CLIENT_ATTRIBUTE = "_periodiq_client"
 
@@ -43,6 +45,15 @@ def periodiq(app: Celery) -> Periodiq:
     return client
 
 
+def acting(client: Periodiq, via: str, actor: str | None = None) -> Periodiq:
+    """``client`` for the CLI, the dashboard or the admin: the same app, Runtime and Store,
+    its writes recorded in the audit trail as come ``via`` (``"cli"``, ...), by ``actor``
+    when a call names none (None: this process's ``user@host``)."""
+    other = copy.copy(client)
+    other._via, other._actor = via, actor
+    return other
+
+
 class Periodiq:
     """Create, change and inspect the entries of one Celery app's schedule."""
 
@@ -53,6 +64,8 @@ class Periodiq:
         self.runtime = runtime_of(app, fresh) if store is None else Runtime(app, store, fresh)
         self.app, self.settings, self.store = app, self.runtime.settings, self.runtime.store
         self._unknown_tasks_seen: set[str] = set()
+        self._via: str = "api"
+        self._actor: str | None = None
 
     # The methods are written in three parts by topic, each a protocol over base.Client
     # that this class satisfies, and taken here by name: the bases stay ``object`` and
@@ -91,6 +104,7 @@ class Periodiq:
     import_django_celery_beat = Operations.import_django_celery_beat
 
     # reading
+    audit = Reading.audit
     declared_in = Reading.declared_in
     history = Reading.history
     upcoming = Reading.upcoming

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from celery_periodiq.api.base import Client
+from celery_periodiq.api.base import Client, audit_of
 from celery_periodiq.errors import EntryError, shown
 from celery_periodiq.model.entry import AUTO
 from celery_periodiq.ops import bulk, many, pauses, steer
@@ -18,7 +18,7 @@ from celery_periodiq.store.views import StoredEntry
 
 __all__ = ["Entries"]
 
-_NOT_OPTIONS = frozenset({"self", "name", "task"})
+_NOT_OPTIONS = frozenset({"self", "name", "task", "actor"})
 
 
 class Entries(Client, Protocol):
@@ -56,6 +56,7 @@ class Entries(Client, Protocol):
         max_runs: int | None = None,
         exclude: list[Any] | tuple[Any, ...] = (),
         schedule: Any = None,
+        actor: str | None = None,
     ) -> StoredEntry:
         """Create a runtime entry; beats pick it up within a second.
 
@@ -85,6 +86,8 @@ class Entries(Client, Protocol):
             schedule: instead of ``cron=``/``every=``/``calendar=``, a Celery schedule
                 object (``crontab``, ``solar``, ``schedule``), a ``timedelta``, an aware
                 ``datetime`` (as ``at=``) or a celery_periodiq ``Schedule``.
+            actor: who makes the change, as the entry's audit trail records it (every
+                write method takes it; default: this process's ``user@host``).
 
         Returns:
             The stored entry with its first tick.
@@ -96,9 +99,10 @@ class Entries(Client, Protocol):
         """
         # the options as given, forwarded whole: the signature above names each once
         given = {key: value for key, value in locals().items() if key not in _NOT_OPTIONS}
+        audit = audit_of(self, actor)
         entry = steer.build(self.runtime, name, task, given)
         with self.runtime.guard():
-            stored = steer.add(self.store, entry)
+            stored = steer.add(self.store, entry, audit)
         steer.warn_unknown_task(self.app, entry.task, self._unknown_tasks_seen)
         return stored
 
@@ -111,7 +115,9 @@ class Entries(Client, Protocol):
         with self.runtime.guard():
             return steer.stored(self.store, name)
 
-    def update(self, name: str, /, *, force: bool = False, **changes: Any) -> StoredEntry:
+    def update(
+        self, name: str, /, *, force: bool = False, actor: str | None = None, **changes: Any
+    ) -> StoredEntry:
         """Change an entry's options; its next tick is computed afresh, its state kept.
 
         Accepts the keyword options of :meth:`add` (a schedule option replaces
@@ -126,10 +132,11 @@ class Entries(Client, Protocol):
             DeclaredEntryError: the entry is declared in code or beat_schedule and
                 ``force`` is not set (the next deploy would undo the change).
         """
+        audit = audit_of(self, actor)
         with self.runtime.guard():
-            return steer.update(self.runtime, name, force, changes)
+            return steer.update(self.runtime, name, force, changes, audit)
 
-    def delete(self, name: str, *, force: bool = False) -> None:
+    def delete(self, name: str, *, force: bool = False, actor: str | None = None) -> None:
         """Delete an entry and its state and history.
 
         Works on a damaged entry too (keys of the wrong type, an unreadable or
@@ -140,14 +147,16 @@ class Entries(Client, Protocol):
             DeclaredEntryError: the entry is declared in code or beat_schedule and
                 ``force`` is not set (the next deploy would restore it).
         """
+        audit = audit_of(self, actor)
         with self.runtime.guard():
-            steer.delete(self.store, name, force)
+            steer.delete(self.store, name, force, audit)
 
-    def delete_owner(self, owner: str) -> list[str]:
+    def delete_owner(self, owner: str, *, actor: str | None = None) -> list[str]:
         """Delete every entry tagged with ``owner``; returns their names."""
         steer.check_owner(owner)
+        audit = audit_of(self, actor)
         with self.runtime.guard():
-            return self.store.remove(self.store.owned_by(owner))
+            return self.store.remove(self.store.owned_by(owner), audit=audit)
 
     def pause(
         self,
@@ -155,6 +164,7 @@ class Entries(Client, Protocol):
         note: str | None = None,
         *,
         until: datetime | timedelta | float | str | None = None,
+        actor: str | None = None,
     ) -> StoredEntry:
         """Stop an entry's ticks until :meth:`resume`, or until ``until``; ``note`` says why.
 
@@ -171,14 +181,16 @@ class Entries(Client, Protocol):
             EntryError: ``until`` is not an instant or a duration, or not after now.
         """
         _check_note(note)
+        audit = audit_of(self, actor)
         with self.runtime.guard():
             end = pauses.until_ms(until, self.store.now_ms())
-            return steer.pause(self.store, name, note, end)
+            return steer.pause(self.store, name, note, end, audit)
 
-    def resume(self, name: str) -> StoredEntry:
+    def resume(self, name: str, *, actor: str | None = None) -> StoredEntry:
         """Restart a paused entry from its next tick after now."""
+        audit = audit_of(self, actor)
         with self.runtime.guard():
-            return steer.resume(self.store, name)
+            return steer.resume(self.store, name, audit)
 
     def pause_many(
         self,
@@ -189,11 +201,12 @@ class Entries(Client, Protocol):
         all: bool = False,
         note: str | None = None,
         until: datetime | timedelta | float | str | None = None,
+        actor: str | None = None,
     ) -> BulkResult:
         """Pause the entries ``names``, or every entry of ``owner``, or whose name matches
         the glob ``match`` (``"report-*"``), or with ``all=True`` every entry; exactly one
-        of them. An entry paused already keeps its own pause. ``note`` and ``until`` as in
-        :meth:`pause`.
+        of them. An entry paused already keeps its own pause. ``note``, ``until`` and
+        ``actor`` as in :meth:`pause`.
 
         Returns:
             The names of the entries paused (a list), and in its ``skipped`` the others
@@ -206,12 +219,13 @@ class Entries(Client, Protocol):
                 not exist (nothing changes).
         """
         _check_note(note)
+        audit = audit_of(self, actor)
         with self.runtime.guard():
             end = pauses.until_ms(until, self.store.now_ms())
             chosen = pauses.select(
                 self.store, names=names, match=match, owner=owner, everything=all
             )
-            return pauses.pause_many(self.store, chosen, note or "", end)
+            return pauses.pause_many(self.store, chosen, note or "", end, audit)
 
     def resume_many(
         self,
@@ -220,6 +234,7 @@ class Entries(Client, Protocol):
         owner: str | None = None,
         match: str | None = None,
         all: bool = False,
+        actor: str | None = None,
     ) -> BulkResult:
         """Resume the paused entries among ``names``, or of ``owner``, or whose name
         matches the glob ``match``, or with ``all=True`` every paused entry, each from its
@@ -235,11 +250,12 @@ class Entries(Client, Protocol):
             EntryNotFoundError: the selector names no entry, or ``names`` one that does
                 not exist (nothing changes).
         """
+        audit = audit_of(self, actor)
         with self.runtime.guard():
             chosen = pauses.select(
                 self.store, names=names, match=match, owner=owner, everything=all
             )
-            return pauses.resume_many(self.store, chosen)
+            return pauses.resume_many(self.store, chosen, audit)
 
     def delete_many(
         self,
@@ -249,10 +265,12 @@ class Entries(Client, Protocol):
         match: str | None = None,
         all: bool = False,
         force: bool = False,
+        actor: str | None = None,
     ) -> BulkResult:
         """Delete the entries ``names``, or of ``owner``, or whose name matches the glob
         ``match``, or with ``all=True`` every entry (exactly one selector), with their
         state and history: one script call per partition per ``periodiq_batch_size``.
+        Each is recorded in its audit trail as deleted by ``actor``.
 
         When one of the errors below is raised, nothing is deleted.
 
@@ -266,11 +284,12 @@ class Entries(Client, Protocol):
             DeclaredEntryError: one of them is declared in code or beat_schedule and
                 ``force`` is not set (the next deploy would restore it).
         """
+        audit = audit_of(self, actor)
         with self.runtime.guard():
             chosen = pauses.select(
                 self.store, names=names, match=match, owner=owner, everything=all
             )
-            return many.delete_many(self.store, chosen, force)
+            return many.delete_many(self.store, chosen, force, audit)
 
     def trigger_many(
         self,
@@ -279,11 +298,12 @@ class Entries(Client, Protocol):
         owner: str | None = None,
         match: str | None = None,
         all: bool = False,
+        actor: str | None = None,
     ) -> BulkResult:
         """Run the entries ``names``, or of ``owner``, or whose name matches the glob
         ``match``, or with ``all=True`` every entry, now (exactly one selector), as
         :meth:`trigger` runs one: over one broker connection, their runs recorded in
-        pipelines.
+        pipelines (and in each entry's audit trail, by ``actor``).
 
         Returns:
             The names run (a list), with each run's task id in its ``task_ids``; in its
@@ -296,13 +316,14 @@ class Entries(Client, Protocol):
             BrokerUnavailableError: the broker failed; the message says how many runs
                 were sent before it did (those are recorded).
         """
+        audit = audit_of(self, actor)
         with self.runtime.guard():
             chosen = pauses.select(
                 self.store, names=names, match=match, owner=owner, everything=all
             )
-            return many.trigger_many(self.runtime, chosen)
+            return many.trigger_many(self.runtime, chosen, audit)
 
-    def trigger(self, name: str) -> str:
+    def trigger(self, name: str, *, actor: str | None = None) -> str:
         """Run an entry now, outside its schedule; the worker's overlap guard still applies.
 
         Returns:
@@ -314,10 +335,11 @@ class Entries(Client, Protocol):
             MessageError: the run's message cannot be encoded here (its serializer or
                 compression is not installed, or it refused the arguments).
         """
+        audit = audit_of(self, actor)
         with self.runtime.guard():
-            return steer.trigger(self.runtime, name)
+            return steer.trigger(self.runtime, name, audit)
 
-    def add_many(self, entries: Iterable[dict[str, Any]]) -> list[str]:
+    def add_many(self, entries: Iterable[dict[str, Any]], *, actor: str | None = None) -> list[str]:
         """Create many runtime entries at once, in pipelined batches (one Lua call per
         partition per ``periodiq_batch_size``); beats pick them up within a second.
 
@@ -334,9 +356,10 @@ class Entries(Client, Protocol):
                 every bad one (up to ten) by position, and nothing is written.
             EntryExistsError: an entry of that name exists already (nothing is written).
         """
+        audit = audit_of(self, actor)
         built = bulk.build_many(self.runtime, entries)
         with self.runtime.guard():
-            created = bulk.add_many(self.store, built)
+            created = bulk.add_many(self.store, built, audit)
         for task in sorted({entry.task for entry in built}):
             steer.warn_unknown_task(self.app, task, self._unknown_tasks_seen)
         return created

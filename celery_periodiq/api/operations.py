@@ -10,7 +10,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Protocol, TextIO
 
-from celery_periodiq.api.base import Client
+from celery_periodiq.api.base import Client, audit_of
 from celery_periodiq.model.simulation import DEFAULT_LIMIT, Simulation
 from celery_periodiq.ops import backfill as backfills
 from celery_periodiq.ops import doctor, export_file, migrate, simulation, steer, transfer
@@ -34,6 +34,7 @@ class Operations(Client, Protocol):
         dry_run: bool = False,
         timeout: float = 300.0,
         progress: Callable[[backfills.BackfillTick], None] | None = None,
+        actor: str | None = None,
     ) -> backfills.BackfillReport:
         """Run the entry's past ticks in ``[start, end)`` now, each with its nominal instant.
 
@@ -52,6 +53,8 @@ class Operations(Client, Protocol):
                 before stopping (``report.stalled`` says why; the same call again goes
                 on from there).
             progress: called with each tick as it is settled.
+            actor: who runs the backfill, as the entry's audit trail records it (before
+                the first tick is sent; a dry run records nothing).
 
         Raises:
             EntryNotFoundError: no entry has that name.
@@ -62,6 +65,7 @@ class Operations(Client, Protocol):
                 nothing is published).
             BrokerUnavailableError: the broker could not be reached.
         """
+        audit = audit_of(self, actor)
         with self.runtime.guard():
             return backfills.backfill(
                 self.runtime,
@@ -72,6 +76,7 @@ class Operations(Client, Protocol):
                 dry_run=dry_run,
                 timeout=timeout,
                 progress=progress,
+                audit=audit,
             )
 
     def simulate(
@@ -180,7 +185,12 @@ class Operations(Client, Protocol):
             return export_file.write_export(out, header, records, layout)
 
     def import_file(
-        self, file: TextIO, *, replace: bool = False, dry_run: bool = False
+        self,
+        file: TextIO,
+        *,
+        replace: bool = False,
+        dry_run: bool = False,
+        actor: str | None = None,
     ) -> transfer.ImportReport:
         """:meth:`import_schedule` of a file :meth:`export_to` wrote (either layout) or
         ``celery periodiq export`` printed.
@@ -189,19 +199,35 @@ class Operations(Client, Protocol):
             EntryError: the file is not an export (not JSON, a JSON Lines file cut short:
                 the message says what and where), or as :meth:`import_schedule`.
         """
-        return self.import_schedule(export_file.read_export(file), replace=replace, dry_run=dry_run)
+        note = f"imported from {getattr(file, 'name', None) or 'a file'}"
+        audit = audit_of(self, actor, note)
+        document = export_file.read_export(file)
+        with self.runtime.guard():
+            return transfer.import_schedule(
+                self.store, document, replace=replace, dry_run=dry_run, audit=audit
+            )
 
     def import_schedule(
-        self, document: Any, *, replace: bool = False, dry_run: bool = False
+        self,
+        document: Any,
+        *,
+        replace: bool = False,
+        dry_run: bool = False,
+        actor: str | None = None,
     ) -> transfer.ImportReport:
         """Create the entries of an :meth:`export` document (``replace``: also replace
-        entries that exist with another definition); ``dry_run`` writes nothing.
+        entries that exist with another definition); ``dry_run`` writes nothing. Each
+        entry written is recorded in its audit trail by ``actor``, noted as imported.
 
         Raises:
-            EntryError: any record is bad (each is named by position): nothing is written.
+            EntryError: any record is bad (each is named by position), or ``actor`` is not
+                text: nothing is written.
         """
+        audit = audit_of(self, actor, "imported")
         with self.runtime.guard():
-            return transfer.import_schedule(self.store, document, replace=replace, dry_run=dry_run)
+            return transfer.import_schedule(
+                self.store, document, replace=replace, dry_run=dry_run, audit=audit
+            )
 
     def import_redbeat(
         self,
@@ -211,6 +237,7 @@ class Operations(Client, Protocol):
         replace: bool = False,
         dry_run: bool = False,
         skip_invalid: bool = False,
+        actor: str | None = None,
     ) -> transfer.ImportReport:
         """Bring celery-redbeat's entries over, read straight from its Redis: each becomes
         a runtime entry of the same name (see :mod:`celery_periodiq.ops.import_redbeat`).
@@ -231,6 +258,7 @@ class Operations(Client, Protocol):
             ConfigurationError: no URL for RedBeat's Redis, or an invalid one.
             StoreUnavailableError: RedBeat's Redis (or ours) is unreachable.
         """
+        audit = audit_of(self, actor, "imported from celery-redbeat")
         return migrate.import_from_redbeat(
             self.runtime,
             url=url,
@@ -238,6 +266,7 @@ class Operations(Client, Protocol):
             replace=replace,
             dry_run=dry_run,
             skip_invalid=skip_invalid,
+            audit=audit,
         )
 
     def import_django_celery_beat(
@@ -248,6 +277,7 @@ class Operations(Client, Protocol):
         dry_run: bool = False,
         skip_invalid: bool = False,
         naive_tz: str | None = None,
+        actor: str | None = None,
     ) -> transfer.ImportReport:
         """Create an entry for every ``PeriodicTask`` of a django-celery-beat dump (the
         parsed JSON of ``manage.py dumpdata django_celery_beat``); see
@@ -271,6 +301,7 @@ class Operations(Client, Protocol):
                 ``skip_invalid`` is not set (each is named, nothing is written), or an
                 entry exists with another definition and ``replace`` is not set.
         """
+        audit = audit_of(self, actor, "imported from django-celery-beat")
         return migrate.import_from_django(
             self.runtime,
             dump,
@@ -278,4 +309,5 @@ class Operations(Client, Protocol):
             dry_run=dry_run,
             skip_invalid=skip_invalid,
             naive_tz=naive_tz,
+            audit=audit,
         )

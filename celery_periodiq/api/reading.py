@@ -7,14 +7,15 @@ inside the Runtime's guard).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Protocol
 
 from celery_periodiq.api.base import Client
 from celery_periodiq.model.plan import from_ms
 from celery_periodiq.model.window_plan import upcoming_runs
-from celery_periodiq.ops import listing, steer
+from celery_periodiq.ops import audit, listing, steer
 from celery_periodiq.ops.windows import list_windows, windows_of
+from celery_periodiq.protocol.audit import AuditRecord
 from celery_periodiq.schedules.base import require_aware
 from celery_periodiq.store import pages as paging
 from celery_periodiq.store import walk
@@ -38,6 +39,34 @@ class Reading(Client, Protocol):
         """
         with self.runtime.guard():
             return steer.declared_in(self.store, name, steer.stored(self.store, name).entry)
+
+    def audit(
+        self,
+        name: str | None = None,
+        *,
+        since: datetime | timedelta | float | str | None = None,
+        actor: str | None = None,
+        limit: int | None = 100,
+    ) -> list[AuditRecord]:
+        """Who changed what: the audit records of an entry (None: of every entry), newest
+        first. Each change to an entry (add, update with what changed, delete, pause and
+        resume with their note, trigger, backfill, reconcile, import, a quarantine) is
+        recorded by the script that makes it, with who, when (the Redis clock) and why.
+        A deleted entry's records stay until ``periodiq_audit_window`` has passed.
+
+        Args:
+            name: the entry (deleted ones too); None: every entry.
+            since: only records at or after this: an aware datetime (or ISO 8601 text with
+                an offset), a duration back from now (a timedelta, ``"2h"``, ``"7d"``) or
+                seconds back from now.
+            actor: only records whose actor contains this text.
+            limit: the most records returned (None: all).
+
+        Raises:
+            EntryError: ``name``, ``since``, ``actor`` or ``limit`` is invalid.
+        """
+        with self.runtime.guard():
+            return audit.audit_records(self.store, name, since=since, actor=actor, limit=limit)
 
     def history(self, name: str, *, limit: int = 20, failures_only: bool = False) -> list[Event]:
         """An entry's newest events, newest first (only failures with ``failures_only``)."""

@@ -301,7 +301,7 @@ class Dispatcher:
     def _report(self, batch: ClaimBatch) -> None:
         if batch.ended:
             ahead = int(self.settings.stage_horizon * 1000) + HORIZON_MS
-            end_pauses(self.store, batch.ended, batch.now_ms + ahead)
+            end_pauses(self.store, batch.ended, batch.now_ms + ahead, self.beat_id)
         if batch.vanished:
             logger.warning(
                 "periodiq: entries %s were due but their definitions are gone (deleted outside "

@@ -11,6 +11,7 @@ import logging
 import redis
 
 from celery_periodiq.model.plan import from_ms, next_tick_ms
+from celery_periodiq.protocol.audit import Audit
 from celery_periodiq.store.store import Store
 
 __all__ = ["end_pauses"]
@@ -18,14 +19,16 @@ __all__ = ["end_pauses"]
 logger = logging.getLogger(__name__)
 
 
-def end_pauses(store: Store, names: list[str], by_ms: int) -> list[str]:
+def end_pauses(store: Store, names: list[str], by_ms: int, beat_id: str = "") -> list[str]:
     """Resume the entries of ``names`` whose timed pause ended by ``by_ms`` (the claim's
-    clock and horizon); returns those resumed.
+    clock and horizon), each recorded in its audit trail as resumed by ``beat_id``;
+    returns those resumed.
 
     Each resume names the end it read, so a pause changed meanwhile (resumed, paused
     again: its new end is listed in its turn) is left as it is; one that fails here is
     listed again a claim lease later."""
     resumed = []
+    audit = store.audit_argument(Audit(beat_id, "beat", "its timed pause ended"))
     try:
         loaded = store.load(names)
         for name in set(names) - {item.name for item in loaded}:
@@ -42,7 +45,8 @@ def end_pauses(store: Store, names: list[str], by_ms: int) -> list[str]:
             if item.entry is not None:
                 upcoming = next_tick_ms(item.entry, from_ms(int(until)))
             next_ms, due_ms = (None, None) if upcoming is None else upcoming
-            if store.scripts.resume(item.name, next_ms, due_ms, ended_ms=int(until)) == "ok":
+            ended = int(until)
+            if store.scripts.resume(item.name, next_ms, due_ms, ended, audit=audit) == "ok":
                 resumed.append(item.name)
     except redis.RedisError as error:
         logger.warning("periodiq: timed pauses of %s not ended yet (%s)", names, error)

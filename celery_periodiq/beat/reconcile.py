@@ -27,6 +27,7 @@ from collections.abc import Callable
 
 from celery_periodiq.declare import registry
 from celery_periodiq.model.entry import Entry
+from celery_periodiq.protocol.audit import Audit
 from celery_periodiq.store.beat_scripts import Pulse
 from celery_periodiq.store.store import Store
 
@@ -40,9 +41,11 @@ _CHUNK = 500
 class Declarations:
     """What one beat declares, and when it must reconcile it again."""
 
-    def __init__(self, store: Store, entries: list[Entry]) -> None:
+    def __init__(self, store: Store, entries: list[Entry], beat_id: str = "") -> None:
         self.store = store
         self.entries = entries
+        self.beat_id = beat_id
+        """Who reconciles, as the entries' audit trails record it."""
         self.digest, self.names = registry.declaration_of(entries)
         self.generation: int | None = None
         """When this beat's declaration set was first declared (ms); None until it is."""
@@ -59,6 +62,12 @@ class Declarations:
         if self.generation is not None and not pulse.registered:
             self._reconciled = None  # declared again, with the generation it had
         return self.due()
+
+    def audit(self) -> Audit:
+        """This beat's writes as the audit trail records them: by its id, noting its
+        declaration set and generation."""
+        note = f"declaration set {self.digest[:12]}, generation {self.generation}"
+        return Audit(self.beat_id, "reconcile", note)
 
     def due(self) -> bool:
         """Whether the live declaration sets changed since the last reconciliation."""
@@ -85,9 +94,10 @@ class Declarations:
             return self._write_missing(unsure)
         statuses: dict[str, int] = {}
         newer: list[str] = []
+        audit = self.audit()
         for start in range(0, len(self.entries), _CHUNK):
             chunk = self.entries[start : start + _CHUNK]
-            written = self.store.put("reconcile", chunk, generation=self.generation)
+            written = self.store.put("reconcile", chunk, generation=self.generation, audit=audit)
             for entry, status in zip(chunk, written, strict=True):
                 statuses[status] = statuses.get(status, 0) + 1
                 if status == "runtime":
@@ -134,7 +144,7 @@ class Declarations:
         created = 0
         for start in range(0, len(self.entries), _CHUNK):
             chunk = self.entries[start : start + _CHUNK]
-            written = self.store.put("add", chunk, generation=self.generation)
+            written = self.store.put("add", chunk, generation=self.generation, audit=self.audit())
             created += written.count("created")
         self._reconciled = None
         logger.info(
@@ -175,5 +185,5 @@ class Declarations:
         vanished = sorted(self.store.declared_names() - wanted)
         if not vanished:
             return newest, [], []
-        removed, kept = self.store.remove_declared(vanished)
+        removed, kept = self.store.remove_declared(vanished, self.audit())
         return newest, removed, kept

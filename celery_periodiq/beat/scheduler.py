@@ -96,9 +96,9 @@ class Scheduler(celery_beat.Scheduler):
             logger.critical("periodiq: %s; the beat cannot start", error)
             raise SystemExit(1) from None
         self.store = Store(self.settings)
-        self._declarations = Declarations(self.store, self._declared_entries)
-        self._index_watch = IndexWatch(self.store)
         self.beat_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._declarations = Declarations(self.store, self._declared_entries, self.beat_id)
+        self._index_watch = IndexWatch(self.store)
         self._link = BrokerLink(self.app, self.settings.claim_lease)
         self._heartbeat = Heartbeat(
             self.store,
@@ -382,7 +382,8 @@ class Scheduler(celery_beat.Scheduler):
         wanted = set(names)
         lost = [entry for entry in self._declared_entries if entry.name in wanted]
         if lost:
-            self.store.put("reconcile", lost, generation=self._declarations.generation)
+            generation, audit = self._declarations.generation, self._declarations.audit()
+            self.store.put("reconcile", lost, generation=generation, audit=audit)
             logger.warning(
                 "periodiq: declared entries %s were missing from Redis; written again",
                 [entry.name for entry in lost],

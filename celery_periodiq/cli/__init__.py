@@ -6,13 +6,21 @@ and hands it over in ``ctx.obj.app``. Each command is a thin layer over
 :mod:`celery_periodiq.present`. Open first: ``group`` (the group, "now", the terminal),
 then a topic: ``inspect`` (list, show, history, failures, next), ``entries`` (add,
 update, delete, pause, resume, run), ``ops`` (backfill, beats, doctor, metrics, serve),
-``transfer`` (export, import), ``simulate``, ``windows`` (window add, list, remove);
-exit codes and option types in ``options``.
+``transfer`` (export, import), ``simulate``, ``windows`` (window add, list, remove),
+``audit``; exit codes and option types in ``options``.
 May import: every layer (it is the top); click is imported nowhere else in the package.
 """
 
 # Importing the topic modules registers their commands on the group.
-from celery_periodiq.cli import entries, inspect, ops, simulate, transfer, windows  # noqa: F401
+from celery_periodiq.cli import (  # noqa: F401
+    audit,
+    entries,
+    inspect,
+    ops,
+    simulate,
+    transfer,
+    windows,
+)
 from celery_periodiq.cli.group import periodiq
 
 __all__ = ["periodiq"]

@@ -20,7 +20,7 @@ from celery import Celery
 from celery.bin.base import CeleryCommand
 from kombu.exceptions import OperationalError
 
-from celery_periodiq.api import Periodiq, periodiq
+from celery_periodiq.api import Periodiq, acting, periodiq
 from celery_periodiq.errors import (
     BrokerUnavailableError,
     EntryExistsError,
@@ -354,7 +354,7 @@ def api_of(ctx: click.Context) -> Periodiq:
     app = getattr(ctx.obj, "app", None)
     if not isinstance(app, Celery):
         fail("run this as: celery -A PROJ periodiq ...")
-    return periodiq(app)
+    return acting(periodiq(app), "cli")  # its writes recorded as the CLI's, by user@host
 
 
 def print_json(value: Any) -> None:

@@ -28,6 +28,7 @@ from celery_periodiq.model import policy
 from celery_periodiq.model.entry import Entry
 from celery_periodiq.model.plan import Tick, from_ms, tick_text, to_ms
 from celery_periodiq.ops.steer import readable
+from celery_periodiq.protocol.audit import Audit
 from celery_periodiq.protocol.headers import task_id_for
 from celery_periodiq.runtime import Runtime
 from celery_periodiq.worker.plain import is_plain
@@ -150,13 +151,15 @@ def backfill(
     dry_run: bool,
     timeout: float,
     progress: Callable[[BackfillTick], None] | None,
+    audit: Audit | None = None,
 ) -> BackfillReport:
     """Run the entry's ticks in ``[start, end)`` (see the module docstring), inside the
-    caller's guard; the arguments (their defaults too) and errors are those of
+    caller's guard, recorded in its audit trail by ``audit`` before the first is sent;
+    the arguments (their defaults too) and errors are those of
     :meth:`Periodiq.backfill <celery_periodiq.api.Periodiq.backfill>`."""
     entry = readable(runtime.store, name)
     try:
-        return _backfill(runtime, entry, start, end, overlap, dry_run, timeout, progress)
+        return _backfill(runtime, entry, start, end, overlap, dry_run, timeout, progress, audit)
     except (KombuError, OSError) as error:  # reaching the broker (a message's own: MessageError)
         raise BrokerUnavailableError(f"the broker is unreachable: {error}") from error
 
@@ -170,6 +173,7 @@ def _backfill(
     dry_run: bool,
     timeout: float,
     progress: Callable[[BackfillTick], None] | None,
+    audit: Audit | None = None,
 ) -> BackfillReport:
     """Run ``entry``'s ticks in ``[start, end)`` (see the module docstring).
 
@@ -221,6 +225,11 @@ def _backfill(
             settle(tick, "would run")
         else:
             pending.append(tick)
+    if pending and audit is not None:
+        span = f"{pending[0].nominal.isoformat()} .. {pending[-1].nominal.isoformat()}"
+        note, argument = f"{len(pending)} ticks, {span} ({overlap})", store.audit_argument(audit)
+        # in the audit trail alone (record.lua), before the first tick is sent
+        store.scripts.record(entry.name, "backfill", "", None, note, 0, argument)
     if pending and overlap == "allow":
         with runtime.app.producer_or_acquire() as producer:
             for tick in pending:

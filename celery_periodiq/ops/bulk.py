@@ -16,6 +16,7 @@ from celery_periodiq.model.options import NAMES
 from celery_periodiq.model.plan import from_ms
 from celery_periodiq.model.policy import Defaults
 from celery_periodiq.ops.steer import check_name, some_names, with_schedule
+from celery_periodiq.protocol.audit import Audit
 from celery_periodiq.runtime import Runtime
 from celery_periodiq.store.store import Store
 
@@ -55,7 +56,7 @@ def build_many(runtime: Runtime, entries: Iterable[dict[str, Any]]) -> list[Entr
     return built
 
 
-def add_many(store: Store, built: list[Entry]) -> list[str]:
+def add_many(store: Store, built: list[Entry], audit: Audit | None = None) -> list[str]:
     """Write the entries :func:`build_many` built, in pipelined batches, inside the
     caller's guard: the second half of
     :meth:`Periodiq.add_many <celery_periodiq.api.Periodiq.add_many>`."""
@@ -73,5 +74,5 @@ def add_many(store: Store, built: list[Entry]) -> list[str]:
     taken = store.existing(names)
     if taken:
         raise EntryExistsError(f"entries exist already: {some_names(taken)}")
-    statuses = store.put("add", built)
+    statuses = store.put("add", built, audit=audit)
     return [name for name, status in zip(names, statuses, strict=True) if status == "created"]

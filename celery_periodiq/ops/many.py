@@ -21,6 +21,7 @@ from celery_periodiq.errors import BrokerUnavailableError, DeclaredEntryError, M
 from celery_periodiq.model import policy
 from celery_periodiq.model.plan import from_ms
 from celery_periodiq.ops.steer import declared_in, some_names
+from celery_periodiq.protocol.audit import Audit
 from celery_periodiq.runtime import Runtime
 from celery_periodiq.store.store import Store
 from celery_periodiq.worker.plain import is_plain
@@ -55,9 +56,12 @@ class BulkResult(list[str]):
         return f"BulkResult({list(self)!r}, skipped={self.skipped!r})"
 
 
-def delete_many(store: Store, names: list[str], force: bool) -> BulkResult:
-    """Delete the entries ``names`` and everything stored under each; without ``force``,
-    none when one of them is declared in code or beat_schedule.
+def delete_many(
+    store: Store, names: list[str], force: bool, audit: Audit | None = None
+) -> BulkResult:
+    """Delete the entries ``names`` and everything stored under each, each recorded by
+    ``audit``; without ``force``, none when one of them is declared in code or
+    beat_schedule.
 
     Raises:
         DeclaredEntryError: without ``force``, some are declared (nothing is deleted).
@@ -72,17 +76,17 @@ def delete_many(store: Store, names: list[str], force: bool) -> BulkResult:
                 "code or beat_schedule: the next deploy (a beat starting) restores the "
                 "declarations; to delete them anyway pass force=True (nothing was deleted)"
             )
-    removed = set(store.remove(names))
+    removed = set(store.remove(names, audit=audit))
     return BulkResult(
         [name for name in names if name in removed],
         {name: "deleted meanwhile" for name in names if name not in removed},
     )
 
 
-def trigger_many(runtime: Runtime, names: list[str]) -> BulkResult:
+def trigger_many(runtime: Runtime, names: list[str], audit: Audit | None = None) -> BulkResult:
     """Run each of ``names`` now, outside its schedule, over one broker connection (where
-    kombu can, :data:`CHUNK` messages a round trip); a quarantined entry, or one whose
-    message cannot be encoded, is skipped and said why.
+    kombu can, :data:`CHUNK` messages a round trip), each recorded by ``audit``; a
+    quarantined entry, or one whose message cannot be encoded, is skipped and said why.
 
     Raises:
         BrokerUnavailableError: the broker failed; the runs sent before it are recorded
@@ -129,7 +133,7 @@ def trigger_many(runtime: Runtime, names: list[str]) -> BulkResult:
             f"{error}; {len(sent)} of the {len(names)} runs were sent before it failed"
         ) from error
     finally:
-        store.published_many(sent, "triggered")
+        store.published_many(sent, "triggered", audit)
     return BulkResult([name for name, _ in sent], skipped, dict(sent))
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from celery_periodiq.ops.import_redbeat import read_redbeat
 from celery_periodiq.ops.transfer import ImportReport, import_converted
+from celery_periodiq.protocol.audit import Audit
 from celery_periodiq.runtime import Runtime
 
 __all__ = ["import_from_django", "import_from_redbeat"]
@@ -23,6 +24,7 @@ def import_from_redbeat(
     replace: bool,
     dry_run: bool,
     skip_invalid: bool,
+    audit: Audit | None = None,
 ) -> ImportReport:
     """Read RedBeat's entries and import what converts; the arguments and errors are
     those of :meth:`Periodiq.import_redbeat <celery_periodiq.api.Periodiq.import_redbeat>`."""
@@ -36,6 +38,7 @@ def import_from_redbeat(
             replace=replace,
             dry_run=dry_run,
             skip_invalid=skip_invalid,
+            audit=audit,
         )
 
 
@@ -47,6 +50,7 @@ def import_from_django(
     dry_run: bool,
     skip_invalid: bool,
     naive_tz: str | None,
+    audit: Audit | None = None,
 ) -> ImportReport:
     """Convert the dump and import what converts; the arguments, result and errors are
     those of :meth:`Periodiq.import_django_celery_beat
@@ -63,4 +67,5 @@ def import_from_django(
             replace=replace,
             dry_run=dry_run,
             skip_invalid=skip_invalid,
+            audit=audit,
         )

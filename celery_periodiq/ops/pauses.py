@@ -19,6 +19,7 @@ from celery_periodiq.model.instants import from_ms, to_ms
 from celery_periodiq.model.plan import next_tick_ms
 from celery_periodiq.ops.many import BulkResult
 from celery_periodiq.ops.steer import check_name, check_owner, not_found, some_names
+from celery_periodiq.protocol.audit import Audit
 from celery_periodiq.schedules.interval import parse_duration
 from celery_periodiq.schedules.once import parse_instant
 from celery_periodiq.store.store import Store
@@ -158,16 +159,20 @@ def known(store: Store, names: object) -> list[str]:
     return unique
 
 
-def pause_many(store: Store, names: list[str], note: str, end_ms: int | None) -> BulkResult:
+def pause_many(
+    store: Store, names: list[str], note: str, end_ms: int | None, audit: Audit | None = None
+) -> BulkResult:
     """Pause each of ``names`` that is not paused yet (one paused already keeps its own
-    pause and note), pipelined; returns those paused, and why each other was not."""
-    replies = store.scripts.pause_each(names, note, end_ms, fresh=True)
+    pause and note), pipelined; returns those paused, each recorded by ``audit``, and why
+    each other was not."""
+    argument = store.audit_argument(audit)
+    replies = store.scripts.pause_each(names, note, end_ms, fresh=True, audit=argument)
     return _outcome(names, replies, {})
 
 
-def resume_many(store: Store, names: list[str]) -> BulkResult:
+def resume_many(store: Store, names: list[str], audit: Audit | None = None) -> BulkResult:
     """Resume each of ``names`` that is paused, from its next tick after now, pipelined;
-    returns those resumed, and why each other was not."""
+    returns those resumed, each recorded by ``audit``, and why each other was not."""
     now = from_ms(store.now_ms())
     items: list[tuple[str, int | None, int | None]] = []
     loaded = {item.name: item for item in store.load(names)}
@@ -179,7 +184,8 @@ def resume_many(store: Store, names: list[str]) -> BulkResult:
             continue
         upcoming = None if item.entry is None else next_tick_ms(item.entry, now)
         items.append((item.name, *((None, None) if upcoming is None else upcoming)))
-    replies = store.scripts.resume_each(items, paused_only=True)
+    argument = store.audit_argument(audit)
+    replies = store.scripts.resume_each(items, paused_only=True, audit=argument)
     result = _outcome([name for name, _, _ in items], replies, skipped)
     order = {name: index for index, name in enumerate(names)}
     result.skipped = dict(sorted(skipped.items(), key=lambda pair: order[pair[0]]))

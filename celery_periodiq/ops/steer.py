@@ -9,7 +9,9 @@ The functions that take a :class:`Store` run inside the caller's
 
 from __future__ import annotations
 
+import getpass
 import logging
+import socket
 from typing import Any
 
 import redis
@@ -31,6 +33,7 @@ from celery_periodiq.model.build import build_entry, changed_entry, refuse_past,
 from celery_periodiq.model.entry import Entry
 from celery_periodiq.model.plan import from_ms, next_tick_ms
 from celery_periodiq.model.policy import Defaults, check_group
+from celery_periodiq.protocol.audit import Audit
 from celery_periodiq.runtime import Runtime
 from celery_periodiq.store.store import Store
 from celery_periodiq.store.views import StoredEntry
@@ -39,6 +42,7 @@ from celery_periodiq.worker.task_modules import import_task_modules
 
 __all__ = [
     "add",
+    "audit_of",
     "build",
     "check_count",
     "check_name",
@@ -71,6 +75,34 @@ def check_owner(owner: object) -> str:
     if not isinstance(owner, str) or not owner:
         raise EntryError(f"owner={shown(owner)} is invalid (allowed: a non-empty string)")
     return owner
+
+
+_ACTOR_MOST = 200
+
+
+def os_actor() -> str:
+    """This process's OS user and host, ``user@host``: who acts when no actor is named."""
+    try:
+        user = getpass.getuser()
+    except (OSError, KeyError):  # no login name and no passwd entry (a bare container)
+        user = "unknown"
+    return f"{user}@{socket.gethostname()}"
+
+
+def audit_of(actor: object, via: str, note: str = "") -> Audit:
+    """The audit context of a write by ``actor`` (None: :func:`os_actor`), come ``via``.
+
+    Raises:
+        EntryError: ``actor`` is not non-empty text of at most 200 characters.
+    """
+    if actor is None:
+        return Audit(os_actor(), via, note)
+    if not isinstance(actor, str) or not actor.strip() or len(actor) > _ACTOR_MOST:
+        raise EntryError(
+            f"actor={shown(actor)} is invalid (allowed: who makes the change, as non-empty "
+            f"text of at most {_ACTOR_MOST} characters)"
+        )
+    return Audit(actor, via, note)
 
 
 def check_count(what: str, value: object, low: int = 1) -> int:
@@ -188,16 +220,22 @@ def build(runtime: Runtime, name: Any, task: Any, options: dict[str, Any]) -> En
     return entry
 
 
-def add(store: Store, entry: Entry) -> StoredEntry:
+def add(store: Store, entry: Entry, audit: Audit | None = None) -> StoredEntry:
     """Write a new entry; refused when its one-off instant has passed or its name is taken."""
     refuse_past(entry, from_ms(store.now_ms()))
-    (status,) = store.put("add", [entry])
+    (status,) = store.put("add", [entry], audit=audit)
     if status == "exists":
         raise EntryExistsError(f"an entry named {shown(entry.name)} already exists")
     return stored(store, entry.name)
 
 
-def update(runtime: Runtime, name: str, force: bool, changes: dict[str, Any]) -> StoredEntry:
+def update(
+    runtime: Runtime,
+    name: str,
+    force: bool,
+    changes: dict[str, Any],
+    audit: Audit | None = None,
+) -> StoredEntry:
     """Change an entry's options (those of ``add()``): see ``Periodiq.update``."""
     store = runtime.store
     current = readable(store, name)
@@ -208,37 +246,46 @@ def update(runtime: Runtime, name: str, force: bool, changes: dict[str, Any]) ->
         check_group(entry.name, entry.group, runtime.settings.group_limits)
     if changes.get("at") is not None:  # a one-off kept as it was may well be past
         refuse_past(entry, from_ms(store.now_ms()))
-    (status,) = store.put("update", [entry])
+    (status,) = store.put("update", [entry], audit=audit)
     if status == "missing":
         raise not_found(store, name)
     return stored(store, name)
 
 
-def delete(store: Store, name: str, force: bool) -> None:
+def delete(store: Store, name: str, force: bool, audit: Audit | None = None) -> None:
     """Delete an entry and everything stored under its name, a damaged one too."""
     found = store.load([check_name(name)])
     _may_change(store, name, found[0].entry if found else None, force, "delete")
-    if not store.remove([name]):
+    if not store.remove([name], audit=audit):
         raise not_found(store, name)
 
 
-def pause(store: Store, name: str, note: str | None, until_ms: int | None = None) -> StoredEntry:
+def pause(
+    store: Store,
+    name: str,
+    note: str | None,
+    until_ms: int | None = None,
+    audit: Audit | None = None,
+) -> StoredEntry:
     """Stop an entry's ticks until it is resumed, or until ``until_ms`` (a beat then
     resumes it); ``note`` says why."""
-    _steered(store, name, store.scripts.pause(check_name(name), note or "", until_ms))
+    argument = store.audit_argument(audit)
+    status = store.scripts.pause(check_name(name), note or "", until_ms, audit=argument)
+    _steered(store, name, status)
     return stored(store, name)
 
 
-def resume(store: Store, name: str) -> StoredEntry:
+def resume(store: Store, name: str, audit: Audit | None = None) -> StoredEntry:
     """Restart a paused entry from its next tick after now."""
     entry = readable(store, name)
     upcoming = next_tick_ms(entry, from_ms(store.now_ms()))
     next_ms, due_ms = (None, None) if upcoming is None else upcoming
-    _steered(store, name, store.scripts.resume(name, next_ms, due_ms))
+    argument = store.audit_argument(audit)
+    _steered(store, name, store.scripts.resume(name, next_ms, due_ms, audit=argument))
     return stored(store, name)
 
 
-def trigger(runtime: Runtime, name: str) -> str:
+def trigger(runtime: Runtime, name: str, audit: Audit | None = None) -> str:
     """Run an entry now, outside its schedule; returns the task id of the run."""
     store = runtime.store
     entry = readable(store, name)
@@ -246,5 +293,5 @@ def trigger(runtime: Runtime, name: str) -> str:
     plain = bool(is_plain(runtime.app, entry.task))
     limits = policy.now_limits(entry, now, runtime.settings.default_grace, plain)
     task_id = send(runtime.app, entry, None, manual=limits)
-    store.published(name, "triggered", task_id)
+    store.published(name, "triggered", task_id, audit=audit)
     return task_id

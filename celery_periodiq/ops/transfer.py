@@ -33,6 +33,7 @@ from celery_periodiq.model.windows import Window
 from celery_periodiq.ops import steer
 from celery_periodiq.ops.listing import pages
 from celery_periodiq.ops.windows import list_windows
+from celery_periodiq.protocol.audit import Audit
 from celery_periodiq.schedules.once import parse_instant
 from celery_periodiq.store.checkpoint import Checkpoint
 from celery_periodiq.store.store import Store
@@ -145,10 +146,16 @@ def export_schedule(
 
 
 def import_schedule(
-    store: Store, document: Any, *, replace: bool = False, dry_run: bool = False
+    store: Store,
+    document: Any,
+    *,
+    replace: bool = False,
+    dry_run: bool = False,
+    audit: Audit | None = None,
 ) -> ImportReport:
     """Create (or, with ``replace``, replace) the document's entries, with their pause
-    state and checkpoint when given; runs inside the caller's guard.
+    state and checkpoint when given, each change recorded by ``audit``; runs inside the
+    caller's guard.
 
     Raises:
         EntryError: the document or any record is invalid, or an entry exists with
@@ -189,12 +196,13 @@ def import_schedule(
         raise EntryError(f"{len(problems)} problems, nothing imported: " + "; ".join(problems))
     if dry_run:
         return report
-    store.put("add", [entry for entry, _ in parsed if entry.name in report.created])
-    store.put("update", [entry for entry, _ in parsed if entry.name in report.replaced])
+    store.put("add", [entry for entry, _ in parsed if entry.name in report.created], audit=audit)
+    replaced = [entry for entry, _ in parsed if entry.name in report.replaced]
+    store.put("update", replaced, audit=audit)
     now_ms = store.now_ms()
     for entry, state in parsed:
         if state is not None:
-            _restore(store, entry.name, state, now_ms)
+            _restore(store, entry.name, state, now_ms, audit)
     for window in windows:  # as exported: one of the same id is replaced
         write_window(store, window, replace=True)
     return report
@@ -225,6 +233,7 @@ def import_converted(
     replace: bool = False,
     dry_run: bool = False,
     skip_invalid: bool = False,
+    audit: Audit | None = None,
 ) -> ImportReport:
     """Import what an importer (RedBeat, django-celery-beat) converted into a document;
     ``problems`` name the records it could not convert, one each, ``notes`` what it
@@ -238,7 +247,7 @@ def import_converted(
         raise EntryError(
             f"{len(problems)} records cannot be imported, nothing imported: " + "; ".join(problems)
         )
-    report = import_schedule(store, document, replace=replace, dry_run=dry_run)
+    report = import_schedule(store, document, replace=replace, dry_run=dry_run, audit=audit)
     report.skipped = list(problems)
     report.notes = list(notes)
     return report
@@ -280,10 +289,12 @@ def _record(record: Any) -> tuple[Entry, dict[str, Any] | None]:
     return entry, state
 
 
-def _restore(store: Store, name: str, state: dict[str, Any], now_ms: int) -> None:
+def _restore(
+    store: Store, name: str, state: dict[str, Any], now_ms: int, audit: Audit | None
+) -> None:
     until = state.get("until")
     end = None if until is None else to_ms(parse_instant(until, "until"))
     if state.get("paused") and (end is None or end > now_ms):
-        steer.pause(store, name, state.get("note"), end)
+        steer.pause(store, name, state.get("note"), end, audit)
     if state.get("checkpoint") is not None:
         Checkpoint(store, name).save(state["checkpoint"])

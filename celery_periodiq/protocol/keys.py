@@ -154,6 +154,19 @@ class Partition:
         """zset: names of the entries with a running marker -> until when it holds (ms)."""
         return f"{self.tag}:running"
 
+    @property
+    def audit(self) -> str:
+        """hash: entry name -> its audit trail, newest first: one JSON record a line
+        (``[at ms, action, actor, via, note, detail]``), the last ``periodiq_audit_length``
+        within ``periodiq_audit_window`` (see ``lua/_common.lua``)."""
+        return f"{self.tag}:audit"
+
+    @property
+    def audit_gone(self) -> str:
+        """zset: names of deleted entries whose audit trail is kept -> when deleted (ms):
+        their trails are dropped once ``periodiq_audit_window`` has passed."""
+        return f"{self.tag}:audit:gone"
+
     def history(self, name: str) -> str:
         """list: the entry's newest events, newest first, each a JSON array (capped)."""
         return f"{self.tag}:history:{name}"

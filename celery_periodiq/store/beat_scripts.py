@@ -47,13 +47,15 @@ CLAIM = ScriptKeys(
         "stats",
         *INDEXES,
         "pauses",
+        "audit",
+        "audit_gone",
     ),
 )
 ACK = ScriptKeys(
     "ack",
     ("due", "inflight", "ticks", "entries", "state", "quarantine"),
     each=("history:name", "failures:name"),
-    tail=("alerts", "stats", *INDEXES),
+    tail=("alerts", "stats", *INDEXES, "audit", "audit_gone"),
 )
 BEAT = ScriptKeys("beat", ("beats", "beat:beat_id", "declarers", "declaration:declared", "muted"))
 RELEASE = ScriptKeys("release", ("inflight", "ticks", "alive"))
@@ -208,7 +210,14 @@ class BeatScripts(ScriptCalls):
         raw = self._run(
             CLAIM.script,
             CLAIM.keys(part),
-            [beat_id, batch, lease_ms, "" if now_ms is None else now_ms, horizon_ms],
+            [
+                beat_id,
+                batch,
+                lease_ms,
+                "" if now_ms is None else now_ms,
+                horizon_ms,
+                self._audit_by(beat_id, "beat"),
+            ],
         )
         return _decode_claims(part.index, raw)
 
@@ -224,6 +233,7 @@ class BeatScripts(ScriptCalls):
         """:meth:`claim` for several partitions in one round trip (a pipeline); one call
         after the other on a Redis Cluster, whose pipelines do not carry scripts."""
         args = [beat_id, batch, lease_ms, "" if now_ms is None else now_ms, horizon_ms]
+        args.append(self._audit_by(beat_id, "beat"))
         if self.replica_acks:
             return self._replicated_claims(parts, args)
         if self._clustered or len(parts) < 2:
@@ -318,7 +328,7 @@ class BeatScripts(ScriptCalls):
         if self._clustered or not parts or self.replica_acks:  # claimed (and waited for) now
             claimed = self.claim_many(parts, beat_id, batch, lease_ms, None, horizon_ms)
             return lambda: claimed
-        args = [beat_id, batch, lease_ms, "", horizon_ms]
+        args = [beat_id, batch, lease_ms, "", horizon_ms, self._audit_by(beat_id, "beat")]
         wait = self._later(CLAIM.script, [(CLAIM.keys(part), args) for part in parts])
         return lambda: [
             _decode_claims(part.index, raw)
@@ -327,16 +337,15 @@ class BeatScripts(ScriptCalls):
             for part, raw in zip(parts, wait(), strict=True)
         ]
 
-    @staticmethod
     def _ack_call(
-        part: Partition, beat_id: str, history_length: int, settlements: list[Settlement]
+        self, part: Partition, beat_id: str, history_length: int, settlements: list[Settlement]
     ) -> tuple[list[str], list[Any]]:
         keys = ACK.keys(part)
         history, failures = ACK.item_makers(part)  # ack.lua's two keys per settlement
         for item in settlements:
             keys += (history(item.name), failures(item.name))
         keys += ACK.tail_keys(part)
-        args: list[Any] = [beat_id, history_length]
+        args: list[Any] = [beat_id, history_length, self._audit_by(beat_id, "beat")]
         args.extend(map(Settlement.to_lua, settlements))
         return keys, args
 

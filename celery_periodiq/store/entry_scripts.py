@@ -23,16 +23,28 @@ PUT = ScriptKeys(
     "put",
     ("entries", "due", "declared", "events", "quarantine", "state", "generations"),
     each=("owner:was", "owner:owner", "history:name", "failures:name"),
-    tail=("stats", *INDEXES, "changed"),
+    tail=("stats", *INDEXES, "changed", "audit", "audit_gone"),
 )
 REMOVE = ScriptKeys(
     "remove",
     ("entries", "due", "declared", "events", "quarantine", "state", "generations"),
     each=("owner:owner", "history:name", "failures:name", "checkpoint:name", "backfilled:name"),
-    tail=("stats", *INDEXES, "changed"),
+    tail=("stats", *INDEXES, "changed", "audit", "audit_gone"),
 )
 PAUSE = ScriptKeys(
-    "pause", ("entries", "due", "state", "quarantine", "stats", *INDEXES, "changed", "pauses")
+    "pause",
+    (
+        "entries",
+        "due",
+        "state",
+        "quarantine",
+        "stats",
+        *INDEXES,
+        "changed",
+        "pauses",
+        "audit",
+        "audit_gone",
+    ),
 )
 INDEX = ScriptKeys("index", ("entries", "state", "quarantine", "stats", *INDEXES))
 INDEX_VERSION = "1"
@@ -50,16 +62,18 @@ class EntryScripts(ScriptCalls):
         items: list[PutItem],
         was_owners: dict[str, str | None] | None = None,
         generation: int | None = None,
+        audit: str = "",
     ) -> list[str]:
         """Create or replace entries of one partition; one status per item (see put.lua).
 
         ``was_owners``: the owner each entry had when the caller read it (None: no
         owner, or not read: "add" does not read it). ``generation``: the writing beat's
-        declaration set's (reconcile).
+        declaration set's (reconcile). ``audit``: the audit context (see
+        :meth:`Audit.argument <celery_periodiq.protocol.audit.Audit.argument>`; "": none).
         """
         if not items:
             return []
-        call = self._put_call(part, mode, items, was_owners, generation)
+        call = self._put_call(part, mode, items, was_owners, generation, audit)
         return list(self._run(PUT.script, *call))
 
     def put_later(
@@ -69,19 +83,21 @@ class EntryScripts(ScriptCalls):
         items: list[PutItem],
         was_owners: dict[str, str | None] | None = None,
         generation: int | None = None,
+        audit: str = "",
     ) -> Callable[[], list[str]]:
         """:meth:`put`, sent now and read when the returned function is called: Redis runs
         it while the caller prepares the next."""
         if self._clustered or not items:
-            done = self.put(part, mode, items, was_owners, generation)
+            done = self.put(part, mode, items, was_owners, generation, audit)
             return lambda: done
-        wait = self._later(PUT.script, [self._put_call(part, mode, items, was_owners, generation)])
+        call = self._put_call(part, mode, items, was_owners, generation, audit)
+        wait = self._later(PUT.script, [call])
 
         def read() -> list[str]:
             (reply,) = wait()
             if reply is not None:
                 return list(reply)
-            return self.put(part, mode, items, was_owners, generation)
+            return self.put(part, mode, items, was_owners, generation, audit)
 
         return read
 
@@ -92,9 +108,11 @@ class EntryScripts(ScriptCalls):
         items: list[PutItem],
         was_owners: dict[str, str | None] | None,
         generation: int | None = None,
+        audit: str = "",
     ) -> tuple[list[str], list[Any]]:
         keys = PUT.keys(part)
         args: list[Any] = [self.keys.changes, mode, "" if generation is None else generation]
+        args.append(audit)
         owners = was_owners or {}
         for (
             name,
@@ -128,7 +146,7 @@ class EntryScripts(ScriptCalls):
         return keys + PUT.tail_keys(part), args
 
     def remove(
-        self, part: Partition, owners: dict[str, str | None], sources: str = "*"
+        self, part: Partition, owners: dict[str, str | None], sources: str = "*", audit: str = ""
     ) -> list[str]:
         """Delete entries of one partition whose source is in ``sources``, given the owner
         each had when read; returns the names removed, ``retry:NAME`` for those whose
@@ -137,23 +155,35 @@ class EntryScripts(ScriptCalls):
         if not owners:
             return []
         keys = REMOVE.keys(part)
-        args: list[Any] = [self.keys.changes, sources]
+        args: list[Any] = [self.keys.changes, sources, audit]
         for name, owner in owners.items():
             keys += REMOVE.item_keys(part, owner=owner or "", name=name)
             args += [name, owner or ""]
         return list(self._run(REMOVE.script, keys + REMOVE.tail_keys(part), args))
 
-    def pause(self, name: str, note: str, until_ms: int | None = None, fresh: bool = False) -> str:
+    def pause(
+        self,
+        name: str,
+        note: str,
+        until_ms: int | None = None,
+        fresh: bool = False,
+        audit: str = "",
+    ) -> str:
         """Pause an entry (until ``until_ms``, or until resumed; with ``fresh``, only one
         not paused yet): ``"ok"``, ``"paused already"``, ``"missing"`` or
-        ``"damaged: <why>"``."""
-        return self.pause_each([name], note, until_ms, fresh)[0]
+        ``"damaged: <why>"``. ``audit``: the audit context ("": none)."""
+        return self.pause_each([name], note, until_ms, fresh, audit)[0]
 
     def pause_each(
-        self, names: list[str], note: str, until_ms: int | None = None, fresh: bool = False
+        self,
+        names: list[str],
+        note: str,
+        until_ms: int | None = None,
+        fresh: bool = False,
+        audit: str = "",
     ) -> list[str]:
         """:meth:`pause` for each of ``names``, pipelined; one reply per name."""
-        tail = [note, _ms(until_ms), "fresh" if fresh else ""]
+        tail = [note, _ms(until_ms), "fresh" if fresh else "", "", audit]
         calls = []
         for name in names:
             calls.append(
@@ -168,17 +198,19 @@ class EntryScripts(ScriptCalls):
         due_ms: int | None,
         ended_ms: int | None = None,
         paused_only: bool = False,
+        audit: str = "",
     ) -> str:
         """Resume an entry with its next tick: ``"ok"``, ``"missing"``, ``"damaged: <why>"``,
         or ``"changed"`` when ``ended_ms`` (a timed pause that ended then) is no longer the
         entry's pause, or ``paused_only`` and the entry is not paused."""
-        return self.resume_each([(name, next_ms, due_ms)], ended_ms, paused_only)[0]
+        return self.resume_each([(name, next_ms, due_ms)], ended_ms, paused_only, audit)[0]
 
     def resume_each(
         self,
         items: list[tuple[str, int | None, int | None]],
         ended_ms: int | None = None,
         paused_only: bool = False,
+        audit: str = "",
     ) -> list[str]:
         """:meth:`resume` for each ``(name, next_ms, due_ms)``, pipelined; one reply each."""
         ended = "" if ended_ms is None else str(ended_ms)
@@ -186,7 +218,7 @@ class EntryScripts(ScriptCalls):
         calls = [
             (
                 PAUSE.keys(self.keys.of(name)),
-                [self.keys.changes, name, "resume", _ms(next_ms), _ms(due_ms), ended, only],
+                [self.keys.changes, name, "resume", _ms(next_ms), _ms(due_ms), ended, only, audit],
             )
             for name, next_ms, due_ms in items
         ]

@@ -4,6 +4,7 @@ per partition, or one for all), decoded by :mod:`~celery_periodiq.store.views`."
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -405,3 +406,32 @@ class Reads:
         """Whether Redis holds entries under ``prefix`` in the layout from before each app
         got its own prefix (one ``{prefix}:entries`` hash)."""
         return bool(self.client.exists(f"{{{prefix}}}:entries"))
+
+    def markers(self, names: list[str], now_ms: int) -> dict[str, tuple[bool, bool]]:
+        """Per entry, whether a run of it is unfinished and whether a published run of it
+        has not started, at ``now_ms`` (what claim.lua tells a claim)."""
+        pipe = self.client.pipeline(transaction=False)
+        for name in names:
+            pipe.hget(self.keys.of(name).state, name)
+        found: dict[str, tuple[bool, bool]] = {}
+        for name, raw in zip(names, pipe.execute(), strict=True):
+            try:
+                state = json.loads(raw) if raw else {}
+            except ValueError:
+                state = {}
+            state = state if isinstance(state, dict) else {}
+            found[name] = (
+                _holds(state.get("running"), now_ms),
+                _holds(state.get("queued"), now_ms),
+            )
+        return found
+
+
+def _holds(marker: Any, now_ms: int) -> bool:
+    """Whether a run marker (``[task id, until ms, ...]``) holds at ``now_ms``."""
+    if not isinstance(marker, list) or len(marker) < 2 or not isinstance(marker[0], str):
+        return False
+    try:
+        return float(marker[1]) > now_ms
+    except (TypeError, ValueError):
+        return False

@@ -26,6 +26,8 @@ BEGIN = ScriptKeys(
         "backfilled:name",
         *INDEXES,
         "group:group",
+        "audit",
+        "audit_gone",
     ),
 )
 FINISH = ScriptKeys(
@@ -41,9 +43,13 @@ FINISH = ScriptKeys(
         "stats",
         *INDEXES,
         "group:group",
+        "audit",
+        "audit_gone",
     ),
 )
-RECORD = ScriptKeys("record", ("entries", "state", "history:name", "stats", *INDEXES))
+RECORD = ScriptKeys(
+    "record", ("entries", "state", "history:name", "stats", *INDEXES, "audit", "audit_gone")
+)
 
 
 class RunScripts(ScriptCalls):
@@ -63,8 +69,10 @@ class RunScripts(ScriptCalls):
         tick_ms: int | None,
         note: str,
         history_length: int,
+        audit: str = "",
     ) -> bool:
-        """Note a run published outside the beat's claims (record.lua)."""
+        """Note a run published outside the beat's claims (record.lua); with ``kind``
+        ``"backfill"``, record a backfill in the audit trail alone."""
         keys = RECORD.keys(self.keys.of(name), name=name)
         args = [
             name,
@@ -73,18 +81,24 @@ class RunScripts(ScriptCalls):
             "" if tick_ms is None else tick_ms,
             self._recorded_id(name, task_id, tick_ms),
             note,
+            audit,
         ]
         return bool(self._run(RECORD.script, keys, args))
 
     def record_each(
-        self, runs: list[tuple[str, str]], kind: str, note: str, history_length: int
+        self,
+        runs: list[tuple[str, str]],
+        kind: str,
+        note: str,
+        history_length: int,
+        audit: str = "",
     ) -> list[bool]:
         """:meth:`record` of runs published outside a tick (``(name, task_id)``, the task
         id kept whole), pipelined; one reply each."""
         calls = [
             (
                 RECORD.keys(self.keys.of(name), name=name),
-                [name, history_length, kind, "", task_id, note],
+                [name, history_length, kind, "", task_id, note, audit],
             )
             for name, task_id in runs
         ]
@@ -121,6 +135,7 @@ class RunScripts(ScriptCalls):
             run.floor_ms,
             run.group_limit if run.group else 0,
             "1" if run.group_wait else "0",
+            self._audit_by(run.host, "worker"),
         ]
         if self.replica_acks:
             [(reply, behind)] = self._replicated_calls(
@@ -165,6 +180,7 @@ class RunScripts(ScriptCalls):
                 self.keys.changes,
                 end.attempt,
                 "1" if end.group else "0",
+                self._audit_by(end.host, "worker"),
             ],
         )
         return str(recorded or "")

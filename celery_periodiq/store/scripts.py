@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import logging
 import re
 import sys
@@ -266,9 +267,17 @@ class ScriptCalls:
         self._wait_ms = max(int(replica_timeout * 1000), 1)
         self._clustered = is_cluster(client)
         self._scripts = {name: client.register_script(script_source(name)) for name in SCRIPT_NAMES}
+        self.audit_limits = (0, 0)
+        """The audit trail's records kept per entry and window (ms), for the contexts of
+        the beats' and workers' scripts (a quarantine); (0, 0): nothing is recorded."""
         self._attached: dict[str, int] = {}
         """How many replicas each node ("" off a cluster) had attached when last asked."""
         self._told_info_refused = False
+
+    def _audit_by(self, actor: str, via: str) -> str:
+        """The audit context of a beat's or a worker's script (``""``: none recorded)."""
+        keep, window_ms = self.audit_limits
+        return json.dumps([actor, via, "", keep, window_ms]) if keep > 0 else ""
 
     def _run(self, name: str, keys: list[str], args: list[Any], client: Any = None) -> Any:
         return self._scripts[name](keys=keys, args=args, client=client)

@@ -26,8 +26,10 @@ from celery_periodiq.errors import ConfigurationError
 from celery_periodiq.model import policy
 from celery_periodiq.model.entry import Entry
 from celery_periodiq.model.plan import from_ms, next_tick_ms
+from celery_periodiq.protocol.audit import Audit
 from celery_periodiq.protocol.keys import LAYOUT, Partition
 from celery_periodiq.schedules import EventSchedule
+from celery_periodiq.store.audit import AuditTrails
 from celery_periodiq.store.beat_scripts import BeatScripts
 from celery_periodiq.store.cluster_client import is_cluster
 from celery_periodiq.store.connect import connect
@@ -51,7 +53,7 @@ class Scripts(BeatScripts, RunScripts, EntryScripts):
     called through its typed wrapper."""
 
 
-class Store(Reads):
+class Store(Reads, AuditTrails):
     """Entries, state, history and beats of one key prefix."""
 
     def __init__(self, settings: Settings, client: Any = None) -> None:
@@ -61,6 +63,7 @@ class Store(Reads):
         self.scripts = Scripts(
             self.client, self.keys, settings.replica_acks, settings.replica_timeout
         )
+        self.scripts.audit_limits = (settings.audit_length, int(settings.audit_window * 1000))
         self._layout_checked = False
 
     def server_version(self) -> str:
@@ -144,12 +147,15 @@ class Store(Reads):
         entries: list[Entry],
         now_ms: int | None = None,
         generation: int | None = None,
+        audit: Audit | None = None,
     ) -> list[str]:
         """Create or replace entries (put.lua modes: add, update, reconcile); a status
         per entry, in order. One script call per partition per ``periodiq_batch_size``
         entries. ``now_ms`` replaces the Redis clock for first ticks (tests);
-        ``generation`` is the reconciling beat's (see :meth:`declare`)."""
+        ``generation`` is the reconciling beat's (see :meth:`declare`); ``audit``: who
+        writes, recorded with each entry created or replaced (None: nothing recorded)."""
         self.ensure_layout(record=True)
+        how = (generation, self.audit_argument(audit))
         now = self.now_ms() if now_ms is None else now_ms
         statuses: dict[str, str] = {}
         size = self.settings.batch_size
@@ -159,7 +165,7 @@ class Store(Reads):
             for start in range(0, len(group), size)
         ]
         if is_cluster(self.client):
-            return self._put_threaded(mode, entries, groups, now, generation)
+            return self._put_threaded(mode, entries, groups, now, how)
         # Each chunk is sent before the last one's reply is read: Redis runs a chunk
         # while the next is prepared here (one thread: no lock to wait for between them).
         waiting: tuple[Partition, dict[str, PutItem], Callable[[], list[str]]] | None = None
@@ -167,13 +173,13 @@ class Store(Reads):
             for part, group in groups:
                 items = self._items(group, now)
                 owners = None if mode == "add" else self._owners(part, list(items))
-                read = self.scripts.put_later(part, mode, list(items.values()), owners, generation)
+                read = self.scripts.put_later(part, mode, list(items.values()), owners, *how)
                 previous, waiting = waiting, (part, items, read)
                 if previous is not None:
-                    statuses.update(self._put_read(mode, generation, *previous))
+                    statuses.update(self._put_read(mode, how, *previous))
             last, waiting = waiting, None
             if last is not None:
-                statuses.update(self._put_read(mode, generation, *last))
+                statuses.update(self._put_read(mode, how, *last))
         finally:
             if waiting is not None:  # failed meanwhile: read its reply, freeing its connection
                 with contextlib.suppress(Exception):
@@ -190,7 +196,7 @@ class Store(Reads):
         entries: list[Entry],
         groups: list[tuple[Partition, list[Entry]]],
         now: int,
-        generation: int | None,
+        how: tuple[int | None, str],
     ) -> list[str]:
         """:meth:`put` on Redis Cluster, whose client cannot send without reading: the
         next chunk is prepared here while a thread waits for the last one."""
@@ -201,7 +207,7 @@ class Store(Reads):
                 items = self._items(group, now)
                 if running is not None:
                     statuses.update(running.result())
-                running = pool.submit(self._put_chunk, part, mode, items, generation)
+                running = pool.submit(self._put_chunk, part, mode, items, how)
             if running is not None:
                 statuses.update(running.result())
         return [statuses[entry.name] for entry in entries]
@@ -209,7 +215,7 @@ class Store(Reads):
     def _put_read(
         self,
         mode: str,
-        generation: int | None,
+        how: tuple[int | None, str],
         part: Partition,
         items: dict[str, PutItem],
         read: Callable[[], list[str]],
@@ -219,7 +225,7 @@ class Store(Reads):
         statuses = dict(zip(items, read(), strict=True))
         again = {name: items[name] for name, status in statuses.items() if status == "retry"}
         if again:
-            statuses.update(self._put_chunk(part, mode, again, generation))
+            statuses.update(self._put_chunk(part, mode, again, how))
         return statuses
 
     def _put_chunk(
@@ -227,15 +233,15 @@ class Store(Reads):
         part: Partition,
         mode: str,
         items: dict[str, PutItem],
-        generation: int | None = None,
+        how: tuple[int | None, str] = (None, ""),
     ) -> dict[str, str]:
         """One put.lua call for a chunk of one partition, again for those whose owner
-        changed meanwhile; a status per name."""
+        changed meanwhile; a status per name. ``how``: the generation and audit context."""
         statuses: dict[str, str] = {}
         for _ in range(_RETRIES):
             # "add" only creates: an entry found there is "exists", whatever its owner
             owners = None if mode == "add" else self._owners(part, list(items))
-            done = self.scripts.put(part, mode, list(items.values()), owners, generation)
+            done = self.scripts.put(part, mode, list(items.values()), owners, *how)
             statuses.update(zip(items, done, strict=True))
             items = {
                 name: items[name]
@@ -246,21 +252,27 @@ class Store(Reads):
                 break
         return statuses
 
-    def remove(self, names: list[str], sources: str = "*") -> list[str]:
+    def remove(self, names: list[str], sources: str = "*", audit: Audit | None = None) -> list[str]:
         """Delete entries whose source is in ``sources``, and all their keys; returns the
-        names removed (damaged ones and leftovers of vanished definitions included).
-        One script call per partition per ``periodiq_batch_size`` names."""
-        return self._remove(names, sources)[0]
+        names removed (damaged ones and leftovers of vanished definitions included), each
+        recorded as deleted by ``audit``. One script call per partition per
+        ``periodiq_batch_size`` names."""
+        return self._remove(names, sources, audit)[0]
 
-    def remove_declared(self, names: list[str]) -> tuple[list[str], list[str]]:
+    def remove_declared(
+        self, names: list[str], audit: Audit | None = None
+    ) -> tuple[list[str], list[str]]:
         """Delete entries declared in code or config that no live beat declares any more;
         returns the names removed, and those kept because a beat of the generation that
         wrote them still lives (told atomically by each partition's copy of the live
         generations, whatever the caller's view of the beats)."""
-        return self._remove(names, "code,config")
+        return self._remove(names, "code,config", audit)
 
-    def _remove(self, names: list[str], sources: str) -> tuple[list[str], list[str]]:
+    def _remove(
+        self, names: list[str], sources: str, audit: Audit | None
+    ) -> tuple[list[str], list[str]]:
         self.ensure_layout()
+        argument = self.audit_argument(audit)
         removed: list[str] = []
         kept: list[str] = []
         size = self.settings.batch_size
@@ -271,7 +283,7 @@ class Store(Reads):
         ]
         for part, pending in groups:
             for _ in range(_RETRIES):
-                done = self.scripts.remove(part, self._owners(part, pending), sources)
+                done = self.scripts.remove(part, self._owners(part, pending), sources, argument)
                 removed += [name for name in done if not name.startswith(("retry:", "kept:"))]
                 kept += [name[len("kept:") :] for name in done if name.startswith("kept:")]
                 pending = [name[len("retry:") :] for name in done if name.startswith("retry:")]
@@ -287,23 +299,34 @@ class Store(Reads):
         return self.scripts.declare(digest, text, hint)
 
     def published(
-        self, name: str, kind: str, task_id: str, tick_ms: int | None = None, note: str = ""
+        self,
+        name: str,
+        kind: str,
+        task_id: str,
+        tick_ms: int | None = None,
+        note: str = "",
+        audit: Audit | None = None,
     ) -> None:
         """Record a run published outside the beat's claims (``trigger()``, ``@reboot``):
         an event in its history, one more ``enqueued`` and, unless set, when its message
-        started waiting. A failure to record is logged, never raised: the run is sent."""
+        started waiting; a trigger in its audit trail too, by ``audit``. A failure to
+        record is logged, never raised: the run is sent."""
         try:
-            self.scripts.record(name, kind, task_id, tick_ms, note, self.settings.history_length)
+            length, argument = self.settings.history_length, self.audit_argument(audit)
+            self.scripts.record(name, kind, task_id, tick_ms, note, length, argument)
         except redis.RedisError as error:
             logger.warning(
                 "periodiq: entry %r run %s was sent but not recorded: %s", name, task_id, error
             )
 
-    def published_many(self, runs: list[tuple[str, str]], kind: str) -> None:
+    def published_many(
+        self, runs: list[tuple[str, str]], kind: str, audit: Audit | None = None
+    ) -> None:
         """:meth:`published` of many runs sent outside a tick (``(name, task_id)``),
         pipelined; a failure to record is logged, never raised."""
         try:
-            self.scripts.record_each(runs, kind, "", self.settings.history_length)
+            argument = self.audit_argument(audit)
+            self.scripts.record_each(runs, kind, "", self.settings.history_length, argument)
         except redis.RedisError as error:
             logger.warning("periodiq: %d runs were sent but not recorded: %s", len(runs), error)
 
@@ -404,32 +427,3 @@ class Store(Reads):
         for index, ids in claims.items():
             pipe.zadd(self.keys.part(index).inflight, dict.fromkeys(ids, until_ms), xx=True)
         pipe.execute()
-
-    def markers(self, names: list[str], now_ms: int) -> dict[str, tuple[bool, bool]]:
-        """Per entry, whether a run of it is unfinished and whether a published run of it
-        has not started, at ``now_ms`` (what claim.lua tells a claim)."""
-        pipe = self.client.pipeline(transaction=False)
-        for name in names:
-            pipe.hget(self.keys.of(name).state, name)
-        found: dict[str, tuple[bool, bool]] = {}
-        for name, raw in zip(names, pipe.execute(), strict=True):
-            try:
-                state = json.loads(raw) if raw else {}
-            except ValueError:
-                state = {}
-            state = state if isinstance(state, dict) else {}
-            found[name] = (
-                _holds(state.get("running"), now_ms),
-                _holds(state.get("queued"), now_ms),
-            )
-        return found
-
-
-def _holds(marker: Any, now_ms: int) -> bool:
-    """Whether a run marker (``[task id, until ms, ...]``) holds at ``now_ms``."""
-    if not isinstance(marker, list) or len(marker) < 2 or not isinstance(marker[0], str):
-        return False
-    try:
-        return float(marker[1]) > now_ms
-    except (TypeError, ValueError):
-        return False

@@ -19,14 +19,15 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from celery_periodiq.api import Periodiq
+from celery_periodiq.api import Periodiq, acting
 from celery_periodiq.errors import EntryNotFoundError, PeriodiqError
 from celery_periodiq.present import shapes
+from celery_periodiq.present.audit import audit_json, audit_rows
 from celery_periodiq.present.entry_form import task_choices, unknown_task
 from celery_periodiq.present.terminal import relative
 from celery_periodiq.store.filters import ALERTS, STATES
 from celery_periodiq.web import entry_pages
-from celery_periodiq.web.auth import COOKIE, REFUSED, Guard
+from celery_periodiq.web.auth import ACTOR_COOKIE, COOKIE, REFUSED, Guard
 from celery_periodiq.web.bulk_routes import bulk_routes
 from celery_periodiq.web.editing import editing_routes
 from celery_periodiq.web.listing import FILTERS, links, page_json, read_page, totals
@@ -95,6 +96,7 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
             shown=shapes.show_json(stored, details),
             plot=Markup(runs_svg(details.events)),
             unknown_task=unknown_task(task_choices(api.app), item["task"] or ""),
+            audit=audit_rows(api.audit(name, limit=50)),
         )
 
     def beats_page(request: Request) -> Response:
@@ -109,13 +111,16 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
         if not guard.accepts_token(str(form.get("token", ""))):
             return render(request, "login.html", 403, problem="That is not the token.")
         response = RedirectResponse("/", status_code=303)
+        secure = request.url.scheme == "https"
         response.set_cookie(
-            COOKIE,
-            guard.session(),
-            httponly=True,
-            samesite="strict",
-            secure=request.url.scheme == "https",
+            COOKIE, guard.session(), httponly=True, samesite="strict", secure=secure
         )
+        name = str(form.get("actor", "")).strip()[:200]
+        if name:  # who the audit trail says writes
+            signed = guard.signed_actor(name)
+            response.set_cookie(
+                ACTOR_COOKIE, signed, httponly=True, samesite="strict", secure=secure
+            )
         return response
 
     async def logout(request: Request) -> Response:
@@ -124,6 +129,7 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
             return render(request, "problem.html", 403, problem=REFUSED)
         response = RedirectResponse("/", status_code=303)
         response.delete_cookie(COOKIE)
+        response.delete_cookie(ACTOR_COOKIE)
         return response
 
     async def action(request: Request) -> Response:
@@ -135,7 +141,8 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
             return render(request, "problem.html", 403, problem=REFUSED)
         try:
             note, until = _text(form.get("note")) or None, _text(form.get("until")) or None
-            await run_in_threadpool(entry_pages.act, api, verb, name, note, until)
+            writer = acting(api, "dashboard", guard.actor(request))
+            await run_in_threadpool(entry_pages.act, writer, verb, name, note, until)
         except OUTAGES:
             raise
         except PeriodiqError as error:
@@ -159,6 +166,21 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
         except EntryNotFoundError as error:
             return JSONResponse({"error": str(error)}, status_code=404)
         return JSONResponse(shapes.show_json(stored, details))
+
+    def api_audit(request: Request) -> Response:
+        params = request.query_params
+        try:
+            found = api.audit(
+                request.path_params.get("name"),
+                since=params.get("since") or None,
+                actor=params.get("actor") or None,
+                limit=int(params.get("limit", "100")),
+            )
+        except OUTAGES:
+            raise
+        except (PeriodiqError, ValueError) as error:
+            return JSONResponse({"error": str(error)}, status_code=400)
+        return JSONResponse([audit_json(record) for record in found])
 
     def api_history(request: Request) -> Response:
         name = request.path_params["name"]
@@ -213,7 +235,7 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
             )
             done = await run_in_threadpool(
                 entry_pages.act,
-                api,
+                acting(api, "dashboard", guard.actor(request)),
                 verb,
                 name,
                 note if isinstance(note, str) else None,
@@ -251,6 +273,8 @@ def make_app(api: Periodiq, token: str | None = None, max_entries: int = 500) ->
             Route("/api/entries", api_entries),
             Route("/api/entries/{name:path}", api_entry),
             Route("/api/history/{name:path}", api_history),
+            Route("/api/audit", api_audit),
+            Route("/api/audit/{name:path}", api_audit),
             Route("/api/failures", api_failures),
             Route("/api/beats", api_beats),
             Route("/api/doctor", api_doctor),

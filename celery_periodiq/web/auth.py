@@ -1,4 +1,6 @@
-"""Who may write: the token, the login cookie derived from it, and CSRF tokens."""
+"""Who may write: the token, the login cookie derived from it, and CSRF tokens; and who
+writes, as the audit trail records it: the name given at sign-in (a cookie signed with the
+token), or ``X-Periodiq-Actor`` with the bearer token."""
 
 from __future__ import annotations
 
@@ -7,9 +9,14 @@ import hmac
 
 from starlette.requests import Request
 
-__all__ = ["COOKIE", "REFUSED", "Guard"]
+__all__ = ["ACTOR_COOKIE", "ACTOR_HEADER", "COOKIE", "REFUSED", "Guard"]
 
 COOKIE = "periodiq_session"
+ACTOR_COOKIE = "periodiq_actor"
+"""The name given at sign-in, and its signature: who the audit trail says wrote."""
+ACTOR_HEADER = "x-periodiq-actor"
+"""Who writes with the bearer token (the audit trail's actor)."""
+_ACTOR_MOST = 200
 REFUSED = "changes need the token: log in, or send Authorization: Bearer <token>"
 """Why a write was refused."""
 
@@ -47,6 +54,24 @@ class Guard:
     def bearer(self, request: Request) -> bool:
         scheme, _, given = request.headers.get("authorization", "").partition(" ")
         return scheme.lower() == "bearer" and self.accepts_token(given.strip())
+
+    def signed_actor(self, name: str) -> str:
+        """The actor cookie's value for ``name``: the name and its signature."""
+        return f"{self._derived('actor:' + name)}.{name}"
+
+    def actor(self, request: Request) -> str:
+        """Who writes with this request: the name its sign-in gave (or the bearer's
+        ``X-Periodiq-Actor``), else who signed in from where."""
+        host = request.client.host if request.client else "unknown host"
+        if self.bearer(request):
+            given = request.headers.get(ACTOR_HEADER, "").strip()[:_ACTOR_MOST]
+            return given or f"token holder at {host}"
+        signature, _, name = request.cookies.get(ACTOR_COOKIE, "").partition(".")
+        if name and self.writable:
+            expected = self._derived("actor:" + name)
+            if hmac.compare_digest(signature.encode(), expected.encode()):
+                return name
+        return f"signed in at {host}"
 
     def may_post(self, request: Request, form_csrf: str | None) -> bool:
         """A write is allowed with the bearer token, or with the login cookie and the

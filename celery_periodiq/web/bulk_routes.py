@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from celery_periodiq.api import Periodiq
+from celery_periodiq.api import Periodiq, acting
 from celery_periodiq.errors import EntryError, PeriodiqError, shown
 from celery_periodiq.web import bulk
 from celery_periodiq.web.auth import REFUSED, Guard
@@ -36,8 +36,9 @@ def bulk_routes(api: Periodiq, guard: Guard, render: Render) -> list[Route]:
             return render(request, "problem.html", 403, problem=REFUSED)
         names = [value for value in posted.getlist("names") if isinstance(value, str)]
         try:
+            writer = acting(api, "dashboard", guard.actor(request))
             report = await run_in_threadpool(
-                bulk.carry_out, api, fields.get("action", ""), names, fields
+                bulk.carry_out, writer, fields.get("action", ""), names, fields
             )
         except OUTAGES:
             raise
@@ -59,8 +60,9 @@ def bulk_routes(api: Periodiq, guard: Guard, render: Render) -> list[Route]:
         try:
             if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
                 raise EntryError(f"names={shown(names)} is invalid (allowed: a list of names)")
+            writer = acting(api, "dashboard", guard.actor(request))
             report = await run_in_threadpool(
-                bulk.carry_out, api, request.path_params["action"], names, fields
+                bulk.carry_out, writer, request.path_params["action"], names, fields
             )
         except OUTAGES:
             raise

@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from celery_periodiq.api import Periodiq
+from celery_periodiq.api import Periodiq, acting
 from celery_periodiq.errors import EntryNotFoundError
 from celery_periodiq.present.entry_form import (
     EntryForm,
@@ -76,7 +76,8 @@ def editing_routes(api: Periodiq, guard: Guard, render: Render) -> list[Route]:
         if not guard.may_post(request, data.get("csrf")):
             return render(request, "problem.html", 403, problem=REFUSED)
         form = EntryForm.posted(data, editing)
-        saved = await run_in_threadpool(_save, api, form)
+        writer = acting(api, "dashboard", guard.actor(request))
+        saved = await run_in_threadpool(_save, writer, form)
         if saved is None:
             return page(request, form, 400)
         return RedirectResponse(f"/entries/{quote(saved, safe='')}", status_code=303)

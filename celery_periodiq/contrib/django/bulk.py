@@ -43,7 +43,7 @@ def bulk_action(model_admin: ModelAdmin, request: HttpRequest) -> HttpResponse:
     names = request.POST.getlist("names")
     back = url(model_admin, "changelist") + bulk.selection_query(fields)
     try:
-        api = client()
+        api = client(request)  # its changes recorded in the audit trail as this user's
         if verb == "delete" and fields.get("confirmed") != "yes":
             chosen = bulk.matching(api, fields) if fields.get("scope") == bulk.MATCHING else names
             if chosen:

@@ -3,13 +3,15 @@ Django's Celery setup made current; and its :class:`~celery_periodiq.api.Periodi
 
 from __future__ import annotations
 
+from typing import Any
+
 from celery import Celery
 from celery.app import app_or_default
 from celery.utils.imports import symbol_by_name
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from celery_periodiq.api import Periodiq, periodiq
+from celery_periodiq.api import Periodiq, acting, periodiq
 
 __all__ = ["celery_app", "client", "remember"]
 
@@ -76,6 +78,11 @@ def celery_app() -> Celery:
     return app
 
 
-def client() -> Periodiq:
-    """The runtime API of :func:`celery_app` (one client per app)."""
-    return periodiq(celery_app())
+def client(request: Any = None) -> Periodiq:
+    """The runtime API of :func:`celery_app` (one client per app); given the admin's
+    ``request``, its writes are recorded in the audit trail as the signed-in user's."""
+    api = periodiq(celery_app())
+    user = getattr(request, "user", None)
+    if user is None or not getattr(user, "is_authenticated", False):
+        return api
+    return acting(api, "admin", user.get_username())

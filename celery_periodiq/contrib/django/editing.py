@@ -46,7 +46,7 @@ def edit(model_admin: ModelAdmin, request: HttpRequest, object_id: str | None) -
         raise PermissionDenied
     editing = None if object_id is None else unquote(object_id)
     try:
-        api = client()
+        api = client(request)
         if request.method == "POST":
             form = EntryForm.posted(request.POST.dict(), editing)
             stored = save(api, form)

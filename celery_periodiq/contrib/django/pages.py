@@ -20,6 +20,7 @@ from celery_periodiq.contrib.django.celery_app import client
 from celery_periodiq.contrib.django.models import PeriodicEntry
 from celery_periodiq.errors import EntryNotFoundError, PeriodiqError
 from celery_periodiq.present import shapes
+from celery_periodiq.present.audit import audit_rows
 from celery_periodiq.present.terminal import relative
 from celery_periodiq.store.filters import ALERTS, STATES
 from celery_periodiq.web.entry_pages import act, details, row, when
@@ -166,6 +167,7 @@ def entry(model_admin: ModelAdmin, request: HttpRequest, object_id: str) -> Http
         counters=" · ".join(f"{reason} {count}" for reason, count in shown["counters"].items()),
         fires=[when(fire) for fire in shown["upcoming"]],
         history=history,
+        audit=[{**r, "at": when(r["at"])} for r in audit_rows(api.audit(name, limit=50))],
         plot=mark_safe(runs_svg(read.events)),  # numbers only, no text from the entry
         urls={verb: url(model_admin, verb, name) for verb in ("pause", "resume", "run", "delete")}
         | {"edit": url(model_admin, "edit", name)},
@@ -183,7 +185,7 @@ def action(
         raise PermissionDenied
     name = unquote(object_id)
     try:
-        api = client()
+        api = client(request)
         until = request.POST.get("until") or None
         sent = act(api, verb, name, request.POST.get("note") or None, until)
     except EntryNotFoundError as error:
@@ -210,7 +212,7 @@ def delete(model_admin: ModelAdmin, request: HttpRequest, object_id: str) -> Htt
         raise PermissionDenied
     name = unquote(object_id)
     try:
-        api = client()
+        api = client(request)
         declared = api.declared_in(name)
         if request.method == "POST":
             act(api, "delete", name, None)

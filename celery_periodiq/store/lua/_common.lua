@@ -260,11 +260,14 @@ local function observe(key, prefix, ms)
   redis.call('HINCRBY', key, prefix .. 'sum', ms)
 end
 
--- Quarantine an entry; the first time (not already quarantined) is an alert transition.
+-- Quarantine an entry; the first time (not already quarantined) is an alert transition,
+-- and true is returned (the caller records it in the audit trail).
 local function quarantine_entry(key, name, problem, alerts, now)
   if redis.call('HSET', key, name, problem) == 1 then
     push_alert(alerts, name, 'quarantined', now, problem)
+    return true
   end
+  return false
 end
 
 -- How long the entry has gone without a success if that makes it newly overdue, else nil.
@@ -325,4 +328,118 @@ local function note_change(changed, name, now)
     redis.call('ZREMRANGEBYSCORE', changed, '-inf', now - CHANGE_LOG_MS)
     redis.call('PEXPIRE', changed, CHANGE_LOG_MS)
   end
+end
+
+-- The audit trail (keys.py: audit, audit_gone). A writer is given its audit context as
+-- one ARGV, JSON [actor, via, note, keep, window ms] ("" for none: nothing is recorded),
+-- and records each change in the call that makes it: no change escapes the trail, and
+-- none is recorded that did not happen. An entry's trail is one field of the partition's
+-- audit hash: its records newest first, one JSON array a line,
+--   [at ms, action, actor, via, note, detail]   (trailing ""s dropped)
+-- detail: {changes = {field = [before, after]}} (update), {until = ms} (pause),
+-- {task_id = id} (trigger). The newest `keep` records within `window` ms are kept (older
+-- ones leave at the entry's next record; readers skip them). A deleted entry's trail
+-- stays, ending with its delete, until the window has passed (audit_gone, pruned a few
+-- at each record written); an entry written again keeps its trail. The context is read
+-- only when a record is written (the beats' and the workers' scripts record a rare
+-- quarantine).
+local AUDIT, AUDIT_GIVEN = nil, nil
+
+local function audit_context(text, hash, gone)
+  AUDIT, AUDIT_GIVEN = nil, nil
+  if text ~= nil and text ~= '' then AUDIT_GIVEN = {text, hash, gone} end
+end
+
+local function audit_opened()
+  if AUDIT or not AUDIT_GIVEN then return AUDIT end
+  local text, hash, gone = AUDIT_GIVEN[1], AUDIT_GIVEN[2], AUDIT_GIVEN[3]
+  AUDIT_GIVEN = nil
+  local readable, given = pcall(cjson.decode, text)
+  if not readable or type(given) ~= 'table' or (tonumber(given[4]) or 0) <= 0 then return nil end
+  AUDIT = {actor = tostring(given[1] or ''), via = tostring(given[2] or ''),
+    note = type(given[3]) == 'string' and given[3] or '', keep = tonumber(given[4]),
+    window = tonumber(given[5]) or 0, hash = hash, gone = gone, pruned = false}
+  return AUDIT
+end
+
+local function audit(name, now, action, note, detail)
+  if not audit_opened() then return end
+  local hash, gone, oldest = AUDIT.hash, AUDIT.gone, now - AUDIT.window
+  if wrong_type(hash, 'hash') then redis.call('DEL', hash) end
+  local record = {now, action, AUDIT.actor, AUDIT.via, note or AUDIT.note, detail or ''}
+  while #record > 2 and record[#record] == '' do record[#record] = nil end
+  local lines = {cjson.encode(record)}
+  local old = redis.call('HGET', hash, name)
+  if old then
+    for line in string.gmatch(old, '[^\n]+') do
+      if #lines >= AUDIT.keep then break end
+      local at = tonumber(string.match(line, '^%[(%d+)'))
+      if at and at >= oldest then lines[#lines + 1] = line end
+    end
+  end
+  redis.call('HSET', hash, name, table.concat(lines, '\n'))
+  if not AUDIT.pruned then  -- deleted entries' trails past the window: once a call
+    AUDIT.pruned = true
+    if wrong_type(gone, 'zset') then redis.call('DEL', gone) end
+    local stale = redis.call('ZRANGEBYSCORE', gone, '-inf', oldest, 'LIMIT', 0, 100)
+    if #stale > 0 then
+      redis.call('HDEL', hash, unpack(stale))
+      redis.call('ZREM', gone, unpack(stale))
+    end
+  end
+end
+
+-- Note that an entry was deleted (its trail leaves after the window) or written again.
+local function audit_deleted(name, now, deleted)
+  if not audit_opened() then return end
+  if wrong_type(AUDIT.gone, 'zset') then redis.call('DEL', AUDIT.gone) end
+  if deleted then
+    redis.call('ZADD', AUDIT.gone, now, name)
+  else
+    redis.call('ZREM', AUDIT.gone, name)
+  end
+end
+
+local function same(a, b)
+  if type(a) ~= type(b) then return false end
+  if type(a) ~= 'table' then return a == b end
+  for key, value in pairs(a) do
+    if not same(value, b[key]) then return false end
+  end
+  for key in pairs(b) do
+    if a[key] == nil then return false end
+  end
+  return true
+end
+
+-- A changed value as a record keeps it: null for none; one whose JSON is longer than
+-- AUDIT_VALUE_MOST bytes (large args) as "(<n> bytes)", so that a trail stays small.
+local AUDIT_VALUE_MOST = 256
+local function kept_value(value)
+  if value == nil then return cjson.null end
+  if type(value) == 'table' or type(value) == 'string' then
+    local size = #cjson.encode(value)
+    if size > AUDIT_VALUE_MOST then return '(' .. size .. ' bytes)' end
+  end
+  return value
+end
+
+-- What an update changed: {changes = {field = [before, after]}} of two definitions (JSON
+-- text; null for a field left out, which reads as its default), or nil when nothing did.
+local function definition_changes(before, after)
+  local old, new = decoded(before or ''), decoded(after or '')
+  local changes, any = {}, false
+  for key, value in pairs(new) do
+    if not same(old[key], value) then
+      changes[key] = {kept_value(old[key]), kept_value(value)}
+      any = true
+    end
+  end
+  for key, value in pairs(old) do
+    if new[key] == nil then
+      changes[key] = {kept_value(value), cjson.null}
+      any = true
+    end
+  end
+  return any and {changes = changes} or nil
 end

@@ -24,9 +24,11 @@
 --           pushed), its stats hash (the ticks' lateness, "l" fields; the counters
 --           summed, "n:<reason>") and, last, the read side's indexes kept from each
 --           state saved (see _common.lua): names, paused, disabled, ended, overdue,
---           failing and running
+--           failing and running; then audit and audit_gone: the audit trails
 -- ARGV[1] caller's beat id; ARGV[2] history length
--- ARGV[3..] one JSON object per tick:
+-- ARGV[3] the audit context (see _common.lua), or "": an entry quarantined here is
+--         recorded as "quarantine", by this beat
+-- ARGV[4..] one JSON object per tick:
 --   id          tick id from claim.lua
 --   name        entry name
 --   version     entry version seen at claim
@@ -54,9 +56,10 @@
 
 local due, inflight, ticks, entries, states = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local quarantine = KEYS[6]
-local alerts, stats = KEYS[#KEYS - 8], KEYS[#KEYS - 7]
-keep_indexes(stats, #KEYS - 6)
+local alerts, stats = KEYS[#KEYS - 10], KEYS[#KEYS - 9]
+keep_indexes(stats, #KEYS - 8)
 local me, keep = ARGV[1], tonumber(ARGV[2])
+audit_context(ARGV[3], KEYS[#KEYS - 1], KEYS[#KEYS])
 
 local now = clock_ms('')
 local settled, refused = 0, 0
@@ -73,7 +76,7 @@ end
 -- the partition's keys is written last, a command per key: the state of an entry named
 -- twice is read once and its changes stack; the due set keeps each name's last word.
 local settlements, ids, names = {}, {}, {}
-for i = 3, #ARGV do
+for i = 4, #ARGV do
   local a = cjson.decode(ARGV[i])
   settlements[#settlements + 1] = a
   ids[#ids + 1] = a.id
@@ -89,7 +92,9 @@ for k, name in ipairs(names) do
   if held[name] == nil then held[name] = held_names[k] ~= false end
 end
 local function quarantine_here(name, problem)
-  quarantine_entry(quarantine, name, problem, alerts, now)
+  if quarantine_entry(quarantine, name, problem, alerts, now) then
+    audit(name, now, 'quarantine', problem)
+  end
   held[name] = true
 end
 local changed, next_due, lateness, done = {}, {}, {}, {}

@@ -75,6 +75,10 @@
 --          a starting run adds its marker, until now + marker TTL, as the running marker
 -- ARGV[21] "1": a run over the group limit waits instead: "waiting_group", nothing written
 --          (the caller sends the begin again; the entry's message is still queued)
+-- KEYS[18] audit       hash  entry name -> its audit trail (see _common.lua)
+-- KEYS[19] audit_gone  zset  deleted entry whose trail is kept -> when deleted (ms)
+-- ARGV[22] the audit context (see _common.lua), or "" / absent: an entry quarantined here
+--          is recorded as "quarantine", by this worker
 --
 -- Returns {outcome, now_ms, last_run_ms or -1, note} where outcome is "started",
 -- "resumed" (a retry), "duplicate", "dropped_too_soon", "skipped_overlap",
@@ -99,7 +103,10 @@ if redis.call('HEXISTS', entries, name) == 0 then
 end
 local problem = wrong_type(history, 'list') or wrong_type(KEYS[6], 'list')
 if problem then
-  quarantine_entry(quarantine, name, problem, KEYS[7], now)
+  if quarantine_entry(quarantine, name, problem, KEYS[7], now) then
+    audit_context(ARGV[22], KEYS[18], KEYS[19])
+    audit(name, now, 'quarantine', problem)
+  end
   redis.call('ZREM', due, name)
   return {'damaged', now, -1, problem}
 end

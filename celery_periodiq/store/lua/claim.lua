@@ -32,12 +32,16 @@
 --   (the read side's indexes, used when a vanished definition's
 --   state is quarantined: see _common.lua)
 -- KEYS[17] pauses      zset  entry paused until an instant -> that instant (ms)
+-- KEYS[18] audit       hash  entry name -> its audit trail (see _common.lua)
+-- KEYS[19] audit_gone  zset  deleted entry whose trail is kept -> when deleted (ms)
 -- ARGV[1] caller's beat id
 -- ARGV[2] most ticks to return
 -- ARGV[3] lease (ms)
 -- ARGV[4] now (ms) to use instead of the server clock, or "" (tests inject a clock here)
 -- ARGV[5] horizon (ms): also claim ticks due this soon, so the caller can publish them
 --         the moment they are due instead of starting its round trip then
+-- ARGV[6] the audit context (see _common.lua), or "": an entry quarantined here (its
+--         definition vanished) is recorded as "quarantine", by this beat
 --
 -- Returns {now_ms, next_due_ms or -1, next_recheck_ms or -1, now_us (0-999, the clock's
 -- microseconds past now_ms), notices, id1, claim1, definition1, id2, ...}
@@ -73,6 +77,7 @@ local WAIT_FOR_CLAIM = 1000
 
 local now, micros = clock_ms(ARGV[4])
 local horizon = tonumber(ARGV[5] or '0') or 0
+audit_context(ARGV[6], KEYS[18], KEYS[19])
 local out = {now, -1, -1, micros, ''}
 local taken = 0
 local vanished = {}
@@ -134,8 +139,10 @@ if taken < batch then
     local due_at, definition = tonumber(found[k * 2]), definitions[k]
     if not definition then
       vanished[#vanished + 1] = name
-      quarantine_entry(quarantine, name, 'its definition is missing (deleted outside periodiq?)',
-        KEYS[8], now)
+      local problem = 'its definition is missing (deleted outside periodiq?)'
+      if quarantine_entry(quarantine, name, problem, KEYS[8], now) then
+        audit(name, now, 'quarantine', problem)
+      end
       keep_indexes(KEYS[9], 10)
       index_named(name, states)
     else

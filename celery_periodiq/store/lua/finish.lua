@@ -47,6 +47,10 @@
 -- ARGV[15] "1" if a group limit applies: a run that ends frees its slot (its marker in
 --          KEYS[16]); a retry's marker is stretched to cover its countdown, as the running
 --          marker is
+-- KEYS[17] audit       hash  entry name -> its audit trail (see _common.lua)
+-- KEYS[18] audit_gone  zset  deleted entry whose trail is kept -> when deleted (ms)
+-- ARGV[16] the audit context (see _common.lua), or "" / absent: an entry quarantined here
+--          is recorded as "quarantine", by this worker
 --
 -- A final run keeps the alert state: a success clears the failures in a row and, if the
 -- entry was overdue or failing, records "recovered"; a failed or timeboxed run that
@@ -66,7 +70,10 @@ local now = clock_ms(ARGV[10])
 if redis.call('HEXISTS', entries, name) == 0 then return '' end
 local problem = wrong_type(history, 'list') or wrong_type(failures, 'list')
 if problem then
-  quarantine_entry(quarantine, name, problem, KEYS[7], now)
+  if quarantine_entry(quarantine, name, problem, KEYS[7], now) then
+    audit_context(ARGV[16], KEYS[17], KEYS[18])
+    audit(name, now, 'quarantine', problem)
+  end
   redis.call('ZREM', due, name)
   return ''
 end

@@ -16,6 +16,8 @@
 --   (the read side's indexes, kept as each state is saved: see _common.lua)
 -- KEYS[13] changed     zset  entry name -> when a writer last changed it (ms)
 -- KEYS[14] pauses      zset  entry paused until an instant -> that instant (ms)
+-- KEYS[15] audit       hash  entry name -> its audit trail (see _common.lua)
+-- KEYS[16] audit_gone  zset  deleted entry whose trail is kept -> when deleted (ms)
 -- ARGV[1] changes channel; ARGV[2] entry name; ARGV[3] "pause" or "resume"
 -- ARGV[4] pause: note text ("" for none); resume: nominal instant of the next tick (ms) or ""
 -- ARGV[5] pause: until when (ms), or "" for until resumed; resume: due instant of the next
@@ -23,6 +25,9 @@
 -- ARGV[6] pause: "fresh" to leave an entry paused already as it is, or ""; resume: the
 --         end (ms) of the timed pause that a beat ends (claim.lua listed it), or ""
 -- ARGV[7] resume: "paused" to leave an entry that is not paused as it is, or ""
+-- ARGV[8] the audit context (see _common.lua): a pause is recorded as "pause" with its
+--         note (and its end), a resume as "resume"; an answer other than "ok" records
+--         nothing
 --
 -- A timed pause keeps its end in the state ("until") and in the pauses zset, which
 -- claim.lua reads: the first beat pass at or after the end lists the entry, and that
@@ -76,6 +81,12 @@ else
 end
 state.version = (tonumber(state.version) or 0) + 1
 save_state(states, name, state)
+audit_context(ARGV[8], KEYS[15], KEYS[16])
+if action == 'pause' then
+  audit(name, now, 'pause', ARGV[4], ARGV[5] ~= '' and {['until'] = tonumber(ARGV[5])} or nil)
+else
+  audit(name, now, 'resume')
+end
 note_change(KEYS[13], name, now)
 redis.call('PUBLISH', channel, name)
 return 'ok'

@@ -30,11 +30,14 @@
 --           it; unused by "add"), the owner set it gets, its history list, its failures list;
 --           then the partition's stats hash (the counters summed, "n:<reason>") and the
 --           read side's indexes kept from each entry written (see _common.lua): names,
---           paused, disabled, ended, overdue, failing and running; last, changed: the partition's
---           change log (zset name -> ms: an entry created or replaced is noted)
+--           paused, disabled, ended, overdue, failing and running; then changed: the
+--           partition's change log (zset name -> ms: an entry created or replaced is
+--           noted); last, audit and audit_gone: the audit trails (see _common.lua)
 -- ARGV[1] changes channel; ARGV[2] mode
 -- ARGV[3] the writer's generation (reconcile; "" for none)
--- ARGV[4..] twelve per entry ("" for none):
+-- ARGV[4] the audit context (see _common.lua): each entry created is recorded as "add",
+--         each replaced as "update" with what its definition changed
+-- ARGV[5..] twelve per entry ("" for none):
 --   name, digest, owner, source,
 --   was_owner   the owner the caller read before the call
 --   next, due   nominal and jittered instants of the first tick (ms)
@@ -57,8 +60,9 @@
 local entries, due, declared, events = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local quarantine, states, generations = KEYS[5], KEYS[6], KEYS[7]
 local channel, mode, writer = ARGV[1], ARGV[2], tonumber(ARGV[3])
-keep_indexes(KEYS[#KEYS - 8], #KEYS - 7)
-local change_log = KEYS[#KEYS]
+keep_indexes(KEYS[#KEYS - 10], #KEYS - 9)
+local change_log = KEYS[#KEYS - 2]
+audit_context(ARGV[4], KEYS[#KEYS - 1], KEYS[#KEYS])
 -- A partition with no entry yet and no indexes built: its indexes are complete once
 -- cleared (no rebuild needed at the first read of a new schedule).
 if redis.pcall('HEXISTS', IDX.stats, 'idx') == 0 and redis.call('HLEN', entries) == 0
@@ -142,14 +146,14 @@ local function disabled(definition)
     and decoded(definition).enabled == false
 end
 
-for i = 4, #ARGV, 12 do
+for i = 5, #ARGV, 12 do
   local e = {name = ARGV[i], digest = ARGV[i + 1], owner = text(ARGV[i + 2]),
     source = ARGV[i + 3], was_owner = text(ARGV[i + 4]), next = tonumber(ARGV[i + 5]),
     due = tonumber(ARGV[i + 6]), schedule = ARGV[i + 7] == '1', event = text(ARGV[i + 8]),
     alert = tonumber(ARGV[i + 9]), max_runs = tonumber(ARGV[i + 10]), definition = ARGV[i + 11]}
   if pending[e.name] then flush() end
   pending[e.name] = true
-  local base = 7 + (i - 4) / 12 * 4
+  local base = 7 + (i - 5) / 12 * 4
   local was_set, owner_set, history, failures = KEYS[base + 1], KEYS[base + 2],
     KEYS[base + 3], KEYS[base + 4]
   local old = redis.call('HGET', entries, e.name)
@@ -182,6 +186,12 @@ for i = 4, #ARGV, 12 do
   else
     status = old and 'replaced' or 'created'
     note_change(change_log, e.name, clock_ms(''))
+    if old then
+      audit(e.name, now, 'update', nil, definition_changes(old, e.definition))
+    else
+      audit(e.name, now, 'add')
+      audit_deleted(e.name, now, false)
+    end
     if old and owner_of(old) then redis.call('SREM', usable_set(was_set), e.name) end
     if given(e.owner) then redis.call('SADD', usable_set(owner_set), e.name) end
     if not old and mode == 'add' then

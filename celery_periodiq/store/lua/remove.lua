@@ -16,13 +16,15 @@
 --           its history, failures, checkpoint and backfilled keys; then the partition's
 --           stats hash (the counters summed, "n:<reason>": a removed entry's are taken
 --           off) and the read side's indexes (see _common.lua): names, paused, disabled,
---           ended, overdue, failing and running; last, changed: the partition's change log
---           (zset name -> ms: an entry removed is noted)
+--           ended, overdue, failing and running; then changed: the partition's change log
+--           (zset name -> ms: an entry removed is noted); last, audit and audit_gone: the
+--           audit trails (see _common.lua)
 -- ARGV[1] changes channel
 -- ARGV[2] sources allowed to be removed, comma separated ("code,config"), or "*"; all
 --         but "*" (an admin's delete) keep an entry while a beat of the generation
 --         of declarations that wrote it lives: that beat declares it
--- ARGV[3..] two per entry: its name, and the owner the caller read ("" for none)
+-- ARGV[3] the audit context (see _common.lua): each entry removed is recorded as "delete"
+-- ARGV[4..] two per entry: its name, and the owner the caller read ("" for none)
 --
 -- Returns the names actually removed, "retry:<name>" for an entry whose owner changed
 -- since the caller read it (nothing of it removed: read again, call again), and
@@ -31,10 +33,11 @@
 local entries, due, declared, events = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local quarantine, states, generations = KEYS[5], KEYS[6], KEYS[7]
 local channel, sources = ARGV[1], ARGV[2]
-keep_indexes(KEYS[#KEYS - 8], #KEYS - 7)
-local change_log = KEYS[#KEYS]
+keep_indexes(KEYS[#KEYS - 10], #KEYS - 9)
+local change_log = KEYS[#KEYS - 2]
 local out = {}
 local now = clock_ms('')
+audit_context(ARGV[3], KEYS[#KEYS - 1], KEYS[#KEYS])
 
 -- Whether a beat of the generation that wrote the entry still lives.
 local function writer_lives(name)
@@ -52,9 +55,9 @@ local function left_behind(name, own)
   return redis.call('EXISTS', own[2], own[3], own[4], own[5]) > 0
 end
 
-for i = 3, #ARGV, 2 do
+for i = 4, #ARGV, 2 do
   local name, was_owner = ARGV[i], ARGV[i + 1]
-  local base = 7 + (i - 3) / 2 * 5
+  local base = 7 + (i - 4) / 2 * 5
   local own = {KEYS[base + 1], KEYS[base + 2], KEYS[base + 3], KEYS[base + 4], KEYS[base + 5]}
   local definition = redis.call('HGET', entries, name)
   local entry = definition and decoded(definition) or {}
@@ -81,6 +84,8 @@ for i = 3, #ARGV, 2 do
     redis.call('DEL', own[2], own[3], own[4], own[5])
     if owner ~= '' then redis.call('SREM', usable_set(own[1]), name) end
     note_change(change_log, name, now)
+    audit(name, now, 'delete')
+    audit_deleted(name, now, true)
     redis.call('PUBLISH', channel, name)
     out[#out + 1] = name
   end
