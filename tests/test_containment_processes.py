@@ -86,10 +86,14 @@ def test_damaged_entries_leave_the_others_on_a_one_second_cadence(
         for name, damage in DAMAGE.items():
             damage(redis_client, keys, name)
         _wrong_type("history")(redis_client, keys, "declared-plain")
-        wait_for(
-            lambda: all(starts(running, n, damaged_at + 8) for n in [*HEALTHY, *REBUILT]),
-            30, "eight more seconds of runs",
-        )  # fmt: skip
+        try:
+            wait_for(
+                lambda: all(starts(running, n, damaged_at + 8) for n in [*HEALTHY, *REBUILT]),
+                30, "eight more seconds of runs",
+            )  # fmt: skip
+        except AssertionError as late:
+            ran = {n: starts(running, n, damaged_at - 1.5) for n in [*HEALTHY, *REBUILT]}
+            raise AssertionError(f"{late}: {damaged_at=}, {ran}\n{running.logs()}") from None
 
         for name in HEALTHY:
             moments = starts(running, name, damaged_at - 1.5)

@@ -201,6 +201,10 @@ def test_a_beat_frozen_past_its_lease_declares_again_what_was_removed_meanwhile(
         api = api_for(redis_url, broker_url, "deploy")
         old, new = old_and_new(running)
         assert new.process is not None
+        # started less than a lease ago, it reconciles in full a lease later: stopped
+        # before that, its start's reconcile and its resume's would be one
+        wait_for(lambda: "reconciled 2 declared entries" in new.output(), 30,
+                 "the new beat's full reconcile")  # fmt: skip
 
         os.killpg(new.process.pid, signal.SIGSTOP)
         wait_for(lambda: "acc.y" not in names(api), 30, f"acc.y to go\n{running.logs()}")
