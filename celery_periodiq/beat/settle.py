@@ -130,22 +130,9 @@ class Settler:
         book = self.windows
         if book.windows or entry.exclude:
             plan = self._held(entry, claim, sent_at_ms, book.of(entry) if book.windows else ())
-        else:  # as _plan does, written out: each tick pays for a call less
-            plan = plan_tick(
-                entry,
-                from_ms(claim.nominal_ms),
-                # a tick claimed ahead is decided as of its own instant
-                from_ms(max(claim.claimed_ms, claim.nominal_ms)),
-                running=claim.running,
-                queued=claim.queued,
-                prefix=self.settings.key_prefix,
-                catchup_cap=self.settings.catchup_cap,
-                default_grace=self.settings.default_grace,
-                sent_at=from_ms(sent_at_ms),
-                previous=None if claim.prev_ms is None else from_ms(claim.prev_ms),
-                runs=claim.runs,
-                owed=claim.owed,
-                plain=entry.timebox == AUTO and self._is_plain(entry.task),
+        else:  # a tick claimed ahead is decided as of its own instant
+            plan = self._plan(
+                entry, claim, sent_at_ms, from_ms(max(claim.claimed_ms, claim.nominal_ms))
             )
         if self.tracing.on:
             self.tracing.planned(plan)
