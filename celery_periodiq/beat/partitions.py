@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
+from collections.abc import Callable
 from typing import NamedTuple
 
 from celery_periodiq.clock import elapsed
@@ -57,10 +58,14 @@ class Partitions:
     """One beat's share of the partitions and each one's next wake-up (thread-safe: the
     heartbeat and the change listener call :meth:`watch` and :meth:`touch`)."""
 
-    def __init__(self, keys: Keys, settings: Settings, beat_id: str) -> None:
+    def __init__(
+        self, keys: Keys, settings: Settings, beat_id: str, clock: Callable[[], float] = elapsed
+    ) -> None:
         self.keys = keys
         self.settings = settings
         self.beat_id = beat_id
+        self._clock = clock
+        """``elapsed()``, or a test's clock."""
         self._wake: dict[int, float] = {}
         """Per partition, the Redis clock (ms) when it next has something due; a partition
         not in it (never claimed, or changed since) is claimed in the next pass."""
@@ -79,12 +84,15 @@ class Partitions:
         """``elapsed()`` of the next pass over every partition, watched or not."""
         self._touched: dict[int, float] = {}
         """Per partition, ``elapsed()`` when a change last touched it."""
+        self._moved_until = -math.inf
+        """``elapsed()`` until which the ring's last move is fresh: a partition waiting on
+        a claim in flight is then polled, not left until the claim runs out."""
 
     def touch(self, name: str | None = None) -> None:
         """Something changed: claim ``name``'s partition (every partition when None) in the
         next pass, whatever it was known to have due."""
         with self._lock:
-            now = elapsed()
+            now = self._clock()
             if name is None:
                 self._wake.clear()
                 self._rechecking.clear()
@@ -108,11 +116,18 @@ class Partitions:
                     self.keys.partitions,
                     len(beats),
                 )
+                # A beat the move took a partition from stops claiming it, and the
+                # others watching it wait for a claim in flight to run out: the next
+                # tick would go out up to a lease late. So for a lease every partition
+                # waiting on a claim in flight is claimed in the next pass and polled.
                 self._wake = {
                     index: moment
                     for index, moment in self._wake.items()
-                    if self._watched is None or index in self._watched
+                    if (self._watched is None or index in self._watched)
+                    and index not in self._rechecking
                 }
+                self._rechecking.clear()
+                self._moved_until = self._clock() + self.settings.claim_lease
             self._watched = watched
 
     @property
@@ -138,10 +153,10 @@ class Partitions:
         if now_ms is not None:
             estimate = float(now_ms)
         else:
-            estimate = clock + (elapsed() - measured) * 1000 if measured else math.inf
-        sweeping = elapsed() >= self._sweep_at
+            estimate = clock + (self._clock() - measured) * 1000 if measured else math.inf
+        sweeping = self._clock() >= self._sweep_at
         if sweeping:
-            self._sweep_at = elapsed() + self.settings.claim_lease
+            self._sweep_at = self._clock() + self.settings.claim_lease
         with self._lock:
             return [
                 part
@@ -154,7 +169,7 @@ class Partitions:
     def estimate(self) -> float:
         """The Redis clock now (ms), from the last reading (inf: none yet)."""
         clock, measured = self.clock
-        return clock + (elapsed() - measured) * 1000 if measured else math.inf
+        return clock + (self._clock() - measured) * 1000 if measured else math.inf
 
     def claimed(self, got: Claimed) -> None:
         """A partition's claims came back: its clock reading and when it is next due."""
@@ -165,12 +180,15 @@ class Partitions:
         with self._lock:
             if self._touched.get(batch.partition, -math.inf) >= got.claimed_at:
                 return  # changed after the claim was sent: its reply is out of date
-            self._wake[batch.partition] = min(moments, default=math.inf)
+            wake = min(moments, default=math.inf)
             if recheck is not None and (due is None or recheck < due):
+                if self._clock() < self._moved_until:
+                    wake = min(wake, batch.now_ms + POLL_MS)
                 self._rechecking.add(batch.partition)
                 self._poll_at = batch.now_ms + POLL_MS
             else:
                 self._rechecking.discard(batch.partition)
+            self._wake[batch.partition] = wake
 
     def settled(self, settlements: dict[int, list[Settlement]]) -> None:
         """Settlements were made: their entries' next ticks are due then, at the latest."""
