@@ -1,0 +1,58 @@
+"""How far ahead a beat claims a burst to stage it: the whole burst, though the ticks it
+claims leave the due sets it counts.
+
+Real Redis (the schedule), the horizon's clock injected; ticks claimed with claim.lua as
+a beat claims them.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+
+from celery_periodiq.beat.stage_horizon import Horizon
+from tests.test_staging import burst, staging_app
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_burst_is_claimed_ahead_whole_though_its_claimed_ticks_leave_the_count(
+    redis_url: str, broker_url: str
+) -> None:
+    # 150 ticks due at one instant, 100 of them needed for staging to pay: once a beat
+    # has claimed two thirds, fewer than 100 are left in the due sets. The horizon fell
+    # to 0 then, and the rest were sent the usual way after the release (168 of 100,000
+    # with two beats in bench/beat.py --scenario boundary).
+    _, api = staging_app(redis_url, broker_url, periodiq_stage_min=100)
+    start = burst(api, 150, 2)  # 1 to 2 s ahead: within the least horizon, 2 s
+    instant_ms = start.timestamp() * 1000
+    clock = Clock()
+    store = api.store
+    horizon = Horizon(store, store.settings, clock=clock)
+    parts = store.keys.all()
+
+    now_ms = time.time() * 1000
+    first = horizon.ms(parts, now_ms)
+    assert now_ms + first >= instant_ms, "the burst is within the horizon"
+
+    claimed = store.scripts.claim_many(parts, "beat-a", 6, 10_000, horizon_ms=first)
+    left = 150 - sum(len(batch.claims) for batch in claimed)
+    assert 0 < left < 100, f"{left} left: the test needs fewer than stage_min left"
+
+    clock.now += 1.5  # the due sets are counted again, 100 ms later on the Redis clock
+    later_ms = now_ms + 100
+    assert later_ms + horizon.ms(parts, later_ms) >= instant_ms, "the rest is claimed ahead too"
+
+
+def test_with_no_burst_nothing_is_claimed_ahead(redis_url: str, broker_url: str) -> None:
+    _, api = staging_app(redis_url, broker_url, periodiq_stage_min=100)
+    burst(api, 50, 2)
+    store = api.store
+    horizon = Horizon(store, store.settings, clock=Clock())
+    assert horizon.ms(store.keys.all(), datetime.now(UTC).timestamp() * 1000) == 0
