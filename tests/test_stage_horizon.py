@@ -56,3 +56,25 @@ def test_with_no_burst_nothing_is_claimed_ahead(redis_url: str, broker_url: str)
     store = api.store
     horizon = Horizon(store, store.settings, clock=Clock())
     assert horizon.ms(store.keys.all(), datetime.now(UTC).timestamp() * 1000) == 0
+
+
+def test_once_the_whole_burst_is_claimed_the_horizon_lets_go(
+    redis_url: str, broker_url: str
+) -> None:
+    # claiming ahead costs passes (partitions with claims in flight are polled): a beat
+    # that has claimed a whole burst goes back to what the count says until its instant
+    _, api = staging_app(redis_url, broker_url, periodiq_stage_min=100)
+    burst(api, 150, 2)
+    clock = Clock()
+    store = api.store
+    horizon = Horizon(store, store.settings, clock=clock)
+    parts = store.keys.all()
+    now_ms = time.time() * 1000
+    first = horizon.ms(parts, now_ms)
+    assert first > 0
+
+    store.scripts.claim_many(parts, "beat-a", 500, 10_000, horizon_ms=first)
+    assert store.due_by(parts, int(now_ms + first)) == 0
+
+    clock.now += 1.5
+    assert horizon.ms(parts, now_ms + 100) == 0

@@ -5,9 +5,10 @@ before the first of them is due, when there are ``periodiq_stage_min`` of them: 
 count of the due sets, read once a second, times what a tick cost this beat the last
 time it staged (measured), times a margin. A burst is claimed ahead whole: the ticks
 claimed leave the due sets, so as a burst is staged its count falls, but the moment the
-horizon once reached holds until the Redis clock passes it (the tail of a burst was
-claimed only 2 s ahead, or at its instant once fewer than ``periodiq_stage_min`` were
-left: sent the usual way, after the release).
+horizon once reached holds while ticks due by then are left to claim (the tail of a
+burst was claimed only 2 s ahead, or at its instant once fewer than
+``periodiq_stage_min`` were left: sent the usual way, after the release). Once all are
+claimed it lets go: a beat claiming ahead polls the partitions it holds claims in.
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ class Horizon:
         self._counted = (-math.inf, 0)
         """``elapsed()`` of the last count, and the horizon it gave (ms)."""
         self._reach = -math.inf
-        """The Redis clock (ms) the horizon has reached: claimed ahead up to it until then."""
+        """The Redis clock (ms) the horizon has reached: claimed ahead up to it while ticks
+        due by then are left to claim."""
 
     def ms(self, parts: list[Partition], estimate_ms: float) -> int:
         """How far ahead to claim now (ms; 0: not at all), for ``parts`` at the Redis
@@ -60,7 +62,7 @@ class Horizon:
         horizon = 0
         if due >= self.settings.stage_min:
             horizon = int(min(most, max(_LEAST, due * self.cost * _SAFETY)) * 1000)
-        if self._reach > estimate_ms:
+        if self._reach > estimate_ms and self.store.due_by(parts, int(self._reach)):
             horizon = max(horizon, math.ceil(self._reach - estimate_ms))
         self._reach = max(self._reach, estimate_ms + horizon)
         self._counted = (self._clock(), horizon)
