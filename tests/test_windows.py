@@ -222,8 +222,12 @@ def test_bad_window_input_changes_nothing(world: World) -> None:
 def test_an_excluded_date_skips_the_ticks_on_it_in_the_entrys_zone(redis_url: str) -> None:
     world = World(redis_url, tz="Asia/Tokyo", exclude=["2027-01-01"])
     # 10:01:30 UTC is 19:01:30 on 1 January in Tokyo: excluded
+    # (10:00:30, before the first beat, is on the excluded date too: excluded, not missed)
     assert world.beat("10:01:30") == []
-    assert world.events("excluded") == [("excluded", "10:01:30", "2027-01-01 is excluded")]
+    assert world.events("excluded") == [
+        ("excluded", "10:00:30", "2027-01-01 is excluded"),
+        ("excluded", "10:01:30", "2027-01-01 is excluded"),
+    ]
     # 15:00 UTC is midnight in Tokyo: 2 January runs
     world.api.update("A", exclude=[date(2027, 1, 1)])
     assert [tick_of(h) for h in world.beat("15:00:30")] == ["15:00:30"]
@@ -356,6 +360,55 @@ def test_when_no_beat_ran_through_a_defer_window_the_next_beat_sends_one_run_for
         ("deferred", "10:04:30"),
     ]
     assert world.events("missed") == [("missed", "10:00:30", "")]  # the first beat's, only
+
+
+def test_when_no_beat_ran_through_a_skip_window_its_ticks_are_skipped_not_missed(
+    world: World,
+) -> None:
+    # the beat is down from 10:01:30 to 10:05:45: the ticks inside the window were held
+    # by it (check-ins and counters say skipped), the one after it was missed, and the
+    # run that goes stands for itself and that one only (the guard's catch-up count)
+    world.api.add_window(
+        "deploy", start="2027-01-01T10:02:00Z", end="2027-01-01T10:03:45Z", note="db"
+    )
+    assert [tick_of(h) for h in world.beat("10:01:30")] == ["10:01:30"]
+    (run,) = world.beat("10:05:45")
+    assert (tick_of(run), int(run["periodiq_missed"])) == ("10:05:30", 2)
+    assert world.events("skipped_window") == [
+        ("skipped_window", "10:02:30", "in window 'deploy' until 2027-01-01T10:03:45Z"),
+        ("skipped_window", "10:03:30", "in window 'deploy' until 2027-01-01T10:03:45Z"),
+    ]
+    missed = [e[:2] for e in world.events("missed")]
+    assert missed == [("missed", "10:00:30"), ("missed", "10:04:30")]
+    counters = world.api.get("A").counters
+    assert (counters["skipped_window"], counters["missed"]) == (2, 2)
+
+
+def test_when_no_beat_ran_for_days_a_nightly_skip_windows_ticks_are_counted_skipped(
+    world: World,
+) -> None:
+    # 02:00-04:00 UTC every night, the beat down from 10:01:30 on the 1st to 10:00:45 on
+    # the 4th: 3 nights of 120 ticks held; the other 3,958 ticks since were missed, and
+    # the run that goes stands for them and itself
+    world.api.add_window("nightly", schedule="0 2 * * *", duration="2h")
+    assert [tick_of(h) for h in world.beat("10:01:30")] == ["10:01:30"]
+    (run,) = world.beat("10:00:45", day="2027-01-04")
+    assert (tick_of(run), int(run["periodiq_missed"])) == ("10:00:30", 3959)
+    counters = world.api.get("A").counters
+    assert (counters["skipped_window"], counters["missed"]) == (360, 1 + 3958)
+    notes = {e[2] for e in world.events("skipped_window")}
+    assert "in window 'nightly' until 2027-01-04T04:00:00Z" in notes
+
+
+def test_when_no_beat_ran_over_an_excluded_date_its_ticks_are_excluded_not_missed(
+    redis_url: str,
+) -> None:
+    world = World(redis_url, every=3600, start_at=T0, exclude=["2027-01-02"])
+    assert [tick_of(h) for h in world.beat("23:00:00")] == ["23:00:00"]
+    (run,) = world.beat("01:00:00", day="2027-01-03")  # down all of the 2nd
+    assert (tick_of(run), int(run["periodiq_missed"])) == ("01:00:00", 2)  # and 00:00 on the 3rd
+    assert world.api.get("A").counters["excluded"] == 24
+    assert [e[:2] for e in world.events("missed")][-1:] == [("missed", "00:00:00")]
 
 
 def test_the_windows_key_has_the_schedules_hash_tag_as_its_other_global_keys() -> None:

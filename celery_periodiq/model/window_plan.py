@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
+from datetime import time as dtime
+from typing import Any
 
 from celery_periodiq.model.due import due_ticks
 from celery_periodiq.model.entry import Entry
@@ -66,9 +68,93 @@ def plan_held(
         _caught_up(made, entry, nominal, first, previous)
     else:
         made = plan(entry, now)
+        if made.missed_count and (windows or excluded):
+            _missed_held(made, entry, nominal, windows, excluded)
     if made.publish:
         _filter(made, entry, windows, excluded, decide_at)
     return made
+
+
+def _missed_held(
+    made: Plan,
+    entry: Entry,
+    nominal: datetime,
+    windows: tuple[Window, ...],
+    excluded: frozenset[date],
+) -> None:
+    """Ticks the plan gives up as missed (no beat ran at them: a beat down through a skip
+    window) that a ``skip`` window or an excluded date held are recorded as held, and
+    the run that goes stands for them no more. Counted span by span (a window's
+    openings, a date's day), not tick by tick: an outage can hold thousands."""
+    last = made.newest
+    if last is None:
+        return
+    schedule = entry.parsed_schedule()
+    sent = {tick.nominal for tick in made.publish} | set(made.skipped_overlap)
+    held: dict[tuple[HeldReason, str], tuple[list[datetime], int]] = {}
+    cursor = nominal
+    for low, high, reason, note in _holding(windows, excluded, schedule.zone, nominal, last):
+        low, high = max(low, cursor), min(high, last + _MS)
+        if low >= high:
+            continue
+        cursor = high
+        first = schedule.next_after(low - _MS)
+        if first is None or first.astimezone(UTC) >= high:
+            continue
+        ticks, count = due_ticks(schedule, first.astimezone(UTC), high - _MS, _SAMPLE)
+        count -= sum(1 for tick in sent if low <= tick < high)
+        if count > 0:
+            found, total = held.get((reason, note), ([], 0))
+            held[(reason, note)] = (found + [t for t in ticks if t not in sent], total + count)
+    moved = sum(count for _, count in held.values())
+    if not moved:
+        return
+    out = {tick for found, _ in held.values() for tick in found}
+    made.missed = [tick for tick in made.missed if tick not in out]
+    made.missed_count = max(made.missed_count - moved, 0)
+    if entry.catchup == "last":
+        if made.publish and made.publish[-1].nominal == last:
+            newest = made.publish[-1]
+            made.publish[-1] = replace(newest, missed=max(newest.missed - moved, 1))
+        elif made.folded is not None:
+            made.owed = max(made.owed - moved, 0)
+    made.held += tuple(
+        Held(reason, tuple(found[-_SAMPLE:]), count, note)
+        for (reason, note), (found, count) in held.items()
+    )
+
+
+_OPENINGS_MOST = 1_000
+"""Openings of one window :func:`_holding` lists, at most (past them: missed)."""
+
+
+def _holding(
+    windows: tuple[Window, ...],
+    excluded: frozenset[date],
+    zone: Any,
+    start: datetime,
+    end: datetime,
+) -> list[tuple[datetime, datetime, HeldReason, str]]:
+    """The spans from ``start`` to ``end`` in which a ``skip`` window or an excluded date
+    (a day in ``zone``) holds ticks, (from, to, reason, note) in order; where they
+    overlap the first listed counts."""
+    spans: list[tuple[datetime, datetime, HeldReason, str]] = []
+    for day in sorted(excluded):
+        low = datetime.combine(day, dtime.min, zone).astimezone(UTC)
+        high = datetime.combine(day + timedelta(days=1), dtime.min, zone).astimezone(UTC)
+        if high > start and low <= end:
+            spans.append((low, high, "excluded", f"{day.isoformat()} is excluded"))
+    for window in windows:
+        if window.policy != "skip":
+            continue
+        opening = window.next_opening(start)
+        for _ in range(_OPENINGS_MOST):
+            if opening is None or opening[0] > end:
+                break
+            note = f"in window {window.id!r} until {_text(opening[1])}"
+            spans.append((opening[0], opening[1], "skipped_window", note))
+            opening = window.next_opening(opening[1])
+    return sorted(spans, key=lambda span: span[0])
 
 
 def _deferring(
