@@ -9,36 +9,46 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
+from typing import NamedTuple
 
 from celery_periodiq.beat.stage_horizon import Horizon
+from celery_periodiq.protocol.keys import Partition
+from celery_periodiq.store.store import Store
+from tests.test_partitions import Clock
 from tests.test_staging import burst, staging_app
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
+class Burst(NamedTuple):
+    store: Store
+    horizon: Horizon
+    clock: Clock
+    parts: list[Partition]
+    instant_ms: float
+    now_ms: float
+    first: int
+    """The horizon counted at ``now_ms``."""
 
-    def __call__(self) -> float:
-        return self.now
+
+def counted(redis_url: str, broker_url: str, count: int) -> Burst:
+    """``count`` ticks due 1 to 2 s ahead (within the least horizon, 2 s), 100 of them
+    needed for staging to pay, and a beat's horizon counted once."""
+    _, api = staging_app(redis_url, broker_url, periodiq_stage_min=100)
+    start = burst(api, count, 2)
+    clock, store = Clock(), api.store
+    horizon = Horizon(store, store.settings, clock=clock)
+    parts, now_ms = store.keys.all(), time.time() * 1000
+    first = horizon.ms(parts, now_ms)
+    return Burst(store, horizon, clock, parts, start.timestamp() * 1000, now_ms, first)
 
 
 def test_a_burst_is_claimed_ahead_whole_though_its_claimed_ticks_leave_the_count(
     redis_url: str, broker_url: str
 ) -> None:
-    # 150 ticks due at one instant, 100 of them needed for staging to pay: once a beat
-    # has claimed two thirds, fewer than 100 are left in the due sets. The horizon fell
-    # to 0 then, and the rest were sent the usual way after the release (168 of 100,000
-    # with two beats in bench/beat.py --scenario boundary).
-    _, api = staging_app(redis_url, broker_url, periodiq_stage_min=100)
-    start = burst(api, 150, 2)  # 1 to 2 s ahead: within the least horizon, 2 s
-    instant_ms = start.timestamp() * 1000
-    clock = Clock()
-    store = api.store
-    horizon = Horizon(store, store.settings, clock=clock)
-    parts = store.keys.all()
-
-    now_ms = time.time() * 1000
-    first = horizon.ms(parts, now_ms)
+    # 150 ticks due at one instant: once a beat has claimed two thirds, fewer than 100
+    # are left in the due sets. The horizon fell to 0 then, and the rest were sent the
+    # usual way after the release (168 of 100,000 with two beats in bench/beat.py
+    # --scenario boundary).
+    store, horizon, clock, parts, instant_ms, now_ms, first = counted(redis_url, broker_url, 150)
     assert now_ms + first >= instant_ms, "the burst is within the horizon"
 
     claimed = store.scripts.claim_many(parts, "beat-a", 6, 10_000, horizon_ms=first)
@@ -63,14 +73,7 @@ def test_once_the_whole_burst_is_claimed_the_horizon_lets_go(
 ) -> None:
     # claiming ahead costs passes (partitions with claims in flight are polled): a beat
     # that has claimed a whole burst goes back to what the count says until its instant
-    _, api = staging_app(redis_url, broker_url, periodiq_stage_min=100)
-    burst(api, 150, 2)
-    clock = Clock()
-    store = api.store
-    horizon = Horizon(store, store.settings, clock=clock)
-    parts = store.keys.all()
-    now_ms = time.time() * 1000
-    first = horizon.ms(parts, now_ms)
+    store, horizon, clock, parts, _, now_ms, first = counted(redis_url, broker_url, 150)
     assert first > 0
 
     store.scripts.claim_many(parts, "beat-a", 500, 10_000, horizon_ms=first)

@@ -62,8 +62,10 @@ class Horizon:
         horizon = 0
         if due >= self.settings.stage_min:
             horizon = int(min(most, max(_LEAST, due * self.cost * _SAFETY)) * 1000)
-        if self._reach > estimate_ms and self.store.due_by(parts, int(self._reach)):
-            horizon = max(horizon, math.ceil(self._reach - estimate_ms))
+        # (counted again only when the count's horizon falls short of the reach)
+        short = self._reach - estimate_ms - horizon
+        if short > 0 and self.store.due_by(parts, int(self._reach)):
+            horizon = math.ceil(self._reach - estimate_ms)
         self._reach = max(self._reach, estimate_ms + horizon)
         self._counted = (self._clock(), horizon)
         return horizon

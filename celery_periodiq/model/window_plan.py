@@ -143,7 +143,7 @@ def _holding(
         low = datetime.combine(day, dtime.min, zone).astimezone(UTC)
         high = datetime.combine(day + timedelta(days=1), dtime.min, zone).astimezone(UTC)
         if high > start and low <= end:
-            spans.append((low, high, "excluded", f"{day.isoformat()} is excluded"))
+            spans.append((low, high, "excluded", _excluded_note(day)))
     for window in windows:
         if window.policy != "skip":
             continue
@@ -151,8 +151,7 @@ def _holding(
         for _ in range(_OPENINGS_MOST):
             if opening is None or opening[0] > end:
                 break
-            note = f"in window {window.id!r} until {_text(opening[1])}"
-            spans.append((opening[0], opening[1], "skipped_window", note))
+            spans.append((opening[0], opening[1], "skipped_window", _skip_note(window, opening[1])))
             opening = window.next_opening(opening[1])
     return sorted(spans, key=lambda span: span[0])
 
@@ -217,16 +216,14 @@ def _filter(
     for tick in made.publish:
         day = excluded_on(excluded, zone, tick.nominal) if excluded else None
         if day is not None:
-            skipped.setdefault(("excluded", f"{day.isoformat()} is excluded"), []).append(
-                tick.nominal
-            )
+            skipped.setdefault(("excluded", _excluded_note(day)), []).append(tick.nominal)
             continue
         cover = covering(windows, tick.nominal) if windows else None
         if cover is None or (cover.defer and cover.end <= decide_at):
             kept.append(tick)
             continue
         if not cover.defer:
-            note = f"in window {cover.window.id!r} until {_text(cover.end)}"
+            note = _skip_note(cover.window, cover.end)
             skipped.setdefault(("skipped_window", note), []).append(tick.nominal)
             continue
         # deferred from this tick on: it stays the entry's next tick, due at the end
@@ -248,6 +245,14 @@ def _through(entry: Entry, nominal: datetime, upto: datetime | None) -> int:
     if upto is None or upto < nominal:
         return 0
     return due_ticks(entry.parsed_schedule(), nominal, upto, 1)[1]
+
+
+def _skip_note(window: Window, end: datetime) -> str:
+    return f"in window {window.id!r} until {_text(end)}"
+
+
+def _excluded_note(day: date) -> str:
+    return f"{day.isoformat()} is excluded"
 
 
 def _deferred_note(cover: Cover) -> str:
