@@ -10,7 +10,9 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from celery_periodiq.model.build import build_entry
-from celery_periodiq.model.plan import _on_time, _planned, plan_tick
+from celery_periodiq.model.plan import _on_time, _planned, from_ms, plan_tick, to_ms
+from celery_periodiq.schedules import IntervalSchedule
+from celery_periodiq.schedules.interval import EPOCH, micros
 
 START = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -31,12 +33,16 @@ def cases(draw: st.DrawFn) -> dict[str, Any]:
     if draw(st.integers(0, 5)) == 0:
         policy["catchup_window"] = period * draw(st.sampled_from([0.1, 0.5, 3]))
     ticks = draw(st.integers(0, 50))
-    nominal = START + timedelta(seconds=period * ticks)
+    # an anchor between two milliseconds (start_at as given, e.g. datetime.now()), and the
+    # tick as the beat has it: its millisecond (to_ms), or its exact instant
+    start = START + timedelta(microseconds=draw(st.sampled_from([0, 0, 309_430, 999_999])))
+    fire = start + timedelta(seconds=period * ticks)
+    nominal = from_ms(to_ms(fire)) if draw(st.booleans()) else fire
     end_at = None
     if draw(st.booleans()):  # the schedule ends around this tick
-        end_at = nominal + timedelta(seconds=period * draw(st.sampled_from([0, 0.5, 1, 2])))
+        end_at = fire + timedelta(seconds=period * draw(st.sampled_from([0, 0.5, 1, 2])))
     entry = build_entry(
-        "sweep", "proj.sweep", every=period, start_at=START, end_at=end_at, **policy
+        "sweep", "proj.sweep", every=period, start_at=start, end_at=end_at, **policy
     )
     lateness = timedelta(seconds=period * draw(st.sampled_from([0, 0.01, 0.3, 0.55, 0.99, 1, 2.5])))
     delay = timedelta(seconds=period * draw(st.sampled_from([0, 0.05, 0.45, 0.6, 1.2])))
@@ -97,3 +103,29 @@ def test_an_on_time_tick_of_a_plain_interval_entry_takes_the_short_way() -> None
     )  # fmt: skip
     assert [tick.nominal for tick in short.publish] == [nominal]
     assert short.next_nominal == nominal + timedelta(minutes=1)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    period_us=st.sampled_from([1_000, 500_000, 7_250_000, 3_600_000_000, 86_400_000_001]),
+    anchor_us=st.integers(-(10**15), 10**15),
+    start=st.booleans(),
+    end_after_us=st.none() | st.integers(0, 10**11),
+    after_us=st.integers(-(10**15), 10**15),
+)
+def test_an_interval_schedules_next_fire_in_microseconds_is_its_next_fire(
+    period_us: int, anchor_us: int, start: bool, end_after_us: int | None, after_us: int
+) -> None:
+    anchor = EPOCH + timedelta(microseconds=anchor_us)
+    end_at = None if end_after_us is None else anchor + timedelta(microseconds=end_after_us)
+    schedule = IntervalSchedule(
+        "@every",
+        timedelta(microseconds=period_us),
+        start_at=anchor if start else None,
+        end_at=end_at,
+    )
+    following = schedule.next_after(EPOCH + timedelta(microseconds=after_us))
+
+    found = schedule.next_micros(after_us)
+
+    assert found == (None if following is None else micros(following))

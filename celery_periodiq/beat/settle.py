@@ -8,7 +8,6 @@ chunk). An entry whose state was missing is rebuilt from its definition.
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -126,7 +125,7 @@ class Settler:
                 entry.name,
                 tick_text(nominal),
             )
-            claim = replace(claim, nominal_ms=nominal)
+            claim = claim._replace(nominal_ms=nominal)
         book = self.windows
         if book.windows or entry.exclude:
             plan = self._held(entry, claim, sent_at_ms, book.of(entry) if book.windows else ())

@@ -443,4 +443,4 @@ def _marked(claim: Claim, markers: dict[str, tuple[bool, bool]]) -> Claim:
     if claim.name not in markers:
         return claim
     running, queued = markers[claim.name]
-    return replace(claim, running=running, queued=queued)
+    return claim._replace(running=running, queued=queued)

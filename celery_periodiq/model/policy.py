@@ -177,11 +177,35 @@ def grace(entry: Policied, soft: float, default_grace: float) -> float:
     return min(default_grace, max(_MIN_GRACE, soft * _GRACE_SHARE))
 
 
+_LIMITS: dict[tuple[object, ...], Limits] = {}
+"""What :func:`limits` found, by the numbers it is found from (the beat asks per tick)."""
+_LIMITS_MOST = 4096
+
+
 def limits(
     entry: Policied, interval: float | None, default_grace: float, plain: bool = False
 ) -> Limits:
     """Every number of a run whose tick is ``interval`` seconds before the next one
     (``plain``: of a task that is not a ``PeriodicTask``, see :func:`timebox`)."""
+    # the type too: 3600 and 3600.0 are one key, and Limits keeps the interval as given
+    key = (
+        entry.timebox,
+        entry.tolerance,
+        entry.grace,
+        interval,
+        type(interval),
+        default_grace,
+        plain,
+    )
+    found = _LIMITS.get(key)
+    if found is None:
+        if len(_LIMITS) >= _LIMITS_MOST:
+            _LIMITS.clear()
+        found = _LIMITS[key] = _limits(entry, interval, default_grace, plain)
+    return found
+
+
+def _limits(entry: Policied, interval: float | None, default_grace: float, plain: bool) -> Limits:
     if interval is None or interval <= 0:
         return Limits(interval, None, None, None)
     soft = timebox(entry, interval, plain)

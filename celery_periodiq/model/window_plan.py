@@ -115,7 +115,7 @@ def _missed_held(
     if entry.catchup == "last":
         if made.publish and made.publish[-1].nominal == last:
             newest = made.publish[-1]
-            made.publish[-1] = replace(newest, missed=max(newest.missed - moved, 1))
+            made.publish[-1] = newest._replace(missed=max(newest.missed - moved, 1))
         elif made.folded is not None:
             made.owed = max(made.owed - moved, 0)
     made.held += tuple(

@@ -11,13 +11,18 @@ from celery_periodiq.errors import ScheduleError, shown
 from celery_periodiq.schedules.base import Schedule
 from celery_periodiq.schedules.describe import describe_duration
 
-__all__ = ["EPOCH", "IntervalSchedule", "every_spec", "parse_duration"]
+__all__ = ["EPOCH", "IntervalSchedule", "every_spec", "micros", "parse_duration"]
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 _UNITS = {"d": 86400_000_000, "h": 3600_000_000, "m": 60_000_000, "s": 1_000_000, "ms": 1000}
 _PART = re.compile(r"(\d+)(ms|d|h|m|s)")
 _ALLOWED = "a duration such as 30s, 1h30m, 2d or 500ms (units d, h, m, s, ms)"
+
+
+def micros(instant: datetime) -> int:
+    """Whole microseconds since the epoch (an aware datetime's instant, exactly)."""
+    return (instant - EPOCH) // _MICROSECOND
 
 
 def parse_duration(text: str, spec: str) -> timedelta:
@@ -102,6 +107,22 @@ class IntervalSchedule(Schedule):
     def _bound(self, start_at: datetime | None, end_at: datetime | None) -> None:
         super()._bound(start_at, end_at)
         self.anchor = self.start_at or EPOCH
+        self._anchor_us = micros(self.anchor)
+        self._start_us = None if self.start_at is None else self._anchor_us
+        self._end_us = None if self.end_at is None else micros(self.end_at)
+
+    def next_micros(self, after: int) -> int | None:
+        """:meth:`next_after` in whole microseconds since the epoch: the first fire
+        strictly after ``after``, or None past ``end_at`` (what the beat plans a tick
+        with, without a datetime; the same instant to the microsecond)."""
+        if self._start_us is not None and after < self._start_us:
+            after = self._start_us - 1
+        fire = (
+            self._anchor_us + ((after - self._anchor_us) // self._period_us + 1) * self._period_us
+        )
+        if self._end_us is not None and fire > self._end_us:
+            return None
+        return fire
 
     def _next(self, dt: datetime) -> datetime | None:
         elapsed = (dt - self.anchor) // _MICROSECOND

@@ -63,9 +63,9 @@ DECLARE = ScriptKeys("declare", ("declaration:digest", "generation"))
 ALERTS = ScriptKeys("alerts", ("alerts", "sending"))
 
 
-@dataclass(frozen=True, slots=True)
-class Claim:
-    """One claimed tick, as claim.lua recorded it."""
+class Claim(NamedTuple):
+    """One claimed tick, as claim.lua recorded it (a tuple: the beat decodes one per tick,
+    and a frozen dataclass's fields cost an ``object.__setattr__`` each)."""
 
     id: str
     name: str
