@@ -22,7 +22,11 @@ from celery.utils.saferepr import saferepr
 
 from celery_periodiq.beat import exchanges, redis_publish, watchers
 from celery_periodiq.beat.exchanges import Checked, Exchanges
-from celery_periodiq.beat.publish_errors import broker_failure, publish_failure
+from celery_periodiq.beat.publish_errors import (
+    broker_failure,
+    producer_connection,
+    publish_failure,
+)
 from celery_periodiq.beat.redis_publish import RawTemplate
 from celery_periodiq.errors import BrokerUnavailableError
 from celery_periodiq.model import policy
@@ -149,18 +153,10 @@ def _send_told(
             return _send_task(app, entry, options(), Checked(used, Exchanges()))
     except Exception as error:
         if producer is not None:
-            raise publish_failure(error, _connection(producer), entry) from error
+            raise publish_failure(error, producer_connection(producer), entry) from error
         with app.connection_for_write() as connection:  # its transport's errors; no I/O
             failure = publish_failure(error, connection, entry)
         raise failure from error
-
-
-def _connection(producer: Any) -> Any:
-    """``producer``'s kombu Connection (its transport's errors); None if that needs the broker."""
-    try:
-        return producer.connection
-    except Exception:
-        return None
 
 
 _TEMPLATES = 1024  # kept per Publisher; beyond this many, the oldest half is dropped
@@ -225,6 +221,7 @@ class Publisher:
         """Inside :meth:`batch`: per Redis channel (by id), its client and lists' messages."""
         self._flush: Callable[[], None] | None = None
         self._unconfirmed = False  # published since a flush last confirmed (exchanges)
+        self._watched: bool | None = None  # in a batch: whether a tool watches (asked once)
         self.headers: dict[str, str] = {}  # added to each message: a traced tick's context
         self.staged: list[tuple[str, str]] | None = None
         """While staging (staging.py): each message's list key and JSON, rendered, not sent."""
@@ -255,18 +252,20 @@ class Publisher:
                         self._unconfirmed = False
                 except Exception as error:
                     # messages were encoded when buffered: what fails here is the broker
-                    failure = broker_failure(error, _connection(producer))
+                    failure = broker_failure(error, producer_connection(producer))
                     if failure is None:
                         raise
                     raise failure from error
 
             self._lists, self._flush = lists, flush
+            self._watched = watchers.watched(self.app)
             try:
                 yield flush
                 flush()
             finally:
                 lists.clear()
                 self._lists = self._flush = None
+                self._watched = None
 
     def _put(self, channel: Any, key: str, message: str) -> None:
         """Put ``message`` in the list ``key`` of ``channel``'s Redis when the batch flushes."""
@@ -320,11 +319,12 @@ class Publisher:
         except (BrokerUnavailableError, redis_publish.NotStagedError):
             raise
         except Exception as error:
-            raise publish_failure(error, _connection(producer), entry) from error
+            raise publish_failure(error, producer_connection(producer), entry) from error
 
     def _plain(self) -> bool:
         """Whether nothing but the tick can change a message (see the class docstring)."""
-        if watchers.watched(self.app):  # a tracing tool: see watchers.py
+        watched = watchers.watched(self.app) if self._watched is None else self._watched
+        if watched:  # a tracing tool: see watchers.py
             return False
         if self._configured is None:  # the app's settings are read once
             conf, routes = self.app.conf, getattr(self.app.amqp.router, "routes", [None])

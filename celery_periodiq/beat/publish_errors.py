@@ -29,7 +29,7 @@ from celery_periodiq.errors import (
 )
 from celery_periodiq.model.entry import Entry
 
-__all__ = ["broker_failure", "publish_failure"]
+__all__ = ["broker_failure", "producer_connection", "publish_failure"]
 
 # A message's own failures, told first: kombu raises KeyError for a compression it
 # does not have, and its Redis transport counts KeyError among its connection errors.
@@ -75,3 +75,11 @@ def publish_failure(
         f"entry {shown(entry.name)}: its message could not be published{options}: "
         f"{type(error).__name__}: {error}"
     )
+
+
+def producer_connection(producer: Any) -> Any:
+    """``producer``'s kombu Connection (its transport's errors); None if that needs the broker."""
+    try:
+        return producer.connection
+    except Exception:
+        return None
