@@ -9,9 +9,10 @@ so a beat woken from one would think its claims still fresh. CLOCK_BOOTTIME coun
 
 from __future__ import annotations
 
+import threading
 import time
 
-__all__ = ["SAFE_SHARE", "elapsed"]
+__all__ = ["SAFE_SHARE", "elapsed", "sleep_until"]
 
 _BOOTTIME = getattr(time, "CLOCK_BOOTTIME", None)
 
@@ -26,3 +27,18 @@ def elapsed() -> float:
     if _BOOTTIME is not None:
         return time.clock_gettime(_BOOTTIME)
     return time.monotonic()
+
+
+_NEVER = threading.Event()
+
+
+def sleep_until(moment: float) -> None:
+    """Sleep until :func:`elapsed` reaches ``moment`` (a few ms at most where the beat
+    does).
+
+    A timed wait rather than ``time.sleep``: under libfaketime (the clock-skew
+    tests) ``time.sleep`` fails with EINVAL while timed waits work.
+    """
+    remaining = moment - elapsed()
+    if remaining > 0:
+        _NEVER.wait(remaining)

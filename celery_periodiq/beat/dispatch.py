@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import logging
 import math
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from celery import Celery
 
 from celery_periodiq.beat.backlog import Backlog
 from celery_periodiq.beat.broker_link import BrokerLink
+from celery_periodiq.beat.collector import collector_paused
 from celery_periodiq.beat.fire import fire_events
 from celery_periodiq.beat.ledger import Ledger
 from celery_periodiq.beat.partitions import HORIZON_MS, Claimed, Partitions, received
@@ -32,7 +32,7 @@ from celery_periodiq.beat.publish import Publisher
 from celery_periodiq.beat.sent_log import log_sent
 from celery_periodiq.beat.settle import Settler
 from celery_periodiq.beat.staging import Stager
-from celery_periodiq.clock import SAFE_SHARE, elapsed
+from celery_periodiq.clock import SAFE_SHARE, elapsed, sleep_until
 from celery_periodiq.config import Settings
 from celery_periodiq.errors import BrokerRefusedError, BrokerUnavailableError
 from celery_periodiq.model.plan import Tick
@@ -50,20 +50,6 @@ logger = logging.getLogger("celery_periodiq.dispatch")
 _PUBLISH_CHUNK = 25
 _PUBLISH_CHUNK_MOST = 400
 _SETTLE_CHUNK = 2000  # settlements of staged claims sent at once
-
-
-_NEVER = threading.Event()
-
-
-def _sleep_until(moment: float) -> None:
-    """Sleep until :func:`elapsed` reaches ``moment`` (a few ms at most here).
-
-    A timed wait rather than ``time.sleep``: under libfaketime (the clock-skew
-    tests) ``time.sleep`` fails with EINVAL while timed waits work.
-    """
-    remaining = moment - elapsed()
-    if remaining > 0:
-        _NEVER.wait(remaining)
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +139,8 @@ class Dispatcher:
         return self._partitions.mine()
 
     def dispatch(self, now_ms: int | None = None) -> Pass:
-        """Claim the due ticks of every partition that has some, publish them, settle them.
+        """Claim the due ticks of every partition that has some, publish them, settle them
+        (with Python's cyclic garbage collector paused: :mod:`.collector`).
 
         ``now_ms`` replaces the Redis clock (tests drive timelines with it).
 
@@ -161,6 +148,10 @@ class Dispatcher:
             redis.RedisError: the schedule's Redis failed (nothing published is lost:
                 unsettled claims are settled in the next pass, or taken over).
         """
+        with collector_paused():
+            return self._pass(now_ms)
+
+    def _pass(self, now_ms: int | None) -> Pass:
         settings = self.settings
         started = time.time_ns()  # a traced pass's span begins here (tick_tracing.py)
         self._injected = now_ms is not None
@@ -275,7 +266,7 @@ class Dispatcher:
         wait until what is to be sent now has gone out)."""
         if self._injected:  # tests step by step: nothing is claimed ahead
             return batches, [], []
-        return self._stager.sort(batches, producer, _sleep_until)
+        return self._stager.sort(batches, producer, sleep_until)
 
     def _stage(
         self, ahead: list[tuple[Claim, Claimed]], producer: Any, into: dict[int, list[Settlement]]
@@ -392,7 +383,7 @@ class Dispatcher:
                     if claim.due_ms > got.clock:  # claimed ahead: send it when it is due
                         send_now()
                         # from after the claim's reply: never sent before it is due
-                        _sleep_until(got.received_at + (claim.due_ms - got.clock) / 1000)
+                        sleep_until(got.received_at + (claim.due_ms - got.clock) / 1000)
                     now = elapsed()
                     if now - oldest >= safe:  # past the claims' own lease: ask the heartbeat
                         self._check_lease(oldest)
