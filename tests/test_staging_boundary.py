@@ -30,11 +30,15 @@ def test_100000_ticks_due_at_one_instant_are_queued_once_and_none_before_it(
 ) -> None:
     api = api_for(redis_url, broker_url)
     written = datetime.now(UTC)
-    instant = written.replace(microsecond=0) + timedelta(seconds=90)
+    # a minute ahead: storing takes 5-15 s, and the beats claim a burst this size up to
+    # periodiq_stage_horizon (60 s) ahead, so they stage from their start
+    instant = written.replace(microsecond=0) + timedelta(seconds=60)
     api.add_many(
         {"name": f"b{n:06d}", "task": "proj.noop", "every": 3600, "start_at": instant}
         for n in range(DUE)
     )
+    stored = datetime.now(UTC)
+    assert stored < instant - timedelta(seconds=10), f"storing took until {stored}: too late"
     broker = redis.Redis.from_url(broker_url)
     instant_ms = int(instant.timestamp() * 1000)
     before: list[int] = []
