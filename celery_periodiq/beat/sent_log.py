@@ -34,6 +34,6 @@ def log_sent(sent: list[tuple[str, Tick]]) -> None:
             "periodiq: sent %d ticks of %d entries (ticks %s to %s)",
             len(sent),
             len({name for name, _ in sent}),
-            tick_text(min(to_ms(tick.nominal) for _, tick in sent)),
-            tick_text(max(to_ms(tick.nominal) for _, tick in sent)),
+            tick_text(to_ms(min(tick.nominal for _, tick in sent))),
+            tick_text(to_ms(max(tick.nominal for _, tick in sent))),
         )
