@@ -20,8 +20,10 @@ from celery import Celery
 from celery.app.routes import MapRoute
 from celery.utils.saferepr import saferepr
 
-from celery_periodiq.beat import exchanges, redis_publish, watchers
+from celery_periodiq.beat import amqp_publish, exchanges, redis_publish, watchers
+from celery_periodiq.beat.amqp_publish import AmqpTemplate
 from celery_periodiq.beat.exchanges import Checked, Exchanges
+from celery_periodiq.beat.message_options import message_options
 from celery_periodiq.beat.publish_errors import (
     broker_failure,
     producer_connection,
@@ -29,79 +31,12 @@ from celery_periodiq.beat.publish_errors import (
 )
 from celery_periodiq.beat.redis_publish import RawTemplate
 from celery_periodiq.errors import BrokerUnavailableError
-from celery_periodiq.model import policy
 from celery_periodiq.model.entry import Entry
-from celery_periodiq.model.plan import Tick, to_ms
+from celery_periodiq.model.plan import Tick
 from celery_periodiq.model.policy import Limits
-from celery_periodiq.protocol.headers import (
-    HEADER_BACKFILL,
-    HEADER_CATCHUP,
-    HEADER_EXPIRES,
-    HEADER_FLOOR,
-    HEADER_INTERVAL,
-    HEADER_MANUAL,
-    HEADER_MIN_GAP,
-    HEADER_MISSED,
-    HEADER_OVERLAP,
-    HEADER_TICK,
-    HEADER_TTL,
-    entry_headers,
-    task_id_for,
-)
+from celery_periodiq.protocol.headers import HEADER_BACKFILL, HEADER_OVERLAP
 
 __all__ = ["Publisher", "message_options", "send", "send_backfill"]
-
-# A broker that drops messages (RabbitMQ's per-message TTL) keeps a run this long past its
-# expiry (or an interval, if longer): the worker's guard refuses it, recorded as expired.
-_BROKER_MARGIN = 60.0
-
-
-def message_options(
-    entry: Entry, tick: Tick | None, manual: Limits | None = None, sent_at_ms: int | None = None
-) -> dict[str, Any]:
-    """``send_task`` keyword arguments for one run of ``entry``.
-
-    ``tick`` None is a manual run, with the limits ``manual`` (see
-    :func:`celery_periodiq.model.policy.now_limits`). ``sent_at_ms``: the Redis clock
-    when the message is sent (default: the tick's instant).
-
-    No host's clock judges a run's expiry: the worker's guard does, on the Redis clock
-    (the ``periodiq_expires`` header). Celery gets no ``expires`` (it would judge it on
-    the worker's clock), and the broker a duration measured on the Redis clock
-    (``expiration``: RabbitMQ's per-message TTL; kombu's Redis transport has none).
-    """
-    options: dict[str, Any] = dict(entry.options)
-    headers = entry_headers(entry.name, entry.overlap, entry.group or entry.owner)
-    if tick is None:
-        limits = manual or Limits(None, None, None, None)
-        headers[HEADER_MANUAL] = True
-        headers[HEADER_TTL] = int(limits.marker_ttl * 1000)
-        options["task_id"] = task_id_for("", entry.name, None)  # no tick: a random id
-        if limits.timebox is not None and limits.time_limit is not None:
-            options["soft_time_limit"], options["time_limit"] = limits.timebox, limits.time_limit
-    else:
-        headers[HEADER_TTL] = int(policy.marker_ttl(tick.time_limit, tick.interval) * 1000)
-        headers[HEADER_TICK] = to_ms(tick.nominal)
-        headers[HEADER_INTERVAL] = tick.interval
-        headers[HEADER_MISSED] = tick.missed
-        headers[HEADER_MIN_GAP] = policy.min_gap_ms(entry, tick.gap_before)
-        floor = policy.floor_ms(entry, entry.catchup, tick.interval, tick.gap_before)
-        if floor:
-            headers[HEADER_FLOOR] = floor
-        if tick.catchup:
-            headers[HEADER_CATCHUP] = True
-        options["task_id"] = tick.task_id
-        if tick.expires is not None:
-            expires_ms = headers[HEADER_EXPIRES] = to_ms(tick.expires)
-            sent_ms = to_ms(tick.nominal) if sent_at_ms is None else sent_at_ms
-            waits = max(expires_ms - sent_ms, 0) / 1000
-            options["expiration"] = waits + max(_BROKER_MARGIN, tick.interval)
-        if tick.soft_time_limit is not None:
-            options["soft_time_limit"] = tick.soft_time_limit
-        if tick.time_limit is not None:
-            options["time_limit"] = tick.time_limit
-    options["headers"] = headers
-    return options
 
 
 def send_backfill(app: Celery, entry: Entry, tick: Tick, overlap: str, producer: Any) -> str:
@@ -187,6 +122,8 @@ class _Template:
     declare: list[Any]
     raw: RawTemplate | None
     """The message as kombu's Redis channel put it, where it can be put directly."""
+    wire: AmqpTemplate | None = None
+    """The message as py-amqp was given it, where it can be given again (amqp_publish.py)."""
 
 
 class Publisher:
@@ -353,14 +290,19 @@ class Publisher:
         if self._flush is not None:  # what was buffered goes first
             self._flush()
         channel = producer.channel
-        raw = None
+        raw = wire = None
+        headers = publish["headers"]
         if redis_publish.usable(channel):
             with redis_publish.capturing(channel) as captured:
                 producer.publish(body, **publish)
             raw = redis_publish.learn(channel, captured, publish, body)
+        elif amqp_publish.usable(channel):
+            with amqp_publish.capturing(channel) as given:
+                producer.publish(body, **publish)
+            own = [*options["headers"], "id", "root_id", "timelimit"]  # what _publish sets
+            wire = amqp_publish.learn(given, {k: headers[k] for k in own if k in headers})
         else:
             producer.publish(body, **publish)
-        headers = publish["headers"]
         task_id = options["task_id"]
         reusable = (
             isinstance(body, tuple)
@@ -383,6 +325,7 @@ class Publisher:
             kwargs=kwargs,
             declare=list(publish.get("declare") or []),
             raw=raw,
+            wire=wire,
         )
 
     def _publish(
@@ -409,8 +352,8 @@ class Publisher:
                 maxsize = app.amqp.kwargsrepr_maxsize
                 headers["kwargsrepr"] = saferepr(kwargs or {}, maxsize, maxlevels=levels)
         channel = producer.channel
+        same = args == template.args and kwargs == template.kwargs
         if template.raw is not None and self._lists is not None and redis_publish.usable(channel):
-            same = args == template.args and kwargs == template.kwargs
             body = (
                 None
                 if same
@@ -421,19 +364,22 @@ class Publisher:
             message = redis_publish.render(template.raw, headers, task_id, expiration, body)
             self._put(channel, template.raw.key, message)
             return
+        # Declaring costs more than the rest of a publish; once per channel is enough.
+        if producer.channel is not self._channel:
+            self._channel, self._declared = producer.channel, set()
         publish = dict(
             template.publish, headers={**template.headers, **headers}, correlation_id=task_id
         )
         if expiration is not None:
             publish["expiration"] = expiration
-        # Declaring costs more than the rest of a publish; once per channel is enough.
-        if producer.channel is not self._channel:
-            self._channel, self._declared = producer.channel, set()
         if key not in self._declared:
             self._exchanges.check(producer, {**publish, "declare": template.declare})
         publish["declare"] = [] if key in self._declared else list(template.declare)
         try:
-            producer.publish((args or (), kwargs or {}, template.embed), **publish)
+            if template.wire is not None and not publish["declare"] and same:
+                amqp_publish.send(channel, template.wire, headers, task_id, expiration)
+            else:
+                producer.publish((args or (), kwargs or {}, template.embed), **publish)
         except BaseException:
             self._declared.clear()
             raise
