@@ -26,6 +26,7 @@ table. See bench/README.md for the scenarios and recorded figures.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -61,7 +62,14 @@ def main() -> None:
         "--only", help="boundary: only these runs, comma-separated (limit, periodiq-1, "
         "periodiq-2, periodiq-amqp, periodiq-2-behind, redbeat)",
     )  # fmt: skip # one call reads better than a help string split in three
+    parser.add_argument(
+        "--no-staging", action="store_true",
+        help="celery_periodiq's beats stage nothing (periodiq_stage_horizon=0): each tick "
+        "goes the lean per-tick path, as on RabbitMQ or at short notice",
+    )  # fmt: skip # one call reads better than a help string split in three
     args = parser.parse_args()
+    if args.no_staging:  # read by _periodiq_app.py in each beat
+        os.environ["BENCH_STAGE_HORIZON"] = "0"
     bootstrap(__file__, sys.argv[1:])
 
     from _report import run_all
