@@ -86,7 +86,7 @@ def test_on_rabbitmq_the_publisher_sends_what_send_task_sends(
 ) -> None:
     app, connection, tag = rabbit
     queues = [tag, f"{tag}-reports"]
-    work = [(entry, tick) for entry in cases(tag)[case] for tick in ticks_of(entry, 3)]
+    work = [(entry, tick) for entry in cases(tag)[case] for tick in ticks_of(entry, 5)]
     publisher = Publisher(app)
     with app.producer_or_acquire() as producer:
         for entry, tick in work:

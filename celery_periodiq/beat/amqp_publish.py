@@ -49,8 +49,9 @@ class AmqpTemplate:
     pieces: tuple[bytes | str, ...]
     """The encoded properties: bytes the same for every tick, and the names of those a
     tick sets, in py-amqp's order."""
-    items: dict[str, bytes]
-    """Each header of the template, encoded as an item of the headers table."""
+    items: dict[str, tuple[Any, bytes]]
+    """Each header of the template: its value, and it encoded as an item of the table (a
+    tick's value equal to it, and of its type, is not encoded again)."""
     body: bytes
     publish: dict[str, Any]
     """``basic_publish``'s keywords: exchange, routing key, mandatory, immediate."""
@@ -111,11 +112,15 @@ def _properties(
     template: AmqpTemplate, headers: dict[str, Any], correlation_id: str, expiration: str | None
 ) -> bytes:
     """The encoded properties of a tick's message (``headers``: those the tick sets)."""
-    items = template.items
-    table = b"".join(
-        [items[name] if name not in headers else _item(name, headers[name]) for name in items]
-        + [_item(name, value) for name, value in headers.items() if name not in items]
-    )
+    items, parts = template.items, []
+    for name, (value, encoded) in items.items():
+        if name in headers:
+            given = headers[name]
+            if given != value or type(given) is not type(value):
+                encoded = _item(name, given)
+        parts.append(encoded)
+    parts += [_item(name, value) for name, value in headers.items() if name not in items]
+    table = b"".join(parts)
     own = {
         "application_headers": _LENGTH.pack(len(table)) + table,
         "correlation_id": _short(correlation_id),
@@ -162,7 +167,7 @@ def learn(captured: list[tuple[Any, dict[str, Any]]], own: dict[str, Any]) -> Am
     pieces[0] = struct.pack(">H", flags)
     template = AmqpTemplate(
         pieces=tuple(pieces),
-        items={name: _item(name, value) for name, value in headers.items()},
+        items={name: (value, _item(name, value)) for name, value in headers.items()},
         body=body,
         publish={k: v for k, v in publish.items() if k not in _TIMEOUTS},
     )
