@@ -7,6 +7,7 @@ Real Redis servers (schedule and broker), a real Dispatcher; the clock injected.
 from __future__ import annotations
 
 import gc
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
@@ -22,13 +23,15 @@ START = datetime(2031, 3, 3, 9, 0, tzinfo=UTC)  # ahead of the Redis clock: firs
 
 @pytest.fixture
 def collections() -> Iterator[list[int]]:
-    """The generations the collector runs on (the threshold lowered so that it would run
-    every 10 allocations); the collector's settings restored after."""
+    """The generations the collector runs on from this thread's allocations (the
+    threshold lowered so that it would run every 10; another thread's, a test's left
+    behind, may start one too); the collector's settings restored after."""
     seen: list[int] = []
     threshold, enabled = gc.get_threshold(), gc.isenabled()
+    this = threading.get_ident()
 
     def record(phase: str, info: dict[str, int]) -> None:
-        if phase == "start":
+        if phase == "start" and threading.get_ident() == this:
             seen.append(info["generation"])
 
     gc.set_threshold(10, 10, 10)
