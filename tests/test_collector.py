@@ -69,8 +69,9 @@ def test_a_pass_publishing_a_burst_runs_without_the_collector_and_turns_it_back_
 
     assert published == 500
     assert redis.Redis.from_url(broker_url).llen("celery") == 500
-    # at most once, as the pass begins (allocating the pause itself); 1,899 times unpaused
-    assert len(during) <= 1, f"the collector ran {len(during)} times inside the pass"
+    # at most at the pause's two edges (the generator it is, made, then ending before
+    # the pass returns); 1,899 times without the pause
+    assert len(during) <= 2, f"the collector ran {len(during)} times inside the pass"
     assert collections, "the collector runs again after the pass"
 
 
