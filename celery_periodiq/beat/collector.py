@@ -2,10 +2,11 @@
 
 A pass publishing a burst allocates a few tuples, dicts and lists per tick, nearly all
 freed by reference counting as it goes. The collector still runs every 700 allocations,
-walking the young objects, and now and then every object of the process: a fifth of
-the beat's CPU per tick in a burst (bench/tick_cost.py, bench/README.md). Paused for a
-pass, it runs at the first allocation after, on what is left, which is what it would
-have found. A pass is bounded (a batch of claims), so what a pause holds is too.
+walking the young objects, and now and then every object of the process: time spent
+in cache misses more than in instructions (profiles of a burst showed the allocation
+sites as hot spots). Paused for a pass, it runs at the first allocation after, on what
+is left, which is what it would have found. A pass is bounded (a batch of claims), so
+what a pause holds is too.
 A process that had turned the collector off keeps it off.
 """
 
