@@ -39,6 +39,9 @@ _TICK_PROPERTIES = {"application_headers", "correlation_id", "expiration"}
 _TIMEOUTS = ("timeout", "confirm_timeout")
 _INT = struct.Struct(">ci")
 _LONG = struct.Struct(">cq")
+_DOUBLE = struct.Struct(">cd")
+_KEPT = (str, int, bool)
+"""Types whose equal values encode alike (not floats: 0.0 == -0.0; not lists: [1] == [1.0])."""
 _LENGTH = struct.Struct(">I")
 
 
@@ -51,7 +54,7 @@ class AmqpTemplate:
     tick sets, in py-amqp's order."""
     items: dict[str, tuple[Any, bytes]]
     """Each header of the template: its value, and it encoded as an item of the table (a
-    tick's value equal to it, and of its type, is not encoded again)."""
+    tick's string, integer or bool equal to it, and of its type, is not encoded again)."""
     body: bytes
     publish: dict[str, Any]
     """``basic_publish``'s keywords: exchange, routing key, mandatory, immediate."""
@@ -103,6 +106,8 @@ def _item(name: str, value: Any) -> bytes:
         if -2147483647 <= value <= 2147483647:
             return head + _INT.pack(b"I", value)
         return head + _LONG.pack(b"L", value)
+    if kind is float:
+        return head + _DOUBLE.pack(b"d", value)
     out = BytesIO()
     _write_item(value, out.write, [])  # the others: bool, float, None, lists, ...
     return head + out.getvalue()
@@ -116,7 +121,7 @@ def _properties(
     for name, (value, encoded) in items.items():
         if name in headers:
             given = headers[name]
-            if given != value or type(given) is not type(value):
+            if type(given) is not type(value) or type(given) not in _KEPT or given != value:
                 encoded = _item(name, given)
         parts.append(encoded)
     parts += [_item(name, value) for name, value in headers.items() if name not in items]
