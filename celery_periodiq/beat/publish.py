@@ -367,17 +367,21 @@ class Publisher:
         # Declaring costs more than the rest of a publish; once per channel is enough.
         if producer.channel is not self._channel:
             self._channel, self._declared = producer.channel, set()
-        publish = dict(
-            template.publish, headers={**template.headers, **headers}, correlation_id=task_id
-        )
-        if expiration is not None:
-            publish["expiration"] = expiration
-        if key not in self._declared:
-            self._exchanges.check(producer, {**publish, "declare": template.declare})
-        publish["declare"] = [] if key in self._declared else list(template.declare)
+        # py-amqp given the frames' properties encoded (amqp_publish.py) once declared
+        wire = template.wire if same and key in self._declared else None
+        publish: dict[str, Any] = {}
+        if wire is None:
+            publish = dict(
+                template.publish, headers={**template.headers, **headers}, correlation_id=task_id
+            )
+            if expiration is not None:
+                publish["expiration"] = expiration
+            if key not in self._declared:
+                self._exchanges.check(producer, {**publish, "declare": template.declare})
+            publish["declare"] = [] if key in self._declared else list(template.declare)
         try:
-            if template.wire is not None and not publish["declare"] and same:
-                amqp_publish.send(channel, template.wire, headers, task_id, expiration)
+            if wire is not None:
+                amqp_publish.send(channel, wire, headers, task_id, expiration)
             else:
                 producer.publish((args or (), kwargs or {}, template.embed), **publish)
         except BaseException:
