@@ -12,7 +12,8 @@ client is), ``refuse()``/``accept()`` turn new connections away and back,
 and cuts its connection when Redis answers, so the command ran and its reply is
 lost (sets ``lost`` when it did); ``drop_replies()`` drops what the server sends from
 then on, on connections that stay open (a replica behind it stays attached to its
-primary and hears nothing more).
+primary and hears nothing more), and ``drop_replies_after(pattern)`` does so from the
+next chunk that carries ``pattern`` on: that request arrives, its reply never does.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ class Proxy:
         self._blackholed = False
         self._slow: tuple[bytes, float] | None = None
         self._replies_dropped = False
+        self._drop_after: bytes | None = None
+        self.unanswered: bytes | None = None
+        """The chunk ``drop_replies_after`` found: the last request that arrived."""
         self.holding = threading.Event()
         """Set once the chunk carrying the ``hold_next`` pattern is being held."""
         self._lose: bytes | None = None
@@ -85,9 +89,12 @@ class Proxy:
         self.cut()
 
     def accept(self) -> None:
-        """Forward new connections again (and what crosses open ones, after a blackhole)."""
+        """Forward new connections again (and what crosses open ones, after a blackhole or
+        dropped replies)."""
         self._refusing = False
         self._blackholed = False
+        self._replies_dropped = False
+        self._drop_after = None
 
     def blackhole(self) -> None:
         """Answer nothing: connections, open and new, stay up and what crosses them is
@@ -114,6 +121,11 @@ class Proxy:
         """From now on, deliver nothing the server sends: it is read and dropped, no
         connection closes, and what clients send still goes through."""
         self._replies_dropped = True
+
+    def drop_replies_after(self, pattern: bytes) -> None:
+        """:meth:`drop_replies` from the next chunk a client sends that contains
+        ``pattern`` on (that chunk goes through; its reply is the first dropped)."""
+        self._drop_after = pattern
 
     def _hold(self, chunk: bytes) -> float:
         """How long to hold what a client sent."""
@@ -157,10 +169,14 @@ class Proxy:
         doomed = threading.Event()  # this connection's next reply is to be lost
 
         def forward(chunk: bytes) -> float:
-            lose = self._lose
+            lose, after = self._lose, self._drop_after
             if lose is not None and lose in chunk:
                 self._lose = None
                 doomed.set()
+            if after is not None and after in chunk:
+                self._drop_after = None
+                self._replies_dropped = True
+                self.unanswered = chunk
             return self._hold(chunk)
 
         def answer(chunk: bytes) -> bool:

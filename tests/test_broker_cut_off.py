@@ -2,18 +2,28 @@
 
 Two beats and a worker, ten entries every second. One beat reaches the schedule's
 Redis as before, but its broker connections are refused, or answered by nothing at
-all (a partition with no reset). It must stop claiming and hand what it holds to the
-other beat at once, say so once, and rejoin when its broker answers again; when every
-beat loses the broker, the claims wait in flight until it returns.
+all (a partition with no reset), or its broker takes its next publish and answers
+nothing more (what it sent arrived and runs once: the ticks taken over are planned
+afresh, and a late one is folded into the next run, or dropped as a duplicate by the
+worker). The broker is a Redis, or RabbitMQ: its messages then go out encoded by
+amqp_publish.py, and a flush waits for the broker's answer. The beat must stop
+claiming and hand what it holds to the other beat at once, say so once, and rejoin
+when its broker answers again; when every beat loses the broker, the claims wait in
+flight until it returns.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import time
+import uuid
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +33,7 @@ from celery_periodiq.localredis import LocalRedis
 from tests.processes import Celery, Cluster, cluster, wait_for
 from tests.proxy import Proxy
 from tests.test_faults import let_pass, tally
+from tests.test_publish_failures import RABBITMQ, _rabbitmq
 
 pytestmark = pytest.mark.slow
 
@@ -32,12 +43,48 @@ WINDOW = 10.0
 """Seconds of ticks counted, from two leases after the cut."""
 
 
-def _started(running: Cluster, proxy: Proxy) -> tuple[Celery, Celery]:
+@dataclass(frozen=True)
+class _Broker:
+    port: int
+    url: str
+    in_front: str
+    """The URL of a port in front of it, to format with that port."""
+    publish: bytes
+    """What a publish carries on the wire (kombu's LPUSH; AMQP's Basic.Publish method)."""
+    task_id: bytes
+    """A pattern whose group is a published message's task id, as it reads on the wire."""
+    settings: dict[str, str]
+    """The processes' (a queue of the test's own on the shared RabbitMQ)."""
+
+
+@contextmanager
+def _broker(kind: str, tmp_path: Path) -> Iterator[_Broker]:
+    """A private Redis, or the shared RabbitMQ with a queue of the test's own (deleted
+    after)."""
+    if kind == "redis":
+        with LocalRedis(tmp_path / "broker") as redis_broker:
+            yield _Broker(redis_broker.port, redis_broker.url, "redis://127.0.0.1:{}/0",
+                          b"LPUSH", rb'"id": "([0-9a-f-]{36})"', {})  # fmt: skip
+        return
+    connection = _rabbitmq()
+    queue = f"periodiq-cut-{uuid.uuid4().hex}"
+    settings = {"TEST_CONF": json.dumps({"task_default_queue": queue})}
+    try:
+        yield _Broker(5672, RABBITMQ, "amqp://guest:guest@127.0.0.1:{}//",
+                      b"\x00\x3c\x00\x28", rb"\x02idS\x00\x00\x00\x24([0-9a-f-]{36})",
+                      settings)  # fmt: skip
+    finally:
+        with connection.channel() as channel:
+            channel.queue_delete(queue)
+        connection.release()
+
+
+def _started(running: Cluster, proxy_url: str) -> tuple[Celery, Celery]:
     api = running.api()
     for name in NAMES:
         api.add(name, "record", every=1)
     worker = running.worker()
-    cut_off = running.beat("beat-cut", TEST_BROKER_URL=proxy.url)
+    cut_off = running.beat("beat-cut", TEST_BROKER_URL=proxy_url)
     other = running.beat("beat-other")
     wait_for(lambda: "ready" in worker.output(), 60, "the worker to be ready")
     wait_for(
@@ -66,28 +113,37 @@ def _ran_own(runs: list[dict[str, object]], start_ms: float, end_ms: float) -> C
     return ran
 
 
-@pytest.mark.parametrize("fault", ["refused", "hung"])
+@pytest.mark.parametrize("fault", ["refused", "hung", "replies-lost"])
+@pytest.mark.parametrize("kind", ["redis", "rabbitmq"])
 def test_a_beat_cut_off_from_its_broker_hands_its_ticks_to_the_other_beat_and_rejoins(
-    tmp_path: Path, redis_url: str, fault: str
+    tmp_path: Path, redis_url: str, fault: str, kind: str
 ) -> None:
     with (
-        LocalRedis(tmp_path / "broker") as broker,
+        _broker(kind, tmp_path) as broker,
         Proxy(broker.port) as proxy,
-        cluster(tmp_path, redis_url, broker.url, lease=LEASE) as running,
+        cluster(tmp_path, redis_url, broker.url, lease=LEASE, **broker.settings) as running,
     ):
-        cut_off, _ = _started(running, proxy)
+        cut_off, _ = _started(running, broker.in_front.format(proxy.port))
         cut = time.time()
         if fault == "refused":
             proxy.refuse()
-        else:
+        elif fault == "hung":
             proxy.blackhole()
+        else:  # the next publish arrives, and nothing more is heard from the broker
+            proxy.drop_replies_after(broker.publish)
         let_pass(2 * LEASE + WINDOW + 1.5)
         start_ms, end_ms = (cut + 2 * LEASE) * 1000, (cut + 2 * LEASE + WINDOW) * 1000
         runs = running.runs()
         ran = sum(_ran_own(runs, start_ms, end_ms).values())
         due = tally(runs, NAMES, 1000, int(start_ms), int(end_ms))
-        print(f"{fault}: {ran} of {due.due} due ticks ran, {len(due.twice)} twice")
+        print(f"{kind}, {fault}: {ran} of {due.due} due ticks ran, {len(due.twice)} twice")
         assert not due.twice, running.logs()
+        if fault == "replies-lost":  # what arrived without an answer ran, once
+            assert proxy.unanswered is not None
+            sent = re.findall(broker.task_id, proxy.unanswered)
+            ran_ids = Counter(run["task_id"] for run in runs)
+            assert sent, proxy.unanswered
+            assert all(ran_ids[task_id.decode()] == 1 for task_id in sent), running.logs()
         assert ran >= 0.8 * due.due, f"{ran} of {due.due} ran\n{running.logs()}"
         assert cut_off.output().count("cannot reach its broker") == 1, running.logs()
         shown = {beat["pid"]: beat["publishing"] for beat in _beats(running)}
