@@ -202,6 +202,8 @@ class Dispatcher:
         if count or self._backlog or self._stager.due(partitions.estimate() + HORIZON_MS):
             publish = functools.partial(self._publish_batches, batches, bool(full))
             complete = self._tracing.beat_pass(self.beat_id, count, started, publish)
+        else:  # the last pass's settlements, if it left them to this one
+            self.settle_sent()
         # staged messages wake the beat at their instant; claims ahead, a horizon before
         wake = min(partitions.next_wake(max(ahead - HORIZON_MS, 0)), self._stager.next_at)
         clock, measured = partitions.clock
@@ -252,10 +254,16 @@ class Dispatcher:
             self._broker_down = True
         finally:
             log_sent(sent)
-            self._ledger.wait()
-            self._ledger.write_pending()
+            # a burst's next pass comes at once: its first chunk's send waits for these
+            if self._injected or not (more_due and complete):
+                self.settle_sent()
             self._partitions.settled(settlements)
         return complete
+
+    def settle_sent(self) -> None:
+        """Wait for the settlements sent, and write those not written yet (:mod:`.ledger`)."""
+        self._ledger.wait()
+        self._ledger.write_pending()
 
     def _staged(
         self, batches: list[Claimed], producer: Any
@@ -322,8 +330,8 @@ class Dispatcher:
         start, size = 0, _PUBLISH_CHUNK
         while start < len(claims):
             chunk = claims[start : start + size]
-            if start + size >= len(claims) and self._refill is not None:
-                # Redis claims the next pass while this chunk goes out; not once this
+            if start + 3 * size >= len(claims) and self._refill is not None:
+                # Redis claims the next pass while the last two chunks go out; not once this
                 # pass's claims may be past their lease there: the claim would hand them
                 # back to this beat (its own, run out) while it sends them, to send again
                 if elapsed() - oldest < self.settings.claim_lease * SAFE_SHARE:

@@ -146,6 +146,16 @@ class Scheduler(celery_beat.Scheduler):
         if self._dispatcher is not None:
             self._listener.stop()
             self._heartbeat.stop()
+            try:  # a burst's last settlements, left to the next pass
+                self._dispatcher.settle_sent()
+            except redis.RedisError as error:
+                logger.warning(
+                    "periodiq: beat %s stops with settlements unwritten (%s): their ticks "
+                    "were sent; another beat takes their claims over after the lease and "
+                    "sends them again, and the worker drops the second copy",
+                    self.beat_id,
+                    error,
+                )
             try:
                 if self._heartbeat.unregister():
                     fired = self._dispatcher.fire_events("shutdown")
