@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import json
 import logging
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -32,6 +34,7 @@ from celery_periodiq.protocol.headers import HEADER_ENTRY, HEADER_TICK
 from celery_periodiq.protocol.records import Settlement
 from celery_periodiq.store.scripts import script_source
 from celery_periodiq.store.store import Store
+from tests.processes import wait_for
 from tests.proxy import Proxy
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -302,6 +305,50 @@ def test_a_settlement_written_again_after_its_reply_was_lost_is_not_said_refused
         for stored in api.list():  # settled once: written twice, counted once
             assert stored.counters == {"enqueued": 1}
             assert stored.next_run == START + timedelta(seconds=120)
+        assert sum(api.store.client.zcard(part.inflight) for part in api.store.keys.all()) == 0
+        api.store.client.close()
+
+
+def test_a_burst_pass_leaves_its_settlements_to_the_next_pass_and_one_that_failed_is_kept(
+    app: Celery, redis_server: LocalRedis, broker_url: str
+) -> None:
+    # In a burst (a pass full, more due at once) a pass does not wait for its last
+    # chunk's settlements: the next pass's first send does. Here they never reach
+    # Redis (held on the way, then the connection is cut): they are written by a later
+    # pass, and no claim is left in flight to be taken over and sent again.
+    app.conf.periodiq_batch_size = 20
+    with Proxy(redis_server.port) as proxy:
+        app.conf.periodiq_redis_url = proxy.url
+        api = periodiq(app)
+        first = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=2)
+        # of one partition: a pass claims 20 of them, in one chunk, and is full
+        names = (f"burst-{index}" for index in range(10_000))
+        for name in itertools.islice((n for n in names if api.store.keys.of(n).index == 0), 40):
+            api.add(name, "proj.t", every=3600, start_at=first)
+        api.store.load_scripts()
+        dispatcher = Dispatcher(app, api.store, "beat")
+        wait_for(lambda: datetime.now(UTC) > first, 10, "the ticks to be due")
+        proxy.hold_next(hashlib.sha1(script_source("ack").encode()).hexdigest().encode(), 5)
+
+        full = dispatcher.dispatch()
+        wait_for(proxy.holding.is_set, 5, "the first pass's settlements on their way")
+        proxy.cut()  # they never arrive
+        passes = [full]
+        deadline = time.monotonic() + 30
+        while passes[-1].claimed or passes[-1].full:
+            assert time.monotonic() < deadline, passes
+            with contextlib.suppress(redis.ConnectionError):  # the cut, seen once
+                passes.append(dispatcher.dispatch())
+
+        broker = redis.Redis.from_url(broker_url)
+        sent = [json.loads(raw)["headers"]["id"] for raw in broker.lrange("celery", 0, -1)]
+        broker.close()
+        assert (full.claimed, full.full) == (20, True)
+        assert sum(done.claimed for done in passes) == 40
+        assert len(sent) == len(set(sent)) == 40
+        for stored in api.list():
+            assert stored.counters == {"enqueued": 1}
+            assert stored.next_run == first + timedelta(seconds=3600)
         assert sum(api.store.client.zcard(part.inflight) for part in api.store.keys.all()) == 0
         api.store.client.close()
 
