@@ -81,10 +81,12 @@ def cases(tag: str) -> dict[str, list[Entry]]:
 
 
 @pytest.mark.parametrize("case", ["plain", "arguments", "options", "no limits, no expiry", "cron"])
+@pytest.mark.parametrize("confirmed", [False, True], ids=["", "confirm_publish"])
 def test_on_rabbitmq_the_publisher_sends_what_send_task_sends(
-    rabbit: tuple[Celery, Connection, str], case: str
+    rabbit: tuple[Celery, Connection, str], case: str, confirmed: bool
 ) -> None:
     app, connection, tag = rabbit
+    app.conf.broker_transport_options = {"confirm_publish": confirmed}
     queues = [tag, f"{tag}-reports"]
     work = [(entry, tick) for entry in cases(tag)[case] for tick in ticks_of(entry, 5)]
     publisher = Publisher(app)
@@ -92,9 +94,16 @@ def test_on_rabbitmq_the_publisher_sends_what_send_task_sends(
         for entry, tick in work:
             send(app, entry, tick, producer)
         expected = fetched(connection, queues)
-        with publisher.batch(producer):
-            for entry, tick in work:
-                publisher.send(entry, tick, producer)
+        transport = producer.channel.connection.transport
+        writes: list[int] = []  # the socket calls amqp_publish.Frames makes
+        write = transport.write
+        transport.write = lambda data: (writes.append(len(data)), write(data))[1]
+        try:
+            with publisher.batch(producer):
+                for entry, tick in work:
+                    publisher.send(entry, tick, producer)
+        finally:
+            del transport.write
 
     got = fetched(connection, queues)
 
@@ -106,3 +115,7 @@ def test_on_rabbitmq_the_publisher_sends_what_send_task_sends(
     assert wires
     assert all(isinstance(wire, amqp_publish.AmqpTemplate) for wire in wires)
     assert len(work) > 2 * len(publisher._templates)
+    if confirmed:  # py-amqp publishes each, and waits for its confirmation
+        assert writes == []
+    else:  # the encoded messages' frames went out together, not one by one
+        assert 0 < len(writes) < len(work) / 2

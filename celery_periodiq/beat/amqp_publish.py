@@ -9,7 +9,17 @@ it, the encoded properties that do not change from tick to tick, and each header
 encoded item; a tick's message is those pieces and its own values (its headers, task
 id and expiration), published with the channel's own ``basic_publish``. :func:`learn`
 keeps a template only where that encodes the first message's properties byte for byte
-as py-amqp does; tests/test_publish.py checks messages of both ways on a real RabbitMQ.
+as py-amqp does; tests/test_amqp_publish.py checks messages of both ways on a real
+RabbitMQ.
+
+Inside a Publisher's batch, a chunk's messages are not written one by one: py-amqp
+writes each with a socket call of its own, after asking the socket whether the broker
+said anything (a blocked connection, a channel it closed). :class:`Frames` lays out the
+frames py-amqp would write (method, content header and body) and writes a chunk's in
+one call, asking once before it (a channel the broker closed fails that write, or the
+flush's round trip after it: the chunk stays in flight either way). A channel in
+confirm mode, or a message too big for one frame, is published by py-amqp as before,
+after what was buffered.
 """
 
 from __future__ import annotations
@@ -32,7 +42,7 @@ _write_item: Any = getattr(_SERIALIZATION, "_write_item", None)
 Channel: Any = amqp.Channel
 Message: Any = amqp.Message
 
-__all__ = ["AmqpTemplate", "capturing", "learn", "send", "usable"]
+__all__ = ["AmqpTemplate", "Frames", "capturing", "learn", "send", "usable"]
 
 _TICK_PROPERTIES = {"application_headers", "correlation_id", "expiration"}
 """The properties a tick sets; the others are the template's."""
@@ -43,6 +53,16 @@ _DOUBLE = struct.Struct(">cd")
 _KEPT = (str, int, bool)
 """Types whose equal values encode alike (not floats: 0.0 == -0.0; not lists: [1] == [1.0])."""
 _LENGTH = struct.Struct(">I")
+_FRAME = struct.Struct(">BHI")
+"""A frame's type, channel and size; its payload and the end octet follow."""
+_CONTENT_HEADER = struct.Struct(">HHQ")
+"""A content header's class (Basic), weight (0) and body size; the properties follow."""
+_FRAME_END = b"\xce"
+_BASIC_PUBLISH = struct.pack(">HH", 60, 40)
+_FRAME_OVERHEAD = 40
+"""What py-amqp adds to a message's sizes when it tells whether it fits one frame."""
+_WRITE_MOST = 1 << 20
+"""Buffered frames are written once they reach this many bytes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +78,8 @@ class AmqpTemplate:
     body: bytes
     publish: dict[str, Any]
     """``basic_publish``'s keywords: exchange, routing key, mandatory, immediate."""
+    method: bytes
+    """The Basic.Publish method frame's payload, as py-amqp encodes it."""
 
 
 class _Encoded(Message):  # type: ignore[misc]  # py-amqp is untyped
@@ -81,7 +103,7 @@ def usable(channel: Any) -> bool:
 def capturing(channel: Any) -> Iterator[list[tuple[Any, dict[str, Any]]]]:
     """Record what ``channel.basic_publish`` is given inside (and publish it)."""
     captured: list[tuple[Any, dict[str, Any]]] = []
-    publish = channel.basic_publish
+    publish, own = channel.basic_publish, vars(channel).get("basic_publish")
 
     def recorded(message: Any, *args: Any, **kwargs: Any) -> Any:
         named = dict(zip(("exchange", "routing_key"), args, strict=False))
@@ -92,7 +114,10 @@ def capturing(channel: Any) -> Iterator[list[tuple[Any, dict[str, Any]]]]:
     try:
         yield captured
     finally:
-        channel.basic_publish = publish
+        if own is None:
+            del channel.basic_publish  # the class's method again (Frames.add asks)
+        else:
+            channel.basic_publish = own  # confirm mode's
 
 
 def _item(name: str, value: Any) -> bytes:
@@ -170,11 +195,17 @@ def learn(captured: list[tuple[Any, dict[str, Any]]], own: dict[str, Any]) -> Am
         else:
             pieces.append(_SERIALIZATION.dumps(kind.encode(), [properties[name]]))
     pieces[0] = struct.pack(">H", flags)
+    given = {k: v for k, v in publish.items() if k not in _TIMEOUTS}
+    try:
+        method = _SERIALIZATION.dumps("Bssbb", (0, *_publish_arguments(given)))
+    except (TypeError, ValueError, struct.error):
+        return None
     template = AmqpTemplate(
         pieces=tuple(pieces),
         items={name: (value, _item(name, value)) for name, value in headers.items()},
         body=body,
-        publish={k: v for k, v in publish.items() if k not in _TIMEOUTS},
+        publish=given,
+        method=_BASIC_PUBLISH + method,
     )
     try:
         rebuilt = _properties(
@@ -185,15 +216,97 @@ def learn(captured: list[tuple[Any, dict[str, Any]]], own: dict[str, Any]) -> Am
     return template if rebuilt == message._serialize_properties() else None
 
 
+def _publish_arguments(publish: dict[str, Any]) -> tuple[Any, ...]:
+    """Basic.Publish's exchange, routing key, mandatory and immediate, as py-amqp's
+    ``basic_publish`` defaults them."""
+    return (
+        publish.get("exchange", ""),
+        publish.get("routing_key", ""),
+        publish.get("mandatory", False),
+        publish.get("immediate", False),
+    )
+
+
 def send(
     channel: Any,
     template: AmqpTemplate,
     headers: dict[str, Any],
     correlation_id: str,
     expiration: float | None,
+    frames: Frames | None = None,
 ) -> None:
     """Publish a tick's message of ``template`` (``headers``: those the tick sets;
-    ``expiration`` in seconds, as ``Producer.publish`` takes it) on ``channel``."""
+    ``expiration`` in seconds, as ``Producer.publish`` takes it) on ``channel``; into
+    ``frames`` where they take it, to be written with the others."""
     ttl = None if expiration is None else str(int(expiration * 1000))
     properties = _properties(template, headers, correlation_id, ttl)
+    if frames is not None:
+        if frames.add(channel, template, properties):
+            return
+        frames.write()  # what was buffered goes first
     channel.basic_publish(_Encoded(template.body, properties), **template.publish)
+
+
+class Frames:
+    """Messages' frames for one channel, buffered to be written in one socket call."""
+
+    def __init__(self) -> None:
+        self._channel: Any = None
+        self._buffer: list[bytes] = []
+        self._size = 0
+
+    def add(self, channel: Any, template: AmqpTemplate, properties: bytes) -> bool:
+        """Buffer a message's frames, as py-amqp lays them out; False where py-amqp must
+        publish it (a channel in confirm mode, or with its ``basic_publish`` replaced;
+        a message that does not fit one frame)."""
+        connection = getattr(channel, "connection", None)
+        body = template.body
+        if (
+            "basic_publish" in vars(channel)  # confirm mode sets its own
+            or connection is None
+            or len(template.method) - 4 + len(properties) + len(body) + _FRAME_OVERHEAD
+            > connection.frame_max - 8
+        ):
+            return False
+        if channel is not self._channel:
+            self.write()
+            self._channel = channel
+        number, method = channel.channel_id, template.method
+        header = _CONTENT_HEADER.pack(60, 0, len(body)) + properties
+        parts = [_FRAME.pack(1, number, len(method)), method, _FRAME_END,
+                 _FRAME.pack(2, number, len(header)), header, _FRAME_END]  # fmt: skip
+        if body:
+            parts += [_FRAME.pack(3, number, len(body)), body, _FRAME_END]
+        frames = b"".join(parts)
+        self._buffer.append(frames)
+        self._size += len(frames)
+        if self._size >= _WRITE_MOST:
+            self.write()
+        return True
+
+    def drop(self) -> None:
+        """Forget what is buffered (a batch that failed: its claims stay in flight)."""
+        self._channel, self._buffer, self._size = None, [], 0
+
+    def write(self) -> None:
+        """Write what is buffered, as py-amqp's ``basic_publish`` writes one message: the
+        broker's notices read first (where it sends them), and a write that times out is
+        the connection's failure.
+
+        Raises:
+            Exception: py-amqp's (what was buffered is dropped: its claims stay in flight).
+        """
+        channel, buffered = self._channel, b"".join(self._buffer)
+        self.drop()
+        if not buffered:
+            return
+        connection = channel.connection
+        if connection is None:
+            raise amqp.RecoverableConnectionError("basic_publish: connection closed")
+        if connection.client_properties.get("capabilities", {}).get("connection.blocked"):
+            with contextlib.suppress(TimeoutError):
+                connection.drain_events(timeout=0)
+        try:
+            connection.transport.write(buffered)
+        except TimeoutError as error:
+            raise amqp.RecoverableConnectionError("basic_publish: timed out") from error

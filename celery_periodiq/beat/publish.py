@@ -154,6 +154,8 @@ class Publisher:
         """Templates whose queues were declared on ``_channel``."""
         self._exchanges = Exchanges()
         """The exchanges messages name, found on the broker (AMQP)."""
+        self._frames = amqp_publish.Frames()
+        """Inside :meth:`batch`: the encoded messages' frames not written yet (AMQP)."""
         self._lists: dict[int, tuple[Any, dict[str, list[str]]]] | None = None
         """Inside :meth:`batch`: per Redis channel (by id), its client and lists' messages."""
         self._flush: Callable[[], None] | None = None
@@ -180,6 +182,7 @@ class Publisher:
                 # kombu's buffer holds only messages built since the last flush (see
                 # _build), which came before those put directly: order is kept
                 try:
+                    self._frames.write()
                     if buffered is not None:
                         buffered.flush()
                     for client, messages in lists.values():
@@ -201,6 +204,7 @@ class Publisher:
                 flush()
             finally:
                 lists.clear()
+                self._frames.drop()
                 self._lists = self._flush = None
                 self._watched = None
 
@@ -230,6 +234,7 @@ class Publisher:
             if self.headers:  # tick_tracing.py: the tick span's context, for the run's trace
                 options["headers"].update(self.headers)
             if not self._plain():  # each tick through send_task, as Celery's beat sends it
+                self._frames.write()  # what was buffered goes first, here and below
                 with watchers.tick_scope():
                     return _send_task(self.app, entry, options, Checked(producer, self._exchanges))
             key = (
@@ -249,6 +254,7 @@ class Publisher:
                 self._templates[key] = template
                 return str(options["task_id"])  # the build published it
             if template is None:
+                self._frames.write()
                 return _send_task(self.app, entry, options, Checked(producer, self._exchanges))
             self._publish(key, template, entry, options, producer)
             return str(options["task_id"])
@@ -381,8 +387,10 @@ class Publisher:
             publish["declare"] = [] if key in self._declared else list(template.declare)
         try:
             if wire is not None:
-                amqp_publish.send(channel, wire, headers, task_id, expiration)
+                frames = None if self._flush is None else self._frames  # in a batch
+                amqp_publish.send(channel, wire, headers, task_id, expiration, frames)
             else:
+                self._frames.write()
                 producer.publish((args or (), kwargs or {}, template.embed), **publish)
         except BaseException:
             self._declared.clear()
