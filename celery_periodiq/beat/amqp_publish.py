@@ -273,8 +273,8 @@ class Frames:
             self._channel = channel
         number, method = channel.channel_id, template.method
         header = _CONTENT_HEADER.pack(60, 0, len(body)) + properties
-        parts = [_FRAME.pack(1, number, len(method)), method, _FRAME_END,
-                 _FRAME.pack(2, number, len(header)), header, _FRAME_END]  # fmt: skip
+        parts = [_FRAME.pack(1, number, len(method)), method, _FRAME_END]
+        parts += [_FRAME.pack(2, number, len(header)), header, _FRAME_END]
         if body:
             parts += [_FRAME.pack(3, number, len(body)), body, _FRAME_END]
         frames = b"".join(parts)
