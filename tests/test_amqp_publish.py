@@ -21,6 +21,8 @@ from celery_periodiq.beat import amqp_publish
 from celery_periodiq.beat.publish import Publisher, send
 from celery_periodiq.model.build import build_entry
 from celery_periodiq.model.entry import Entry
+from celery_periodiq.model.instants import to_ms
+from celery_periodiq.protocol.headers import HEADER_TICK
 from tests.test_publish import ticks_of
 from tests.test_publish_failures import RABBITMQ, _rabbitmq
 
@@ -119,3 +121,37 @@ def test_on_rabbitmq_the_publisher_sends_what_send_task_sends(
         assert writes == []
     else:  # the encoded messages' frames went out together, not one by one
         assert 0 < len(writes) < len(work) / 2
+
+
+def test_on_rabbitmq_a_batch_that_fails_sends_none_of_its_buffered_frames(
+    rabbit: tuple[Celery, Connection, str],
+) -> None:
+    # A pass whose lease check fails before a flush (a beat frozen mid-chunk) leaves
+    # the batch with an error: the encoded messages' frames buffered in it are dropped,
+    # not written by the next batch's flush.
+    app, connection, tag = rabbit
+    entry = build_entry("frozen", "proj.noop", every=60)
+    first, declared, *buffered, later = ticks_of(entry, 7)
+    publisher = Publisher(app)
+
+    def a_chunk_whose_lease_ran_out(producer: Any) -> None:
+        with publisher.batch(producer):
+            for tick in buffered:
+                publisher.send(entry, tick, producer)
+            raise RuntimeError("the lease ran out while this chunk was built")
+
+    with app.producer_or_acquire() as producer:
+        with publisher.batch(producer):  # the template learned, its queue declared
+            publisher.send(entry, first, producer)
+            publisher.send(entry, declared, producer)
+        assert len(fetched(connection, [tag])) == 2
+        with pytest.raises(RuntimeError):
+            a_chunk_whose_lease_ran_out(producer)
+        with publisher.batch(producer):
+            publisher.send(entry, later, producer)
+
+    got = fetched(connection, [tag])
+
+    assert [properties["application_headers"][HEADER_TICK] for properties, _ in got] == [
+        to_ms(later.nominal)
+    ]
