@@ -353,6 +353,55 @@ def test_a_burst_pass_leaves_its_settlements_to_the_next_pass_and_one_that_faile
         api.store.client.close()
 
 
+def test_a_burst_pass_whose_settlements_arrive_after_a_takeover_has_them_refused(
+    app: Celery, redis_server: LocalRedis, broker_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The worst case of leaving a full pass's settlements to the next pass: they are
+    # held on the way past the claims' lease (a beat frozen, a slow network), another
+    # beat takes the claims over and sends those ticks again with the same task ids,
+    # and the late settlements are refused: nothing is counted twice or left in flight.
+    app.conf.periodiq_batch_size = 20
+    app.conf.periodiq_claim_lease = 1
+    caplog.set_level(logging.INFO, logger="celery_periodiq")
+    with Proxy(redis_server.port) as proxy:
+        other = Celery("counted", broker=broker_url, set_as_current=False)
+        other.conf.update(app.conf.table(with_defaults=False))
+        app.conf.periodiq_redis_url = proxy.url
+        api = periodiq(app)
+        first = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=2)
+        names = (f"burst-{index}" for index in range(10_000))
+        for name in itertools.islice((n for n in names if api.store.keys.of(n).index == 0), 40):
+            api.add(name, "proj.t", every=3600, start_at=first)
+        api.store.load_scripts()
+        held = Dispatcher(app, api.store, "beat-a")
+        wait_for(lambda: datetime.now(UTC) > first, 10, "the ticks to be due")
+        proxy.hold_next(hashlib.sha1(script_source("ack").encode()).hexdigest().encode(), 2.5)
+
+        full = held.dispatch()
+        wait_for(proxy.holding.is_set, 5, "the first pass's settlements on their way")
+        past_lease = time.monotonic() + 1.3
+        wait_for(lambda: time.monotonic() > past_lease, 5, "the claims' lease to run out")
+        taker = Dispatcher(other, periodiq(other).store, "beat-b")
+        passes = [taker.dispatch()]
+        while passes[-1].claimed or passes[-1].full:
+            passes.append(taker.dispatch())
+        held.dispatch()  # reads the late reply
+
+        broker = redis.Redis.from_url(broker_url)
+        sent = [json.loads(raw)["headers"]["id"] for raw in broker.lrange("celery", 0, -1)]
+        broker.close()
+        assert (full.claimed, full.full) == (20, True)
+        assert sum(done.claimed for done in passes) == 40  # 20 taken over, 20 due
+        assert (len(sent), len(set(sent))) == (60, 40)  # a copy of 20: the same task ids
+        assert "20 settlements refused" in caplog.text
+        for stored in api.list():
+            assert stored.counters == {"enqueued": 1}
+            assert stored.next_run == first + timedelta(seconds=3600)
+        assert sum(api.store.client.zcard(part.inflight) for part in api.store.keys.all()) == 0
+        api.store.client.close()
+        periodiq(other).store.client.close()
+
+
 @pytest.mark.parametrize("other", ["holds it", "settled it"])
 def test_a_settlement_of_a_claim_another_beat_took_over_is_said_refused(
     app: Celery, caplog: pytest.LogCaptureFixture, other: str
