@@ -197,7 +197,10 @@ def learn(captured: list[tuple[Any, dict[str, Any]]], own: dict[str, Any]) -> Am
     pieces[0] = struct.pack(">H", flags)
     given = {k: v for k, v in publish.items() if k not in _TIMEOUTS}
     try:
-        method = _SERIALIZATION.dumps("Bssbb", (0, *_publish_arguments(given)))
+        fields = ("exchange", "routing_key", "mandatory", "immediate")
+        defaults = ("", "", False, False)  # py-amqp's basic_publish's
+        values = [given.get(name, default) for name, default in zip(fields, defaults, strict=True)]
+        method = _SERIALIZATION.dumps("Bssbb", (0, *values))
     except (TypeError, ValueError, struct.error):
         return None
     template = AmqpTemplate(
@@ -214,17 +217,6 @@ def learn(captured: list[tuple[Any, dict[str, Any]]], own: dict[str, Any]) -> Am
     except (KeyError, ValueError, struct.error):
         return None
     return template if rebuilt == message._serialize_properties() else None
-
-
-def _publish_arguments(publish: dict[str, Any]) -> tuple[Any, ...]:
-    """Basic.Publish's exchange, routing key, mandatory and immediate, as py-amqp's
-    ``basic_publish`` defaults them."""
-    return (
-        publish.get("exchange", ""),
-        publish.get("routing_key", ""),
-        publish.get("mandatory", False),
-        publish.get("immediate", False),
-    )
 
 
 def send(

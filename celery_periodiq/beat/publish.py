@@ -234,7 +234,6 @@ class Publisher:
             if self.headers:  # tick_tracing.py: the tick span's context, for the run's trace
                 options["headers"].update(self.headers)
             if not self._plain():  # each tick through send_task, as Celery's beat sends it
-                self._frames.write()  # what was buffered goes first, here and below
                 with watchers.tick_scope():
                     return _send_task(self.app, entry, options, Checked(producer, self._exchanges))
             key = (
@@ -254,7 +253,7 @@ class Publisher:
                 self._templates[key] = template
                 return str(options["task_id"])  # the build published it
             if template is None:
-                self._frames.write()
+                self._frames.write()  # what was buffered goes first (and in _publish)
                 return _send_task(self.app, entry, options, Checked(producer, self._exchanges))
             self._publish(key, template, entry, options, producer)
             return str(options["task_id"])
