@@ -9,7 +9,6 @@ so a beat woken from one would think its claims still fresh. CLOCK_BOOTTIME coun
 
 from __future__ import annotations
 
-import threading
 import time
 
 __all__ = ["SAFE_SHARE", "elapsed", "sleep_until"]
@@ -29,16 +28,9 @@ def elapsed() -> float:
     return time.monotonic()
 
 
-_NEVER = threading.Event()
-
-
 def sleep_until(moment: float) -> None:
     """Sleep until :func:`elapsed` reaches ``moment`` (a few ms at most where the beat
-    does).
-
-    A timed wait rather than ``time.sleep``: under libfaketime (the clock-skew
-    tests) ``time.sleep`` fails with EINVAL while timed waits work.
-    """
+    does)."""
     remaining = moment - elapsed()
     if remaining > 0:
-        _NEVER.wait(remaining)
+        time.sleep(remaining)

@@ -21,6 +21,7 @@ from celery_periodiq import Periodiq, periodiq
 
 ROOT = Path(__file__).resolve().parent.parent
 APPS = ROOT / "tests" / "apps"
+FAKETIME_SITE = ROOT / "tests" / "faketime_site"
 CELERY = str(Path(sys.executable).with_name("celery"))
 """The ``celery`` executable the package's entry points were installed for."""
 T = TypeVar("T")
@@ -72,6 +73,39 @@ def wait_while_growing(
     return best
 
 
+def _libfaketime() -> Path | None:
+    """libfaketime's library where the ``faketime`` package puts it (Debian's multiarch
+    directory, or a plain one)."""
+    for pattern in ("/usr/lib/*/faketime/libfaketime.so.1", "/usr/*lib/faketime/libfaketime.so.1"):
+        found = sorted(Path("/").glob(pattern.lstrip("/")))
+        if found:
+            return found[0]
+    return None
+
+
+LIBFAKETIME = _libfaketime()
+
+
+def launch(prefix: list[str] | None, env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+    """The command prefix and environment of a process run with ``prefix``.
+
+    ``["faketime", "-f", OFFSET]`` runs it with libfaketime preloaded (``FAKETIME=OFFSET``),
+    not through the ``faketime`` wrapper. The wrapper makes a semaphore named by its pid
+    and removes it when it exits; one the tests kill leaves it behind, and a later wrapper
+    given the same pid fails ("sem_open: File exists") and runs nothing: CI saw a beat
+    that never started. libfaketime itself takes such a leftover in its stride. The
+    process also loads ``tests/faketime_site/sitecustomize.py``, which mends its
+    ``time.sleep``.
+    """
+    if not prefix or prefix[0] != "faketime":
+        return prefix or [], env
+    path = os.pathsep.join(filter(None, [str(FAKETIME_SITE), env.get("PYTHONPATH", "")]))
+    env = {**env, "PYTHONPATH": path}
+    if LIBFAKETIME is None or prefix[1:2] != ["-f"] or len(prefix) != 3:
+        return prefix, env  # the wrapper, as given
+    return [], {**env, "LD_PRELOAD": str(LIBFAKETIME), "FAKETIME": prefix[2]}
+
+
 class Celery:
     """One ``celery`` subprocess with its log in a file."""
 
@@ -86,10 +120,10 @@ class Celery:
 
     def start(self) -> Celery:
         handle = self.log.open("ab")
+        prefix, env = launch(self.prefix, self.env)
         self.process = subprocess.Popen(
-            [*self.prefix, sys.executable, "-m", "celery", *self.args],
-            env=self.env, cwd=APPS, stdout=handle, stderr=subprocess.STDOUT,
-            start_new_session=True,
+            [*prefix, sys.executable, "-m", "celery", *self.args],
+            env=env, cwd=APPS, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
         handle.close()
         return self
@@ -185,9 +219,10 @@ class Cluster:
         self, *args: str, input: str | None = None, prefix: list[str] | None = None, **env: str
     ) -> subprocess.CompletedProcess[str]:
         """``celery -A APP periodiq ARGS`` in a subprocess, as a user would type it."""
+        command, environment = launch(prefix, {**self.env, "COLUMNS": "80", **env})
         return subprocess.run(
-            [*(prefix or []), CELERY, "-A", self.app, "periodiq", *args],
-            env={**self.env, "COLUMNS": "80", **env}, cwd=APPS, input=input,
+            [*command, CELERY, "-A", self.app, "periodiq", *args],
+            env=environment, cwd=APPS, input=input,
             capture_output=True, text=True, timeout=60, check=False,
         )  # fmt: skip
 
@@ -242,9 +277,15 @@ class Cluster:
 def cluster(
     tmp: Path, redis_url: str, broker_url: str, app: str = "periodiq_app", **settings: Any
 ) -> Iterator[Cluster]:
-    """A :class:`Cluster` whose processes are stopped afterwards, whatever happens."""
+    """A :class:`Cluster` whose processes are stopped afterwards, whatever happens; when
+    the test fails inside it, their logs are printed (pytest shows them with the failure:
+    a CI run keeps no other trace of them)."""
     running = Cluster(tmp, redis_url, broker_url, app, **settings)
+    passed = False
     try:
         yield running
+        passed = True
     finally:
         running.stop()
+        if not passed:
+            print(running.logs())

@@ -196,3 +196,38 @@ def test_beat_with_a_skewed_host_clock_fires_on_time(
     lateness = [run["at"] - run["tick"] / 1000 for run in runs]
     assert max(lateness) < 0.5, lateness
     assert min(lateness) >= -0.05, lateness
+
+
+@pytest.mark.skipif(
+    shutil.which("faketime") is None, reason="faketime is not installed (make test installs it)"
+)
+def test_beat_with_a_skewed_host_clock_survives_a_schedule_redis_outage(
+    tmp_path: Path, redis_server: LocalRedis, broker_url: str
+) -> None:
+    """The failed passes of an outage are waited out (Celery's beat sleeps between them)
+    on a host whose clock is off as on any other; then the ticks are on time again."""
+    with cluster(tmp_path, redis_server.url, broker_url) as running:
+        running.worker()
+        beat = running.beat(
+            "skewed", prefix=["faketime", "-f", "+10m"], FAKETIME_DONT_FAKE_MONOTONIC="1"
+        )
+        api = api_for(redis_server.url, broker_url)
+        wait_for(lambda: api.beats(), 60, "the skewed beat to register")
+        api.add("on-time", "record", every=1)
+        wait_for(lambda: len(ticks_of(running, "on-time")) >= 2, 15, "two runs")
+        api.store.client.close()
+        redis_server.stop(kill=True)
+        down = time.time()
+        wait_for(lambda: time.time() > down + 3, 4, "three seconds of outage")
+        redis_server.start()
+        up = time.time()
+        wait_for(
+            lambda: len([t for t in ticks_of(running, "on-time") if t > (up + 2) * 1000]) >= 3,
+            30,
+            "three runs after the outage",
+        )
+        assert beat.running, running.logs()
+        runs = [run for run in running.runs() if run["entry"] == "on-time"]
+    after = [run["at"] - run["tick"] / 1000 for run in runs if run["tick"] > (up + 2) * 1000]
+    assert max(after) < 0.5, after
+    assert min(after) >= -0.05, after

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from celery_periodiq.model.plan import to_ms
 from tests.processes import cluster, wait_for
 from tests.test_seed_timelines import World
 
@@ -114,5 +115,7 @@ def test_catchup_all_runs_every_missed_tick_as_simulate_says(
     assert ran == list(range(ran[0], ran[-1] + 1, 2000)), running.logs()
     assert fires == ran
     # no run the outage owed is dropped as too soon; an on-time run queued behind the
-    # burst on a busy worker may be (guarantee 4's cost)
-    assert all(e.tick is not None and e.tick > sent_back for e in dropped), dropped
+    # burst on a busy worker may be (guarantee 4's cost), and so may one before the
+    # outage, after a run the worker, just started, began late
+    owed = [e for e in dropped if e.tick is None or before < to_ms(e.tick) <= to_ms(sent_back)]
+    assert owed == [], dropped

@@ -309,6 +309,17 @@ def test_a_settlement_written_again_after_its_reply_was_lost_is_not_said_refused
         api.store.client.close()
 
 
+def _burst_of_one_partition(api: Periodiq) -> datetime:
+    """Forty hourly entries of partition 0, their first tick two seconds ahead (returned):
+    a pass with periodiq_batch_size 20 claims 20 of them, in one chunk, and is full."""
+    first = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=2)
+    names = (f"burst-{index}" for index in range(10_000))
+    for name in itertools.islice((n for n in names if api.store.keys.of(n).index == 0), 40):
+        api.add(name, "proj.t", every=3600, start_at=first)
+    api.store.load_scripts()
+    return first
+
+
 def test_a_burst_pass_leaves_its_settlements_to_the_next_pass_and_one_that_failed_is_kept(
     app: Celery, redis_server: LocalRedis, broker_url: str
 ) -> None:
@@ -320,12 +331,7 @@ def test_a_burst_pass_leaves_its_settlements_to_the_next_pass_and_one_that_faile
     with Proxy(redis_server.port) as proxy:
         app.conf.periodiq_redis_url = proxy.url
         api = periodiq(app)
-        first = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=2)
-        # of one partition: a pass claims 20 of them, in one chunk, and is full
-        names = (f"burst-{index}" for index in range(10_000))
-        for name in itertools.islice((n for n in names if api.store.keys.of(n).index == 0), 40):
-            api.add(name, "proj.t", every=3600, start_at=first)
-        api.store.load_scripts()
+        first = _burst_of_one_partition(api)
         dispatcher = Dispatcher(app, api.store, "beat")
         wait_for(lambda: datetime.now(UTC) > first, 10, "the ticks to be due")
         proxy.hold_next(hashlib.sha1(script_source("ack").encode()).hexdigest().encode(), 5)
@@ -368,11 +374,7 @@ def test_a_burst_pass_whose_settlements_arrive_after_a_takeover_has_them_refused
         other.conf.update(app.conf.table(with_defaults=False))
         app.conf.periodiq_redis_url = proxy.url
         api = periodiq(app)
-        first = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=2)
-        names = (f"burst-{index}" for index in range(10_000))
-        for name in itertools.islice((n for n in names if api.store.keys.of(n).index == 0), 40):
-            api.add(name, "proj.t", every=3600, start_at=first)
-        api.store.load_scripts()
+        first = _burst_of_one_partition(api)
         held = Dispatcher(app, api.store, "beat-a")
         wait_for(lambda: datetime.now(UTC) > first, 10, "the ticks to be due")
         proxy.hold_next(hashlib.sha1(script_source("ack").encode()).hexdigest().encode(), 2.5)

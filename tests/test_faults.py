@@ -134,7 +134,16 @@ def test_a_beat_frozen_while_it_holds_claims_sends_nothing_stale_and_loses_almos
     plain = [f"plain-{n:02d}" for n in range(20)]
     guarded = [f"guarded-{n:03d}" for n in range(100)]
     schedule = {name: {"task": "record", "every": 1} for name in plain}
-    with cluster(tmp_path, redis_url, broker_url, lease=2, beat_schedule=schedule) as running:
+    # every event of the scenario kept (40 by default, about 12 runs: a drop in its
+    # first seconds would have left the history by the end, and look silent)
+    with cluster(
+        tmp_path,
+        redis_url,
+        broker_url,
+        lease=2,
+        beat_schedule=schedule,
+        TEST_HISTORY_LENGTH=1000,
+    ) as running:
         api = running.api()
         for name in guarded:
             api.add(name, "guarded_record", every=1, tolerance=0.5)
