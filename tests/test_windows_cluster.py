@@ -1,6 +1,7 @@
 """Maintenance windows on a real Redis Cluster (three masters): the windows' key lives in
 the schedule's own slot, and the beat's claim/settle path (real Lua, an injected clock)
-skips and defers there as on one Redis."""
+skips and defers there as on one Redis; the audit reads every partition's trails and the
+windows' there."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from celery_periodiq.beat.dispatch import Dispatcher
 from celery_periodiq.localredis.cluster import LocalRedisCluster
 from celery_periodiq.model.build import build_entry
 from celery_periodiq.model.plan import to_ms
+from tests.processes import wait_for
 from tests.test_cluster import redis_cluster  # noqa: F401  (the module's cluster)
 from tests.test_windows import T0, tick_of, utc
 
@@ -68,3 +70,29 @@ def test_windows_skip_and_defer_on_a_redis_cluster(clustered: Celery) -> None:
             assert ticks == ["10:01:30", "10:04:30", "10:05:30"], name
         else:  # deferred: one run at the end for three
             assert sent[name][1:] == [("10:04:30", 3), ("10:05:30", 1)], name
+
+
+def test_the_audit_reads_each_partitions_index_and_the_windows_on_a_redis_cluster(
+    clustered: Celery,
+) -> None:
+    api = periodiq(clustered)
+    names = [f"audited-{n}" for n in range(8)]  # spread over the cluster's partitions
+    for name in names:
+        api.add(name, "A", every=60, actor="alice")
+
+    def later() -> None:  # the next record a millisecond after the last
+        after = api.now() + timedelta(milliseconds=2)
+        wait_for(lambda: api.now() > after, 5, "the Redis clock to move on")
+
+    later()
+    api.add_window("audited-window", start="2030-01-01T00:00:00Z", end="2030-01-02T00:00:00Z",
+                   actor="bob")  # fmt: skip
+    later()
+    api.pause("audited-3", actor="carol")
+
+    newest = [(r.name, r.action, r.actor) for r in api.audit(limit=2)]
+    assert newest == [("audited-3", "pause", "carol"), ("audited-window", "add_window", "bob")]
+    every = {r.name for r in api.audit(limit=None) if r.name.startswith("audited")}
+    assert every == {*names, "audited-window"}
+    api.reindex()  # the trails' index written afresh, the same read
+    assert [(r.name, r.action, r.actor) for r in api.audit(limit=2)] == newest

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from celery_periodiq.api.base import Client
+from celery_periodiq.api.base import Client, audit_of
 from celery_periodiq.model.windows import Window
 from celery_periodiq.ops import windows
 
@@ -31,6 +31,7 @@ class Windows(Client, Protocol):
         tz: str = "UTC",
         note: str | None = None,
         replace: bool = False,
+        actor: str | None = None,
     ) -> Window:
         """Add a maintenance window: recurring (``schedule`` and ``duration``) or one-off
         (``start`` and ``end``). Every beat applies it within a second.
@@ -54,17 +55,22 @@ class Windows(Client, Protocol):
             tz: the IANA zone ``schedule`` is read in.
             note: why (shown by ``window list``).
             replace: change the window of that id if there is one.
+            actor: who makes the change, as the windows' audit trail records it (the
+                entries' trail: see :meth:`audit`); None: this client's.
 
         Raises:
             WindowError: a part is invalid (the message names it), the end is past, or
                 the id is taken: nothing is written.
             EntryNotFoundError: ``scope`` names an entry that does not exist.
+            EntryError: ``actor`` is invalid: nothing is written.
         """
+        audit = audit_of(self, actor)
         with self.runtime.guard():
             return windows.add_window(
                 self.store,
                 window_id,
                 replace=replace,
+                audit=audit,
                 scope=scope,
                 policy=policy,
                 schedule=schedule,
@@ -80,12 +86,15 @@ class Windows(Client, Protocol):
         with self.runtime.guard():
             return windows.list_windows(self.store)
 
-    def remove_window(self, window_id: str) -> None:
+    def remove_window(self, window_id: str, *, actor: str | None = None) -> None:
         """Remove a maintenance window; every beat stops applying it within a second
-        (ticks it deferred then follow the entry's catch-up policy).
+        (ticks it deferred then follow the entry's catch-up policy). ``actor``: as for
+        :meth:`add_window`.
 
         Raises:
             WindowError: no window has that id.
+            EntryError: ``actor`` is invalid: nothing is removed.
         """
+        audit = audit_of(self, actor)
         with self.runtime.guard():
-            windows.remove_window(self.store, window_id)
+            windows.remove_window(self.store, window_id, audit)

@@ -204,7 +204,7 @@ def import_schedule(
         if state is not None:
             _restore(store, entry.name, state, now_ms, audit)
     for window in windows:  # as exported: one of the same id is replaced
-        write_window(store, window, replace=True)
+        write_window(store, window, replace=True, audit=store.audit_argument(audit))
     return report
 
 

@@ -17,6 +17,7 @@ from celery_periodiq.errors import WindowError, did_you_mean, shown
 from celery_periodiq.model.entry import Entry
 from celery_periodiq.model.windows import Cover, Window, covering, make_window
 from celery_periodiq.ops.steer import stored
+from celery_periodiq.protocol.audit import Audit
 from celery_periodiq.store.store import Store
 from celery_periodiq.store.views import StoredEntry
 from celery_periodiq.store.windows import delete_window, read_windows, write_window
@@ -31,9 +32,11 @@ __all__ = [
 ]
 
 
-def add_window(store: Store, window_id: str, *, replace: bool, **parts: object) -> Window:
+def add_window(
+    store: Store, window_id: str, *, replace: bool, audit: Audit | None = None, **parts: object
+) -> Window:
     """Check and store a window (see :func:`~celery_periodiq.model.windows.make_window`
-    for ``parts``).
+    for ``parts``), the change recorded in the windows' audit trail by ``audit``.
 
     Raises:
         WindowError: a part is invalid, or a window of that id exists (``replace``
@@ -44,7 +47,7 @@ def add_window(store: Store, window_id: str, *, replace: bool, **parts: object) 
     kind, _, target = window.scope.partition(":")
     if kind == "entry":
         stored(store, target)  # a window for a name mistyped would hold nothing
-    if not write_window(store, window, replace=replace):
+    if not write_window(store, window, replace=replace, audit=store.audit_argument(audit)):
         raise WindowError(
             f"window {window_id!r} exists already (remove it first, or replace=True / "
             "--replace to change it)"
@@ -57,15 +60,15 @@ def list_windows(store: Store) -> list[Window]:
     return read_windows(store)[0]
 
 
-def remove_window(store: Store, window_id: str) -> None:
-    """Remove a window.
+def remove_window(store: Store, window_id: str, audit: Audit | None = None) -> None:
+    """Remove a window, recorded in the windows' audit trail by ``audit``.
 
     Raises:
         WindowError: no window has that id (nothing changes).
     """
     if not isinstance(window_id, str) or not window_id:
         raise WindowError(f"window id {shown(window_id)} is invalid")
-    if delete_window(store, window_id):
+    if delete_window(store, window_id, store.audit_argument(audit)):
         return
     known = [window.id for window in list_windows(store)]
     raise WindowError(f"no window {window_id!r}{did_you_mean(window_id, known)}")

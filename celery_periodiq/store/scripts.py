@@ -57,6 +57,7 @@ SCRIPT_NAMES = (
     "index",
     "release",
     "alerts",
+    "window",
 )
 
 

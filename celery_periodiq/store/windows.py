@@ -2,8 +2,9 @@
 
 Windows are few and read whole: the beats read them in Python when told of a change (a
 message on the changes channel, which wakes every beat and makes it read them again)
-and every :data:`REREAD` seconds besides; no script reads them, so their key needs no
-partition's hash tag (it has the schedule's, ``{prefix}``, as its other global keys).
+and every :data:`REREAD` seconds besides. ``lua/window.lua`` writes one, with its
+record in the windows' audit trail; its keys have the schedule's hash tag,
+``{prefix}``, as its other global keys.
 """
 
 from __future__ import annotations
@@ -49,13 +50,12 @@ def read_windows(store: Store) -> tuple[list[Window], dict[str, str]]:
     return windows, bad
 
 
-def write_window(store: Store, window: Window, *, replace: bool) -> bool:
-    """Store ``window``; returns False (nothing written) when one of its id exists and
-    ``replace`` is False. Every beat is told."""
-    key = store.keys.windows
-    if replace:
-        store.client.hset(key, window.id, window.to_json())
-    elif not store.client.hsetnx(key, window.id, window.to_json()):
+def write_window(store: Store, window: Window, *, replace: bool, audit: str = "") -> bool:
+    """Store ``window``, the change recorded with ``audit`` (the audit context, "": none);
+    returns False (nothing written) when one of its id exists and ``replace`` is False.
+    Every beat is told."""
+    action = "replace" if replace else "add"
+    if not store.scripts.window(action, window.id, window.to_json(), audit):
         return False
     redecide_held(store, window)
     store.client.publish(store.keys.changes, WINDOWS_CHANGED)
@@ -94,9 +94,10 @@ def redecide_held(store: Store, window: Window) -> int:
     return sum(map(len, held.values()))
 
 
-def delete_window(store: Store, window_id: str) -> bool:
-    """Remove a window; False when there was none of that id. Every beat is told."""
-    removed = bool(store.client.hdel(store.keys.windows, window_id))
+def delete_window(store: Store, window_id: str, audit: str = "") -> bool:
+    """Remove a window, recorded with ``audit``; False when there was none of that id.
+    Every beat is told."""
+    removed = store.scripts.window("remove", window_id, "", audit)
     if removed:
         store.client.publish(store.keys.changes, WINDOWS_CHANGED)
     return removed
