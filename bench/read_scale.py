@@ -16,8 +16,8 @@ scripts (bench/_ticks.py), one in 50 of those failing. Then, each --repeat times
   that misses, a state filter (``/?state=paused``), ``/api/entries?limit=100`` and,
   when its answer gives a cursor, the next page: time and bytes; what each answer
   holds (rows, items, series, whether the needle or ``e01234`` is in it) as a check;
-- ``celery periodiq list --all``, ``export`` and ``doctor`` as subprocesses (their
-  output to a file): wall time, peak RSS (``VmHWM``), output size;
+- ``celery periodiq list --all``, ``export``, ``audit`` and ``doctor`` as subprocesses
+  (their output to a file): wall time, peak RSS (``VmHWM``), output size;
   ``beats`` as a reference for the CLI's own start-up;
 
 and the Redis memory per entry: ``used_memory`` after loading minus before, summed
@@ -477,6 +477,7 @@ def one_topology(
             ("celery periodiq beats (start-up)", ["periodiq", "beats"], (0,)),
             ("celery periodiq list --all", ["periodiq", "list", "--all"], (0,)),
             ("celery periodiq export", ["periodiq", "export"], (0,)),
+            ("celery periodiq audit (the newest 100)", ["periodiq", "audit"], (0,)),
             # exit 1 without a live beat: a check failed, as it should
             ("celery periodiq doctor", ["periodiq", "doctor"], (0, 1)),
         ]

@@ -334,14 +334,15 @@ def test_a_deleted_entrys_trail_leaves_once_the_window_has_passed(
     api.delete("recent")
     assert [r.action for r in api.audit("gone")] == ["delete", "add"]
     # deleted more than the window ago (3600 s)
-    api.store.client.zadd(part.audit_gone, {"gone": to_ms(api.now()) - 3_700_000})
+    api.store.client.zadd(part.audit_newest, {"gone": to_ms(api.now()) - 3_700_000})
 
     api.add("other", TASK, every=60)  # a record written in the partition prunes it
 
     assert api.store.client.hget(part.audit, "gone") is None
     assert api.audit("gone") == []
     assert [r.action for r in api.audit("recent")] == ["delete", "add"]
-    assert api.store.client.zrange(part.audit_gone, 0, -1) == ["recent"]
+    # each trail left is indexed by its newest record (ms)
+    assert api.store.client.zrange(part.audit_newest, 0, -1) == ["recent", "other"]
 
 
 def test_no_trail_is_kept_with_audit_length_zero(broker_url: str, redis_url: str) -> None:

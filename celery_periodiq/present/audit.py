@@ -69,7 +69,8 @@ def audit_text(
     records: Sequence[AuditRecord], zone: tzinfo, style: Style, width: int, *, entry: bool = True
 ) -> str:
     """The records, newest first, each update's changes below it; ``entry`` False leaves the
-    entry column out (one entry's trail)."""
+    entry column out (one entry's trail). A maintenance window's record names it there as
+    ``window ID``."""
     if not records:
         return "No audit records."
     columns = [Column("AT"), *([Column("ENTRY", shrink=24)] if entry else [])]
@@ -77,7 +78,8 @@ def audit_text(
     rows = []
     for record in records:
         cells: list[tuple[str, str | None]] = [(when(record.at, zone), None)]
-        cells += [(record.name, None)] if entry else []
+        name = f"window {record.name}" if record.action.endswith("_window") else record.name
+        cells += [(name, None)] if entry else []
         cells += [
             (record.action, record.action),
             (record.actor, None),

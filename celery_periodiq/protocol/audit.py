@@ -12,8 +12,20 @@ from typing import Any
 
 __all__ = ["ACTIONS", "VIAS", "Audit", "AuditRecord", "parse_trail"]
 
-ACTIONS = ("add", "update", "delete", "pause", "resume", "trigger", "backfill", "quarantine")
-"""What a record says was done to an entry."""
+ACTIONS = (
+    "add",
+    "update",
+    "delete",
+    "pause",
+    "resume",
+    "trigger",
+    "backfill",
+    "quarantine",
+    "add_window",
+    "update_window",
+    "remove_window",
+)
+"""What a record says was done to an entry, or (``*_window``) to a maintenance window."""
 
 VIAS = ("api", "cli", "dashboard", "admin", "reconcile", "beat", "worker")
 """The ways a change comes: the Python API, the CLI, the dashboard, the Django admin, a beat
@@ -42,7 +54,7 @@ class AuditRecord:
     """One change to one entry, as its audit trail holds it."""
 
     name: str
-    """The entry."""
+    """The entry (the window's id for a ``*_window`` action)."""
     at: datetime
     """When (the Redis clock), aware, in UTC."""
     action: str

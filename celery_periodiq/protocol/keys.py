@@ -162,9 +162,12 @@ class Partition:
         return f"{self.tag}:audit"
 
     @property
-    def audit_gone(self) -> str:
-        """zset: names of deleted entries whose audit trail is kept -> when deleted (ms):
-        their trails are dropped once ``periodiq_audit_window`` has passed."""
+    def audit_newest(self) -> str:
+        """zset: entry name -> when its newest audit record was written (ms): a trail
+        whose newest record is older than ``periodiq_audit_window`` is dropped (a deleted
+        entry's ends with its delete); the whole schedule's newest records are read from
+        here. (Its key is named as when it held deleted entries only, as older versions
+        keep it: an entry deleted gets the score of its delete in both.)"""
         return f"{self.tag}:audit:gone"
 
     def history(self, name: str) -> str:
@@ -221,7 +224,12 @@ class Keys:
         its heartbeat says so (ms)."""
         self.windows = f"{self.tag}:windows"
         """hash: maintenance window id -> its JSON (:mod:`celery_periodiq.model.windows`);
-        read by the beats in Python, never by a script: one key for the whole schedule."""
+        written by ``lua/window.lua``, read by the beats in Python: one key for the whole
+        schedule."""
+        self.windows_audit = f"{self.tag}:windows:audit"
+        """hash: window id -> its audit trail, as an entry's (``lua/window.lua``)."""
+        self.windows_audit_newest = f"{self.tag}:windows:audit:newest"
+        """zset: window id -> when its newest audit record was written (ms)."""
         self.declarers = f"{self.tag}:declarers"
         """hash: live beat id -> the digest of the declaration set it runs with."""
         self.generation = f"{self.tag}:generation"

@@ -48,14 +48,14 @@ CLAIM = ScriptKeys(
         *INDEXES,
         "pauses",
         "audit",
-        "audit_gone",
+        "audit_newest",
     ),
 )
 ACK = ScriptKeys(
     "ack",
     ("due", "inflight", "ticks", "entries", "state", "quarantine"),
     each=("history:name", "failures:name"),
-    tail=("alerts", "stats", *INDEXES, "audit", "audit_gone"),
+    tail=("alerts", "stats", *INDEXES, "audit", "audit_newest"),
 )
 BEAT = ScriptKeys("beat", ("beats", "beat:beat_id", "declarers", "declaration:declared", "muted"))
 RELEASE = ScriptKeys("release", ("inflight", "ticks", "alive"))

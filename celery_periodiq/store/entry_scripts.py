@@ -9,7 +9,16 @@ from typing import Any
 from celery_periodiq.protocol.keys import Partition
 from celery_periodiq.store.scripts import INDEXES, ScriptCalls, ScriptKeys
 
-__all__ = ["INDEX", "INDEX_VERSION", "PAUSE", "PUT", "REMOVE", "EntryScripts", "PutItem"]
+__all__ = [
+    "INDEX",
+    "INDEX_VERSION",
+    "PAUSE",
+    "PUT",
+    "REMOVE",
+    "WINDOW",
+    "EntryScripts",
+    "PutItem",
+]
 
 PutItem = tuple[
     str, str, str | None, str, int | None, int | None, bool, str | None, int | None, int | None, str
@@ -23,13 +32,13 @@ PUT = ScriptKeys(
     "put",
     ("entries", "due", "declared", "events", "quarantine", "state", "generations"),
     each=("owner:was", "owner:owner", "history:name", "failures:name"),
-    tail=("stats", *INDEXES, "changed", "audit", "audit_gone"),
+    tail=("stats", *INDEXES, "changed", "audit", "audit_newest"),
 )
 REMOVE = ScriptKeys(
     "remove",
     ("entries", "due", "declared", "events", "quarantine", "state", "generations"),
     each=("owner:owner", "history:name", "failures:name", "checkpoint:name", "backfilled:name"),
-    tail=("stats", *INDEXES, "changed", "audit", "audit_gone"),
+    tail=("stats", *INDEXES, "changed", "audit", "audit_newest"),
 )
 PAUSE = ScriptKeys(
     "pause",
@@ -43,17 +52,21 @@ PAUSE = ScriptKeys(
         "changed",
         "pauses",
         "audit",
-        "audit_gone",
+        "audit_newest",
     ),
 )
-INDEX = ScriptKeys("index", ("entries", "state", "quarantine", "stats", *INDEXES))
+WINDOW = ScriptKeys("window", ("windows", "windows_audit", "windows_audit_newest"))
+INDEX = ScriptKeys(
+    "index",
+    ("entries", "state", "quarantine", "stats", *INDEXES, "audit", "audit_newest", "pauses"),
+)
 INDEX_VERSION = "1"
 """The version of the read side's indexes: a partition whose stats hash says another
 one (or none: written by an older version) has them built afresh (``lua/index.lua``)."""
 
 
 class EntryScripts(ScriptCalls):
-    """The wrappers of put.lua, remove.lua and pause.lua."""
+    """The wrappers of put.lua, remove.lua, pause.lua, index.lua and window.lua."""
 
     def put(
         self,
@@ -232,6 +245,13 @@ class EntryScripts(ScriptCalls):
         """Build the read side's indexes of one partition afresh, atomically; returns how
         many entries it indexed."""
         return int(self._run(INDEX.script, INDEX.keys(part), [INDEX_VERSION]))
+
+    def window(self, action: str, window_id: str, text: str = "", audit: str = "") -> bool:
+        """Add (``"add"``: only when the id is free), change (``"replace"``) or remove
+        (``"remove"``) one maintenance window, recording it in the windows' audit trail;
+        False when nothing was done (the id taken, no such window)."""
+        keys = WINDOW.keys(self.keys)
+        return bool(self._run(WINDOW.script, keys, [action, window_id, text, audit]))
 
 
 def _ms(value: int | None) -> str:

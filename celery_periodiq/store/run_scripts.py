@@ -27,7 +27,7 @@ BEGIN = ScriptKeys(
         *INDEXES,
         "group:group",
         "audit",
-        "audit_gone",
+        "audit_newest",
     ),
 )
 FINISH = ScriptKeys(
@@ -44,11 +44,11 @@ FINISH = ScriptKeys(
         *INDEXES,
         "group:group",
         "audit",
-        "audit_gone",
+        "audit_newest",
     ),
 )
 RECORD = ScriptKeys(
-    "record", ("entries", "state", "history:name", "stats", *INDEXES, "audit", "audit_gone")
+    "record", ("entries", "state", "history:name", "stats", *INDEXES, "audit", "audit_newest")
 )
 
 

@@ -330,7 +330,7 @@ local function note_change(changed, name, now)
   end
 end
 
--- The audit trail (keys.py: audit, audit_gone). A writer is given its audit context as
+-- The audit trail (keys.py: audit, audit_newest). A writer is given its audit context as
 -- one ARGV, JSON [actor, via, note, keep, window ms] ("" for none: nothing is recorded),
 -- and records each change in the call that makes it: no change escapes the trail, and
 -- none is recorded that did not happen. An entry's trail is one field of the partition's
@@ -338,33 +338,34 @@ end
 --   [at ms, action, actor, via, note, detail]   (trailing ""s dropped)
 -- detail: {changes = {field = [before, after]}} (update), {until = ms} (pause),
 -- {task_id = id} (trigger). The newest `keep` records within `window` ms are kept (older
--- ones leave at the entry's next record; readers skip them). A deleted entry's trail
--- stays, ending with its delete, until the window has passed (audit_gone, pruned a few
--- at each record written); an entry written again keeps its trail. The context is read
--- only when a record is written (the beats' and the workers' scripts record a rare
--- quarantine).
+-- ones leave at the entry's next record; readers skip them). audit_newest holds each
+-- trail's newest record (ms): a trail whose newest is older than the window, a deleted
+-- entry's ending with its delete, is dropped (a few at each record written); an entry
+-- written again within it keeps its trail; the whole schedule's newest trails are read
+-- from it. The context is read only when a record is written (the beats' and the
+-- workers' scripts record a rare quarantine).
 local AUDIT, AUDIT_GIVEN = nil, nil
 
-local function audit_context(text, hash, gone)
+local function audit_context(text, hash, newest)
   AUDIT, AUDIT_GIVEN = nil, nil
-  if text ~= nil and text ~= '' then AUDIT_GIVEN = {text, hash, gone} end
+  if text ~= nil and text ~= '' then AUDIT_GIVEN = {text, hash, newest} end
 end
 
 local function audit_opened()
   if AUDIT or not AUDIT_GIVEN then return AUDIT end
-  local text, hash, gone = AUDIT_GIVEN[1], AUDIT_GIVEN[2], AUDIT_GIVEN[3]
+  local text, hash, newest = AUDIT_GIVEN[1], AUDIT_GIVEN[2], AUDIT_GIVEN[3]
   AUDIT_GIVEN = nil
   local readable, given = pcall(cjson.decode, text)
   if not readable or type(given) ~= 'table' or (tonumber(given[4]) or 0) <= 0 then return nil end
   AUDIT = {actor = tostring(given[1] or ''), via = tostring(given[2] or ''),
     note = type(given[3]) == 'string' and given[3] or '', keep = tonumber(given[4]),
-    window = tonumber(given[5]) or 0, hash = hash, gone = gone, pruned = false}
+    window = tonumber(given[5]) or 0, hash = hash, newest = newest, pruned = false}
   return AUDIT
 end
 
 local function audit(name, now, action, note, detail)
   if not audit_opened() then return end
-  local hash, gone, oldest = AUDIT.hash, AUDIT.gone, now - AUDIT.window
+  local hash, newest, oldest = AUDIT.hash, AUDIT.newest, now - AUDIT.window
   if wrong_type(hash, 'hash') then redis.call('DEL', hash) end
   local record = {now, action, AUDIT.actor, AUDIT.via, note or AUDIT.note, detail or ''}
   while #record > 2 and record[#record] == '' do record[#record] = nil end
@@ -378,25 +379,15 @@ local function audit(name, now, action, note, detail)
     end
   end
   redis.call('HSET', hash, name, table.concat(lines, '\n'))
-  if not AUDIT.pruned then  -- deleted entries' trails past the window: once a call
+  if wrong_type(newest, 'zset') then redis.call('DEL', newest) end
+  redis.call('ZADD', newest, now, name)
+  if not AUDIT.pruned then  -- trails whose newest record is past the window: once a call
     AUDIT.pruned = true
-    if wrong_type(gone, 'zset') then redis.call('DEL', gone) end
-    local stale = redis.call('ZRANGEBYSCORE', gone, '-inf', oldest, 'LIMIT', 0, 100)
+    local stale = redis.call('ZRANGEBYSCORE', newest, '-inf', oldest, 'LIMIT', 0, 100)
     if #stale > 0 then
       redis.call('HDEL', hash, unpack(stale))
-      redis.call('ZREM', gone, unpack(stale))
+      redis.call('ZREM', newest, unpack(stale))
     end
-  end
-end
-
--- Note that an entry was deleted (its trail leaves after the window) or written again.
-local function audit_deleted(name, now, deleted)
-  if not audit_opened() then return end
-  if wrong_type(AUDIT.gone, 'zset') then redis.call('DEL', AUDIT.gone) end
-  if deleted then
-    redis.call('ZADD', AUDIT.gone, now, name)
-  else
-    redis.call('ZREM', AUDIT.gone, name)
   end
 end
 

@@ -24,7 +24,7 @@
 --           pushed), its stats hash (the ticks' lateness, "l" fields; the counters
 --           summed, "n:<reason>") and, last, the read side's indexes kept from each
 --           state saved (see _common.lua): names, paused, disabled, ended, overdue,
---           failing and running; then audit and audit_gone: the audit trails
+--           failing and running; then audit and audit_newest: the audit trails
 -- ARGV[1] caller's beat id; ARGV[2] history length
 -- ARGV[3] the audit context (see _common.lua), or "": an entry quarantined here is
 --         recorded as "quarantine", by this beat

@@ -76,7 +76,7 @@
 -- ARGV[21] "1": a run over the group limit waits instead: "waiting_group", nothing written
 --          (the caller sends the begin again; the entry's message is still queued)
 -- KEYS[18] audit       hash  entry name -> its audit trail (see _common.lua)
--- KEYS[19] audit_gone  zset  deleted entry whose trail is kept -> when deleted (ms)
+-- KEYS[19] audit_newest  zset  entry name -> when its newest audit record was written (ms)
 -- ARGV[22] the audit context (see _common.lua), or "" / absent: an entry quarantined here
 --          is recorded as "quarantine", by this worker
 --

@@ -48,7 +48,7 @@
 --          KEYS[16]); a retry's marker is stretched to cover its countdown, as the running
 --          marker is
 -- KEYS[17] audit       hash  entry name -> its audit trail (see _common.lua)
--- KEYS[18] audit_gone  zset  deleted entry whose trail is kept -> when deleted (ms)
+-- KEYS[18] audit_newest  zset  entry name -> when its newest audit record was written (ms)
 -- ARGV[16] the audit context (see _common.lua), or "" / absent: an entry quarantined here
 --          is recorded as "quarantine", by this worker
 --

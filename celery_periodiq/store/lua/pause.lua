@@ -17,7 +17,7 @@
 -- KEYS[13] changed     zset  entry name -> when a writer last changed it (ms)
 -- KEYS[14] pauses      zset  entry paused until an instant -> that instant (ms)
 -- KEYS[15] audit       hash  entry name -> its audit trail (see _common.lua)
--- KEYS[16] audit_gone  zset  deleted entry whose trail is kept -> when deleted (ms)
+-- KEYS[16] audit_newest  zset  entry name -> when its newest audit record was written (ms)
 -- ARGV[1] changes channel; ARGV[2] entry name; ARGV[3] "pause" or "resume"
 -- ARGV[4] pause: note text ("" for none); resume: nominal instant of the next tick (ms) or ""
 -- ARGV[5] pause: until when (ms), or "" for until resumed; resume: due instant of the next

@@ -32,7 +32,7 @@
 --           read side's indexes kept from each entry written (see _common.lua): names,
 --           paused, disabled, ended, overdue, failing and running; then changed: the
 --           partition's change log (zset name -> ms: an entry created or replaced is
---           noted); last, audit and audit_gone: the audit trails (see _common.lua)
+--           noted); last, audit and audit_newest: the audit trails (see _common.lua)
 -- ARGV[1] changes channel; ARGV[2] mode
 -- ARGV[3] the writer's generation (reconcile; "" for none)
 -- ARGV[4] the audit context (see _common.lua): each entry created is recorded as "add",
@@ -190,7 +190,6 @@ for i = 5, #ARGV, 12 do
       audit(e.name, now, 'update', nil, definition_changes(old, e.definition))
     else
       audit(e.name, now, 'add')
-      audit_deleted(e.name, now, false)
     end
     if old and owner_of(old) then redis.call('SREM', usable_set(was_set), e.name) end
     if given(e.owner) then redis.call('SADD', usable_set(owner_set), e.name) end

@@ -17,7 +17,7 @@
 -- KEYS[11] running     zset  entry with a running marker -> until when (ms)
 --   (the read side's indexes, kept as each state is saved: see _common.lua)
 -- KEYS[12] audit       hash  entry name -> its audit trail (see _common.lua)
--- KEYS[13] audit_gone  zset  deleted entry whose trail is kept -> when deleted (ms)
+-- KEYS[13] audit_newest  zset  entry name -> when its newest audit record was written (ms)
 -- ARGV[1] entry name; ARGV[2] history length; ARGV[3] event kind ("triggered", "enqueued")
 -- ARGV[4] tick (ms) or ""; ARGV[5] task id as the history records it; ARGV[6] note
 -- ARGV[7] the audit context (see _common.lua), or "": a run triggered is recorded as

@@ -17,7 +17,7 @@
 --           stats hash (the counters summed, "n:<reason>": a removed entry's are taken
 --           off) and the read side's indexes (see _common.lua): names, paused, disabled,
 --           ended, overdue, failing and running; then changed: the partition's change log
---           (zset name -> ms: an entry removed is noted); last, audit and audit_gone: the
+--           (zset name -> ms: an entry removed is noted); last, audit and audit_newest: the
 --           audit trails (see _common.lua)
 -- ARGV[1] changes channel
 -- ARGV[2] sources allowed to be removed, comma separated ("code,config"), or "*"; all
@@ -85,7 +85,6 @@ for i = 4, #ARGV, 2 do
     if owner ~= '' then redis.call('SREM', usable_set(own[1]), name) end
     note_change(change_log, name, now)
     audit(name, now, 'delete')
-    audit_deleted(name, now, true)
     redis.call('PUBLISH', channel, name)
     out[#out + 1] = name
   end
