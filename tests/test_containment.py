@@ -11,6 +11,7 @@ it. Real processes are in tests/test_containment_processes.py.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -126,6 +127,42 @@ def test_list_shows_a_damaged_entry_before_any_beat_saw_it(world: World, kind: s
     listed = {stored.name: stored.status for stored in world.api.list()}
 
     assert listed == {"healthy": "active", "victim": "quarantined"}
+
+
+def _next_notice(pubsub: Any, seconds: float = 5.0) -> str | None:
+    """The next change notice ``pubsub`` receives within ``seconds`` (None: none came)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        message = pubsub.get_message(timeout=0.1)
+        if message is not None:
+            return str(message["data"])
+    return None
+
+
+def test_a_pauses_index_of_another_type_ends_no_pause_and_stops_no_tick(world: World) -> None:
+    end = world.api.pause("victim", until="1h").paused_until
+    assert end is not None
+    # an entry of the victim's partition, due at the pause's end
+    neighbour = next(f"n{n}" for n in range(1000) if world.keys.of(f"n{n}") == world.part)
+    world.api.add(neighbour, TASK, every=60, start_at=end)
+    world.client.delete(world.part.pauses)
+    world.client.set(world.part.pauses, "garbage")  # written by someone else
+
+    sent = world.run_beat(end + timedelta(seconds=1))
+
+    assert neighbour in sent  # the partition's ticks go on
+    assert "victim" not in sent
+    assert world.api.get("victim").status == "paused"  # its end is not seen
+    assert "holds a string, not a zset" in world.api.diagnose()[-1].detail
+    listening = world.store.changes()
+    world.api.reindex()
+    heard = _next_notice(listening)  # what the beats' listeners hear: claim every partition
+    listening.close()
+    assert heard is not None
+    assert heard.endswith(" entries")
+    world.dispatcher.touch(None)  # what the beat's listener does with it
+    world.run_beat(end + timedelta(seconds=2))
+    assert world.api.get("victim").status == "active"  # its end seen again
 
 
 def test_a_history_key_damaged_after_the_claim_never_publishes_the_tick_twice(

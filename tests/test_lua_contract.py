@@ -162,6 +162,7 @@ REPLIES: dict[str, Any] = {
     "index": 0,
     "release": 0,
     "alerts": [],
+    "window": 1,
 }
 """What each script answers the recording client (enough for its wrapper to decode)."""
 
@@ -208,6 +209,7 @@ def test_the_wrappers_send_the_keys_their_headers_document() -> None:
     scripts.index(part)
     scripts.release("b", [part])
     scripts.take_alerts([part], 10, 1000)
+    scripts.window("add", "w", "{}")
 
     for name, sent in client.calls:  # one item each: one tick, one entry
         documented = header(name)

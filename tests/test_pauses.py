@@ -21,6 +21,7 @@ from celery_periodiq.present import shapes
 from celery_periodiq.protocol.keys import Keys
 from celery_periodiq.web import make_app
 from tests.test_api import snapshot
+from tests.test_audit import make_api
 from tests.test_cli import cli
 
 TASK = "proj.tasks.report"
@@ -107,6 +108,84 @@ def test_a_pause_changed_after_its_end_was_listed_is_left_alone(api: Periodiq) -
     )
     assert stored.paused_until is not None
     assert stored.paused_until > end + timedelta(hours=1)
+
+
+def test_a_timed_pause_its_index_lost_is_named_by_doctor_and_indexed_by_reindex(
+    api: Periodiq,
+) -> None:
+    api.add("report", TASK, every=60, start_at=PAST)
+    api.add("held", TASK, every=60, start_at=PAST)
+    api.pause("held")  # until resumed: no end to index
+    end = api.pause("report", until="2h").paused_until
+    assert end is not None
+    assert api.diagnose()[-1].status == "ok"
+    part, scripts, client = KEYS.of("report"), api.store.scripts, api.store.client
+    client.zrem(part.pauses, "report")  # as damage or someone else's write leaves it
+
+    lost = scripts.claim(part, "b1", 10, 5000, now_ms=to_ms(end) + 1000)
+    check = api.diagnose()[-1]
+    api.reindex()
+    indexed = (client.zscore(part.pauses, "report"), client.zscore(part.pauses, "held"))
+    found = scripts.claim(part, "b1", 10, 5000, now_ms=to_ms(end) + 2000)
+
+    assert lost.ended == []  # no beat would ever end it
+    assert (check.name, check.status) == ("indexes", "warn")
+    assert check.detail.startswith("the pauses index misses 1 timed pause: it would never end")
+    assert "doctor --reindex" in check.detail
+    assert indexed == (to_ms(end), None)
+    assert api.diagnose()[-1].status == "ok"
+    assert found.ended == ["report"]
+    # one listed for a beat to end keeps its score (a lease later) at the next reindex
+    listed = client.zscore(part.pauses, "report")
+    api.reindex()
+    assert client.zscore(part.pauses, "report") == listed != to_ms(end)
+
+
+def test_doctor_counts_lost_timed_pauses_among_thousands_and_samples_beyond_its_sample(
+    broker_url: str, redis_url: str
+) -> None:
+    api = make_api(broker_url, redis_url, periodiq_partitions=1)  # all in one partition
+    api.add_many({"name": f"p{n:04}", "task": TASK, "every": 60} for n in range(2500))
+    api.pause_many(all=True)  # until resumed
+    for name in ("p0007", "p1500", "p2499"):
+        api.pause(name, until="2h")
+    pauses = api.store.keys.of("p0007").pauses
+    api.store.client.zrem(pauses, "p0007", "p2499")
+
+    whole = api.diagnose(sample=None)[-1].detail
+    api.resume_many(all=True)
+    api.pause_many(all=True, until="2h")
+    api.store.client.delete(pauses)  # every pause lost: so is every one of a sample
+    sampled = api.diagnose(sample=1000)[-1].detail
+    api.reindex()
+
+    assert whole.startswith("the pauses index misses 2 timed pauses: they would never end (")
+    assert sampled.startswith(
+        "the pauses index misses 1,000 timed pauses: they would never end "
+        "(in a sample of 1,000 of 2,500 paused entries)"
+    )
+    assert api.store.client.zcard(pauses) == 2500
+    api.store.client.close()
+    api.app.close()
+
+
+def test_a_pauses_index_of_another_type_is_named_by_doctor_and_replaced_by_reindex(
+    api: Periodiq,
+) -> None:
+    api.add("report", TASK, every=60, start_at=PAST)
+    end = api.pause("report", until="2h").paused_until
+    assert end is not None
+    part, client = KEYS.of("report"), api.store.client
+    client.delete(part.pauses)
+    client.set(part.pauses, "garbage")  # written by someone else
+
+    check = api.diagnose()[-1]
+    api.reindex()
+
+    assert (check.name, check.status) == ("indexes", "warn")
+    assert f"{part.pauses} holds a string, not a zset" in check.detail
+    assert client.zscore(part.pauses, "report") == to_ms(end)
+    assert api.diagnose()[-1].status == "ok"
 
 
 def test_pause_many_by_owner_glob_and_all_returns_what_changed(schedule: Periodiq) -> None:

@@ -142,7 +142,9 @@ class Operations(Client, Protocol):
     def reindex(self) -> int:
         """Build the read side's indexes afresh from every entry (what a scrape, the
         dashboard and :meth:`page` read; the scripts keep them, so this is a repair:
-        ``doctor`` says when one is needed). Atomic per partition; it blocks the
+        ``doctor`` says when one is needed), the audit trails' index (what :meth:`audit`
+        without a name reads; trails written by 0.1.0 lack it) and the timed pauses'
+        index (what the beats end pauses from). Atomic per partition; it blocks the
         partition's Redis while it reads the partition's entries. Returns how many
         entries were indexed."""
         with self.runtime.guard():

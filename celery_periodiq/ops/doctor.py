@@ -90,13 +90,14 @@ def diagnose(runtime: Runtime, sample: int | None = DEFAULT_SAMPLE) -> list[Chec
     except redis.RedisError as error:
         problem = f"cannot read the entries: {error}"
         entries = [Check(name, "fail", problem) for name in ("entries", "alerts", "tasks", "runs")]
-    return [*checks, *entries, _check_indexes(runtime)]
+    return [*checks, *entries, _check_indexes(runtime, sample)]
 
 
-def _check_indexes(runtime: Runtime) -> Check:
-    """The read side's indexes: built, of the right types, naming every entry."""
+def _check_indexes(runtime: Runtime, sample: int | None) -> Check:
+    """The read side's indexes: built, of the right types, naming every entry; and the
+    timed pauses' index, holding each timed pause (of ``sample`` paused entries)."""
     try:
-        return Check("indexes", *index_report(runtime.store))
+        return Check("indexes", *index_report(runtime.store, sample))
     except redis.RedisError as error:
         return Check("indexes", "fail", f"cannot read the indexes: {error}")
 

@@ -359,9 +359,13 @@ class Store(Reads, AuditTrails):
         """Give up ``beat_id``'s claims in every partition and wake the other beats to
         take them over (release.lua); returns how many it gave up."""
         given = self.scripts.release(beat_id)
-        # "<n> entries": a bulk change to the listeners, which then claim every partition
-        self.client.publish(self.keys.changes, f"{given} entries")
+        self.wake_beats(given)
         return given
+
+    def wake_beats(self, count: int) -> None:
+        """Tell every beat that ``count`` entries may have changed ("<n> entries": a bulk
+        change, for which its listener claims every partition in the next pass)."""
+        self.client.publish(self.keys.changes, f"{count} entries")
 
     def gone(self, beat_id: str) -> None:
         """Tell every partition that ``beat_id`` stopped."""

@@ -19,6 +19,7 @@ from typing import Any
 
 from celery_periodiq.protocol.keys import Partition
 from celery_periodiq.store.entry_scripts import INDEX_VERSION
+from celery_periodiq.store.lost_pauses import lost_pauses
 from celery_periodiq.store.store import Store
 from celery_periodiq.store.views import _int
 
@@ -242,28 +243,44 @@ def first_names(store: Store, count: int, skip: set[str]) -> list[str]:
 
 
 def reindex(store: Store) -> int:
-    """Build every partition's indexes afresh (``lua/index.lua``, atomic per partition);
-    returns how many entries were indexed."""
-    return sum(store.scripts.index(part) for part in store.keys.all())
+    """Build every partition's indexes afresh (``lua/index.lua``, atomic per partition)
+    and wake the beats to claim every partition (a timed pause indexed again may have
+    ended); returns how many entries were indexed."""
+    indexed = sum(store.scripts.index(part) for part in store.keys.all())
+    store.wake_beats(indexed)
+    return indexed
 
 
-def index_report(store: Store) -> tuple[str, str]:
-    """``(status, detail)`` of the indexes: ``warn`` when one holds another type or the
-    names index misses entries (written by an older version, or outside periodiq)."""
+def index_report(store: Store, sample: int | None = None) -> tuple[str, str]:
+    """``(status, detail)`` of the indexes: ``warn`` when one holds another type, the
+    names index misses entries, the pauses index misses timed pauses (a beat would never
+    end them: :mod:`.lost_pauses`, among about ``sample`` of the paused entries; None:
+    all) or the audit index misses trails (written by an older version, or outside
+    periodiq)."""
     parts = store.keys.all()
     pipe = store.client.pipeline(transaction=False)
     for part in parts:
         pipe.hget(part.stats, "idx")
         pipe.zcard(part.names)
         pipe.hlen(part.entries)
+        pipe.hlen(part.audit)
+        pipe.zcard(part.audit_newest)
+        pipe.scard(part.paused)
         for role, _ in _KINDS:
             pipe.type(getattr(part, role))
     replies = pipe.execute(raise_on_error=False)
-    width = 3 + len(_KINDS)
+    width = 6 + len(_KINDS)
     problems: list[str] = []
-    unbuilt = missing = named = 0
+    unbuilt = missing = named = unindexed = 0
+    paused: list[tuple[Partition, int]] = []
     for index, part in enumerate(parts):
-        mark, names, entries, *types = replies[index * width : (index + 1) * width]
+        row = replies[index * width : (index + 1) * width]
+        mark, names, entries, trails, held, count, *types = row
+        typed = dict(zip((role for role, _ in _KINDS), types, strict=True))
+        if isinstance(trails, int):  # an index of another type holds none
+            unindexed += max(trails - (held if isinstance(held, int) else 0), 0)
+        if isinstance(count, int) and typed["pauses"] in ("none", "zset"):
+            paused.append((part, count))
         if isinstance(mark, Exception) or isinstance(names, Exception):
             problems.append(f"{part.stats} or {part.names} cannot be read")
             continue
@@ -277,11 +294,20 @@ def index_report(store: Store) -> tuple[str, str]:
                 problems.append(f"{getattr(part, role)} holds a {found}, not a {kind}")
     if missing:
         problems.append(f"the names index misses {missing} entries")
+    said = []
     if problems:
-        shown = "; ".join(problems[:3]) + (
-            f" and {len(problems) - 3} more" if len(problems) > 3 else ""
+        more = f" and {len(problems) - 3} more" if len(problems) > 3 else ""
+        said.append("; ".join(problems[:3]) + more + ": counts and pages may be wrong")
+    lost = lost_pauses(store, paused, sample).said()
+    if lost:
+        said.append(lost)
+    if unindexed:  # nothing is missed: the audit reads their partitions whole
+        said.append(
+            f"the audit index misses {unindexed} trails: the whole schedule's audit "
+            "reads every trail of their partitions"
         )
-        return "warn", f"{shown}: counts and pages may be wrong (doctor --reindex rebuilds them)"
+    if said:
+        return "warn", "; ".join(said) + " (doctor --reindex rebuilds them)"
     built = len(parts) - unbuilt
     later = f"; {unbuilt} built at the first read" if unbuilt else ""
     return "ok", f"read indexes of {built} partitions hold {named} names{later}"
@@ -295,4 +321,5 @@ _KINDS = (
     ("overdue", "zset"),
     ("failing", "zset"),
     ("running", "zset"),
+    ("pauses", "zset"),
 )

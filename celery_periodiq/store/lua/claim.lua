@@ -33,7 +33,7 @@
 --   state is quarantined: see _common.lua)
 -- KEYS[17] pauses      zset  entry paused until an instant -> that instant (ms)
 -- KEYS[18] audit       hash  entry name -> its audit trail (see _common.lua)
--- KEYS[19] audit_gone  zset  deleted entry whose trail is kept -> when deleted (ms)
+-- KEYS[19] audit_newest  zset  entry name -> when its newest audit record was written (ms)
 -- ARGV[1] caller's beat id
 -- ARGV[2] most ticks to return
 -- ARGV[3] lease (ms)
@@ -197,9 +197,13 @@ if taken < batch then
   end
 end
 
--- 3. Timed pauses whose end came: listed for the caller to resume.
-local ended = redis.call('ZRANGEBYSCORE', KEYS[17], '-inf', now + horizon, 'LIMIT', 0, batch)
-for _, name in ipairs(ended) do redis.call('ZADD', KEYS[17], now + lease, name) end
+-- 3. Timed pauses whose end came: listed for the caller to resume. A pauses key of
+-- another type (written by something else) ends none, and stops no tick: doctor names
+-- it, and index.lua (doctor --reindex) builds it afresh.
+local pauses = wrong_type(KEYS[17], 'zset') and '' or KEYS[17]
+local ended = pauses ~= ''
+  and redis.call('ZRANGEBYSCORE', pauses, '-inf', now + horizon, 'LIMIT', 0, batch) or {}
+for _, name in ipairs(ended) do redis.call('ZADD', pauses, now + lease, name) end
 
 if #vanished > 0 or #ended > 0 then
   out[5] = cjson.encode({vanished = #vanished > 0 and vanished or nil,
@@ -207,7 +211,7 @@ if #vanished > 0 or #ended > 0 then
 end
 local first = redis.call('ZRANGE', due, 0, 0, 'WITHSCORES')
 if first[2] then out[2] = tonumber(first[2]) end
-local resumes = redis.call('ZRANGE', KEYS[17], 0, 0, 'WITHSCORES')
+local resumes = pauses ~= '' and redis.call('ZRANGE', pauses, 0, 0, 'WITHSCORES') or {}
 if resumes[2] and (out[2] < 0 or tonumber(resumes[2]) < out[2]) then
   out[2] = tonumber(resumes[2])
 end

@@ -1,6 +1,7 @@
 -- index: build the read side's indexes of one partition afresh from its entries and
--- their states: for a schedule written before the scripts kept them, and for doctor's
--- repair of indexes that drifted (damaged, or written by an older version beside).
+-- their states, the audit trails' index and the timed pauses' index: for a schedule
+-- written before the scripts kept them, and for doctor's repair of indexes that drifted
+-- (damaged, or written by an older version beside).
 --
 -- Atomic, so it blocks the partition's server while it reads every entry of the
 -- partition (about 1 s per 100,000 entries; a schedule's entries are spread over its
@@ -18,6 +19,15 @@
 -- KEYS[9] overdue     zset  overdue entry -> since when (ms)
 -- KEYS[10] failing    zset  failing entry -> since when (ms)
 -- KEYS[11] running    zset  entry with a running marker -> until when (ms)
+-- KEYS[12] audit         hash  entry name -> its audit trail (see _common.lua)
+-- KEYS[13] audit_newest  zset  entry name -> when its newest audit record was written
+--                              (ms): each trail's is written afresh (a trail kept by an
+--                              older version was not indexed unless deleted; one whose
+--                              newest cannot be read scores 0, dropped at the next record)
+-- KEYS[14] pauses     zset  entry paused until an instant -> that instant (ms): an entry
+--                           whose state says it is paused until an instant is added when
+--                           missing (a beat would never end its pause); a name already
+--                           there keeps its score (a beat may be ending it, claim.lua)
 -- ARGV[1] the version of the indexes, written to stats' "idx" field (INDEX_VERSION)
 --
 -- Returns the number of entries indexed.
@@ -38,6 +48,8 @@ for _, key in ipairs({entries, quarantine}) do
   end
 end
 
+local pauses = KEYS[14]
+if wrong_type(pauses, 'zset') then redis.call('DEL', pauses) end
 local sums, named, disabled = {}, {}, {}
 for first = 1, #names, 1000 do
   local group = {unpack(names, first, math.min(first + 999, #names))}
@@ -52,7 +64,11 @@ for first = 1, #names, 1000 do
       disabled[#disabled + 1] = name
     end
     local state = stored[k] and parse_state(stored[k])
-    if state then index_facts(name, nil, facts(state), sums) end
+    if state then
+      index_facts(name, nil, facts(state), sums)
+      local ends = state.paused == '1' and tonumber(state['until'])
+      if ends then redis.call('ZADD', pauses, 'NX', ends, name) end
+    end
   end
 end
 if #named > 0 then chunked('ZADD', IDX.names, named) end
@@ -61,4 +77,18 @@ for reason, n in pairs(sums) do
   if n ~= 0 then redis.call('HINCRBY', stats, 'n:' .. reason, n) end
 end
 redis.call('HSET', stats, 'idx', ARGV[1])
+
+local audit, audit_newest = KEYS[12], KEYS[13]
+if not wrong_type(audit, 'hash') then
+  if wrong_type(audit_newest, 'zset') then redis.call('DEL', audit_newest) end
+  local trails, scored = redis.call('HKEYS', audit), {}
+  for first = 1, #trails, 1000 do
+    local group = {unpack(trails, first, math.min(first + 999, #trails))}
+    for k, text in ipairs(redis.call('HMGET', audit, unpack(group))) do
+      scored[#scored + 1] = tonumber(string.match(text or '', '^%[(%d+)')) or 0
+      scored[#scored + 1] = group[k]
+    end
+  end
+  if #scored > 0 then chunked('ZADD', audit_newest, scored) end
+end
 return #names
