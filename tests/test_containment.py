@@ -29,6 +29,7 @@ from celery_periodiq import (
 )
 from celery_periodiq.beat.dispatch import Dispatcher
 from celery_periodiq.model.plan import to_ms
+from celery_periodiq.protocol.headers import task_id_for
 from celery_periodiq.protocol.records import EventRow, RunStart, Settlement
 from tests.test_cli import cli, one_error_line
 
@@ -215,6 +216,43 @@ def test_a_state_that_is_not_json_is_rebuilt(world: World) -> None:
 
     assert world.run_beat(FIRST) == ["healthy", "victim"]
     assert _state_of(world, "victim")["next"] == to_ms(FIRST) + 60_000
+
+
+@pytest.mark.parametrize("damage", ["deleted", "not json"])
+def test_a_state_lost_after_the_claim_and_begun_afresh_by_the_guard_keeps_its_next_tick(
+    world: World, damage: str
+) -> None:
+    # CI saw a real beat's entry stop for good: the beat claimed its tick, then the
+    # state was lost, and the worker's guard began the run on a fresh state (no version,
+    # no incarnation) before the beat settled. The settlement took that state for
+    # another incarnation's and wrote nothing: no next tick, and nothing said why.
+    batch = world.store.scripts.claim(world.part, "test-beat", 10, 2000, to_ms(FIRST))
+    (claim,) = [claim for claim in batch.claims if claim.name == "victim"]
+    assert claim.inc is not None
+    if damage == "deleted":
+        world.client.hdel(world.part.state, "victim")
+    else:
+        world.client.hset(world.part.state, "victim", "{not json")
+    start = RunStart(
+        task_id=task_id_for(world.keys.prefix, "victim", claim.nominal_ms),
+        tick_ms=claim.nominal_ms, min_gap_ms=30_000, overlap="skip", ttl_ms=30_000,
+        retries=0, host="h", history_length=100,
+    )  # fmt: skip
+    began = world.store.scripts.begin("victim", start, now_ms=to_ms(FIRST) + 50)
+    assert began.outcome == "started"
+    following = to_ms(FIRST) + 60_000
+    enqueued = (EventRow("enqueued", claim.nominal_ms),)
+    settlement = Settlement(
+        claim.id, claim.name, claim.version, claim.inc, following, following,
+        counts={"enqueued": 1}, events=enqueued,
+    )  # fmt: skip
+
+    assert world.store.scripts.ack(world.part, "test-beat", 100, [settlement]).settled == 1
+
+    victim = world.api.get("victim")
+    assert (victim.status, victim.next_run) == ("active", FIRST + timedelta(seconds=60))
+    assert _state_of(world, "victim")["last_run"] == to_ms(FIRST) + 50  # the guard's start kept
+    assert world.run_beat(FIRST + timedelta(seconds=60)) == ["healthy", "victim"]
 
 
 def test_a_missing_state_at_an_instant_that_is_no_tick_is_scheduled_afresh(

@@ -5,9 +5,10 @@
 -- is left alone. The next tick is written only if the entry still exists, is not
 -- paused or quarantined, and has not been changed since the claim (a writer that
 -- changed it already scheduled it). An entry whose history keys hold another type is
--- quarantined instead of written, and one whose state is not JSON gets a new state:
--- either way its claim is settled, so nothing is published twice, and no other entry
--- of the batch suffers.
+-- quarantined instead of written, and one whose state is not JSON gets a new state (a
+-- state a worker's guard began afresh since the claim, with no version, is taken for
+-- the claim's entry): either way its claim is settled, so nothing is published twice,
+-- and no other entry of the batch suffers.
 --
 -- The ticks a claim published are added to the entry's "runs"; an entry whose
 -- definition (as it is now) has a max_runs that many runs reach has ended: no next
@@ -151,6 +152,11 @@ for k, a in ipairs(settlements) do
           was_next[a.name], was_overdue[a.name] = state.next, tonumber(state.overdue) or false
         elseif stored[k] then
           unknown[a.name] = true
+        end
+        -- a state with no version was begun afresh by a worker's guard after it was
+        -- lost (begin.lua): it is the claim's entry, as a missing state is
+        if state and state.version == nil then
+          state.version, state.inc = a.version, state.inc or (given(a.inc) and a.inc or nil)
         end
         state = state or {version = a.version, inc = given(a.inc) and a.inc or nil}
         loaded[a.name] = state
