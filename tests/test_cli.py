@@ -672,7 +672,8 @@ def test_doctor_fails_without_a_beat_and_with_a_quarantined_entry(
     statuses = {check["name"]: check["status"] for check in report["checks"]}
     assert statuses == {
         "redis": "ok", "scripts": "ok", "beats": "fail", "clock": "ok", "broker": "ok",
-        "entries": "fail", "alerts": "ok", "tasks": "ok", "runs": "ok", "indexes": "ok",
+        "entries": "fail", "due": "ok", "alerts": "ok", "tasks": "ok", "runs": "ok",
+        "indexes": "ok",
     }  # fmt: skip
     assert "quarantined: broken (entry data is not JSON" in report["checks"][5]["detail"]
 
@@ -686,7 +687,8 @@ def test_doctor_reports_an_unreachable_redis_and_skips_what_needs_it(offline: Ce
     assert "  → check periodiq_redis_url" in result.stdout
     assert [line.split()[:2] for line in lines if line.startswith("skip")] == [
         ["skip", "scripts"], ["skip", "beats"], ["skip", "clock"], ["skip", "entries"],
-        ["skip", "alerts"], ["skip", "tasks"], ["skip", "runs"], ["skip", "indexes"],
+        ["skip", "due"], ["skip", "alerts"], ["skip", "tasks"], ["skip", "runs"],
+        ["skip", "indexes"],
     ]  # fmt: skip
     assert result.stdout.endswith("\n1 problem found.\n")
 

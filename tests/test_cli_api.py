@@ -87,7 +87,8 @@ def test_diagnose_checks_everything_in_order(api: Periodiq) -> None:
 
     assert [(check.name, check.status) for check in checks] == [
         ("redis", "ok"), ("scripts", "ok"), ("beats", "ok"), ("clock", "ok"), ("broker", "ok"),
-        ("entries", "ok"), ("alerts", "ok"), ("tasks", "ok"), ("runs", "ok"), ("indexes", "ok"),
+        ("entries", "ok"), ("due", "ok"), ("alerts", "ok"), ("tasks", "ok"), ("runs", "ok"),
+        ("indexes", "ok"),
     ]  # fmt: skip
     assert checks[1] == Check("scripts", "ok", "14 Lua scripts load")
     assert checks[2].detail == "1 live beat (beat-host:4242)"
@@ -103,8 +104,8 @@ def test_diagnose_never_raises_when_redis_is_down(broker_url: str) -> None:
 
     assert [(check.name, check.status) for check in checks] == [
         ("redis", "fail"), ("scripts", "skip"), ("beats", "skip"), ("clock", "skip"),
-        ("broker", "ok"), ("entries", "skip"), ("alerts", "skip"), ("tasks", "skip"),
-        ("runs", "skip"), ("indexes", "skip"),
+        ("broker", "ok"), ("entries", "skip"), ("due", "skip"), ("alerts", "skip"),
+        ("tasks", "skip"), ("runs", "skip"), ("indexes", "skip"),
     ]  # fmt: skip
 
 

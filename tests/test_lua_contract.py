@@ -159,7 +159,7 @@ REPLIES: dict[str, Any] = {
     "record": 1,
     "begin": ["started", 1000, -1, ""],
     "finish": 1,
-    "index": 0,
+    "index": [0],
     "release": 0,
     "alerts": [],
     "window": 1,

@@ -16,6 +16,7 @@ from celery_periodiq.config import redacted
 from celery_periodiq.ops.checks import Check, Scope
 from celery_periodiq.ops.doctor_entries import (
     DEFAULT_SAMPLE,
+    ENTRY_CHECKS,
     WAITING_FLOOR,
     WAITING_INTERVALS,
     check_entries,
@@ -56,7 +57,8 @@ def diagnose(runtime: Runtime, sample: int | None = DEFAULT_SAMPLE) -> list[Chec
 
     In order: Redis reachable and at least 6.2, the Lua scripts load, at
     least one live beat, this host's clock against Redis's, the broker
-    reachable, no quarantined entries, none overdue or failing, every entry's
+    reachable, no quarantined entries, every entry that should run due or in flight
+    (one in neither would never run again), none overdue or failing, every entry's
     task known to the app, and no entry whose sent runs no worker started for
     several intervals, and the read side's indexes (what a scrape and a page read)
     built, of the right types, naming every entry. The entries are read in one
@@ -69,7 +71,7 @@ def diagnose(runtime: Runtime, sample: int | None = DEFAULT_SAMPLE) -> list[Chec
     if first.status == "fail":
         unchecked = [
             Check(name, "skip", "not checked: Redis is unreachable")
-            for name in ("scripts", "beats", "clock", "entries", "alerts", "tasks", "runs")
+            for name in ("scripts", "beats", "clock", *ENTRY_CHECKS)
         ]
         unread = Check("indexes", "skip", "not checked: Redis is unreachable")
         return [first, *unchecked[:3], _check_broker(runtime), *unchecked[3:], unread]
@@ -89,7 +91,7 @@ def diagnose(runtime: Runtime, sample: int | None = DEFAULT_SAMPLE) -> list[Chec
         entries = check_entries(runtime, sample)
     except redis.RedisError as error:
         problem = f"cannot read the entries: {error}"
-        entries = [Check(name, "fail", problem) for name in ("entries", "alerts", "tasks", "runs")]
+        entries = [Check(name, "fail", problem) for name in ENTRY_CHECKS]
     return [*checks, *entries, _check_indexes(runtime, sample)]
 
 

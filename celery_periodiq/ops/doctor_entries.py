@@ -1,8 +1,8 @@
-"""doctor's checks of the entries themselves (quarantined, overdue or failing, unknown
-task, sent runs nobody started), made in one pass over the entries, a page at a time:
-every entry, or on a schedule larger than the sample the quarantined ones and a random
-sample. Each check is a :class:`Finding` that sees every page and then says what it
-found; a new one joins :data:`FINDINGS`."""
+"""doctor's checks of the entries themselves (quarantined, neither due nor in flight,
+overdue or failing, unknown task, sent runs nobody started), made in one pass over the
+entries, a page at a time: every entry, or on a schedule larger than the sample the
+quarantined ones and a random sample. Each check is a :class:`Finding` that sees every
+page and then says what it found; a new one joins :data:`FINDINGS`."""
 
 from __future__ import annotations
 
@@ -16,12 +16,15 @@ from celery_periodiq.model.plan import from_ms
 from celery_periodiq.ops.checks import Check, Scope
 from celery_periodiq.runtime import Runtime
 from celery_periodiq.store import walk
+from celery_periodiq.store.store import Store
+from celery_periodiq.store.unscheduled import looks_unscheduled, unscheduled
 from celery_periodiq.store.views import StoredEntry
 from celery_periodiq.worker.task import PeriodicTask
 from celery_periodiq.worker.task_modules import import_task_modules
 
 __all__ = [
     "DEFAULT_SAMPLE",
+    "ENTRY_CHECKS",
     "FINDINGS",
     "WAITING_FLOOR",
     "WAITING_INTERVALS",
@@ -88,6 +91,28 @@ class _Quarantined:
             return Check("entries", "ok", scope.said("none quarantined"), scope)
         noun = "entry" if self.seen == 1 else "entries"
         return Check("entries", "ok", f"{self.seen} {noun}, none quarantined", scope)
+
+
+class _Unscheduled:
+    def __init__(self, context: _Context) -> None:
+        self.context = context
+        self.lost = _Few(5)
+
+    def see(self, page: list[StoredEntry]) -> None:
+        looked = [item for item in page if looks_unscheduled(item)]
+        for name in unscheduled(self.context.store, looked) if looked else ():
+            self.lost.add(name, name)
+
+    def check(self, scope: Scope) -> Check:
+        if self.lost.count:
+            noun = "entry is" if self.lost.count == 1 else "entries are"
+            detail = (
+                f"{self.lost.count} {noun} neither due nor in flight, so no beat will run "
+                f"them again: {self.lost.text()} (doctor --reindex schedules them again)"
+            )
+            return Check("due", "fail", scope.said(detail, short=True), scope)
+        detail = "every entry that should run is due or in flight"
+        return Check("due", "ok", scope.said(detail, short=True), scope)
 
 
 class _Alerts:
@@ -191,10 +216,13 @@ class _Context:
     app_name: str | None
     default_queue: str
     now_ms: int
+    store: Store
 
 
-FINDINGS: list[Callable[[_Context], Finding]] = [_Quarantined, _Alerts, _Tasks, _Runs]
+FINDINGS: list[Callable[[_Context], Finding]] = [_Quarantined, _Unscheduled, _Alerts, _Tasks, _Runs]
 """The entry checks, in the order doctor shows them."""
+ENTRY_CHECKS = ("entries", "due", "alerts", "tasks", "runs")
+"""Their names, in that order."""
 
 
 def check_entries(runtime: Runtime, sample: int | None) -> list[Check]:
@@ -203,7 +231,11 @@ def check_entries(runtime: Runtime, sample: int | None) -> list[Check]:
     raises."""
     store = runtime.store
     context = _Context(
-        _tasks(runtime), runtime.app.main, runtime.app.conf.task_default_queue, store.now_ms()
+        _tasks(runtime),
+        runtime.app.main,
+        runtime.app.conf.task_default_queue,
+        store.now_ms(),
+        store,
     )
     findings = [make(context) for make in FINDINGS]
     total = store.count()

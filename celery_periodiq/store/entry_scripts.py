@@ -58,8 +58,11 @@ PAUSE = ScriptKeys(
 WINDOW = ScriptKeys("window", ("windows", "windows_audit", "windows_audit_newest"))
 INDEX = ScriptKeys(
     "index",
-    ("entries", "state", "quarantine", "stats", *INDEXES, "audit", "audit_newest", "pauses"),
-)
+    (
+        "entries", "state", "quarantine", "stats", *INDEXES, "audit", "audit_newest", "pauses",
+        "due", "ticks",
+    ),
+)  # fmt: skip
 INDEX_VERSION = "1"
 """The version of the read side's indexes: a partition whose stats hash says another
 one (or none: written by an older version) has them built afresh (``lua/index.lua``)."""
@@ -241,10 +244,12 @@ class EntryScripts(ScriptCalls):
         """pause.lua's ``calls``, pipelined (:meth:`_pipelined`)."""
         return [str(reply) for reply in self._pipelined(PAUSE.script, calls)]
 
-    def index(self, part: Partition) -> int:
-        """Build the read side's indexes of one partition afresh, atomically; returns how
-        many entries it indexed."""
-        return int(self._run(INDEX.script, INDEX.keys(part), [INDEX_VERSION]))
+    def index(self, part: Partition) -> tuple[int, list[str]]:
+        """Build the read side's indexes of one partition afresh, atomically, and schedule
+        again the entries no beat would ever run (neither due nor in flight); returns how
+        many entries it indexed, and the names of those it scheduled again."""
+        indexed, *scheduled = self._run(INDEX.script, INDEX.keys(part), [INDEX_VERSION])
+        return int(indexed), [str(name) for name in scheduled]
 
     def window(self, action: str, window_id: str, text: str = "", audit: str = "") -> bool:
         """Add (``"add"``: only when the id is free), change (``"replace"``) or remove

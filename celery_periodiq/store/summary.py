@@ -73,8 +73,23 @@ def ensure_indexed(store: Store) -> int:
 
 
 def _build(store: Store, part: Partition) -> None:
-    indexed = store.scripts.index(part)
+    indexed, scheduled = store.scripts.index(part)
     logger.info("periodiq: built the read indexes of %s (%d entries)", part.tag, indexed)
+    _said_scheduled(scheduled)
+
+
+def _said_scheduled(names: list[str]) -> None:
+    """Warn of the entries :meth:`EntryScripts.index` scheduled again."""
+    if names:
+        more = f" and {len(names) - 5} more" if len(names) > 5 else ""
+        logger.warning(
+            "periodiq: scheduled again %d %s neither due nor in flight "
+            "(no beat would have run %s again): %s",
+            len(names),
+            "entry that was" if len(names) == 1 else "entries that were",
+            "it" if len(names) == 1 else "them",
+            ", ".join(sorted(names)[:5]) + more,
+        )
 
 
 def forget_indexes(store: Store) -> None:
@@ -243,10 +258,16 @@ def first_names(store: Store, count: int, skip: set[str]) -> list[str]:
 
 
 def reindex(store: Store) -> int:
-    """Build every partition's indexes afresh (``lua/index.lua``, atomic per partition)
-    and wake the beats to claim every partition (a timed pause indexed again may have
-    ended); returns how many entries were indexed."""
-    indexed = sum(store.scripts.index(part) for part in store.keys.all())
+    """Build every partition's indexes afresh (``lua/index.lua``, atomic per partition),
+    schedule again the entries no beat would have run (warned of), and wake the beats to
+    claim every partition (a timed pause indexed again may have ended, an entry scheduled
+    again may be due); returns how many entries were indexed."""
+    indexed, scheduled = 0, []
+    for part in store.keys.all():
+        count, names = store.scripts.index(part)
+        indexed += count
+        scheduled += names
+    _said_scheduled(scheduled)
     store.wake_beats(indexed)
     return indexed
 

@@ -28,9 +28,17 @@
 --                           whose state says it is paused until an instant is added when
 --                           missing (a beat would never end its pause); a name already
 --                           there keeps its score (a beat may be ending it, claim.lua)
+-- KEYS[15] due        zset  entry name -> due instant (ms)
+-- KEYS[16] ticks      hash  tick id (name@nominal) -> claim JSON: the ticks in flight
 -- ARGV[1] the version of the indexes, written to stats' "idx" field (INDEX_VERSION)
 --
--- Returns the number of entries indexed.
+-- It also schedules again each entry no beat would ever run: enabled, clock-driven, not
+-- quarantined, paused or ended, yet neither due nor in flight (every script keeps an
+-- entry in one or the other; damaged data, a write from outside periodiq or a bug can
+-- leave it in neither). It is due at its next tick (jitter left out), or now when its
+-- state has none (the beat then rebuilds the state from the definition).
+--
+-- Returns {entries indexed, then the names of the entries scheduled again}.
 
 local entries, states, quarantine, stats = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 keep_indexes(stats, 5)
@@ -48,14 +56,48 @@ for _, key in ipairs({entries, quarantine}) do
   end
 end
 
-local pauses = KEYS[14]
+local pauses, due, ticks = KEYS[14], KEYS[15], KEYS[16]
 if wrong_type(pauses, 'zset') then redis.call('DEL', pauses) end
-local sums, named, disabled = {}, {}, {}
+local flying, quarantined = {}, {}
+if not wrong_type(ticks, 'hash') then
+  for _, id in ipairs(redis.call('HKEYS', ticks)) do
+    flying[string.match(id, '^(.*)@%-?%d+$') or id] = true
+  end
+end
+if not wrong_type(quarantine, 'hash') then
+  for _, name in ipairs(redis.call('HKEYS', quarantine)) do quarantined[name] = true end
+end
+local usable_due = not wrong_type(due, 'zset')
+
+-- Whether an entry neither due nor in flight should be due: when at (ms), or nil.
+local function stranded(name, definition, state, unreadable, now)
+  if flying[name] or quarantined[name] or not definition then return nil end
+  local parsed = decoded(definition)
+  local spec = type(parsed.schedule) == 'string' and string.lower(parsed.schedule) or ''
+  spec = string.match(spec, '^%s*(.-)%s*$')
+  if parsed.enabled == false or spec == '@reboot' or spec == '@shutdown' then return nil end
+  if unreadable then return now end
+  if state.paused == '1' or state.next == '' then return nil end
+  return tonumber(state.next) or now
+end
+
+local sums, named, disabled, rescheduled, scheduled = {}, {}, {}, {}, {}
+local now = clock_ms('')
 for first = 1, #names, 1000 do
   local group = {unpack(names, first, math.min(first + 999, #names))}
   local definitions = redis.call('HMGET', entries, unpack(group))
   local stored = redis.call('HMGET', states, unpack(group))
+  local scores = usable_due and redis.call('ZMSCORE', due, unpack(group)) or {}
   for k, name in ipairs(group) do
+    if usable_due and not scores[k] then
+      local state, unreadable = parse_state(stored[k])
+      local at = stranded(name, definitions[k], state, unreadable, now)
+      if at then
+        scheduled[#scheduled + 1] = at
+        scheduled[#scheduled + 1] = name
+        rescheduled[#rescheduled + 1] = name
+      end
+    end
     named[#named + 1] = 0
     named[#named + 1] = name
     local definition = definitions[k]
@@ -72,6 +114,7 @@ for first = 1, #names, 1000 do
   end
 end
 if #named > 0 then chunked('ZADD', IDX.names, named) end
+if #scheduled > 0 then chunked('ZADD', due, scheduled) end
 if #disabled > 0 then chunked('SADD', IDX.disabled, disabled) end
 for reason, n in pairs(sums) do
   if n ~= 0 then redis.call('HINCRBY', stats, 'n:' .. reason, n) end
@@ -91,4 +134,6 @@ if not wrong_type(audit, 'hash') then
   end
   if #scored > 0 then chunked('ZADD', audit_newest, scored) end
 end
-return #names
+local out = {#names}
+for _, name in ipairs(rescheduled) do out[#out + 1] = name end
+return out

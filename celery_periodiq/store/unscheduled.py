@@ -1,0 +1,65 @@
+"""Entries no beat will ever run again: neither due nor in flight.
+
+Every script keeps an entry that should run (enabled, clock-driven, not quarantined,
+paused or ended) either in its partition's due set or, while a beat holds its tick, in
+flight. Damaged data, a write from outside periodiq or a bug can leave one in neither:
+it would never run again, and its status would still say "active". ``doctor``'s
+"due" check finds them (:func:`unscheduled`), and ``lua/index.lua`` (``doctor
+--reindex``) schedules them again.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+from celery_periodiq.schedules import EventSchedule
+from celery_periodiq.store.store import Store
+from celery_periodiq.store.views import StoredEntry, _state
+
+__all__ = ["looks_unscheduled", "unscheduled"]
+
+
+def looks_unscheduled(item: StoredEntry) -> bool:
+    """Whether ``item``, as read, should be due but is not in the due set: an entry in
+    flight looks so too, until :func:`unscheduled` reads its partition again."""
+    entry = item.entry
+    if entry is None or item.invalid or item.paused or item.due is not None:
+        return False
+    if not entry.enabled or isinstance(entry.parsed_schedule(), EventSchedule):
+        return False
+    return item.state.get("next") != ""  # "": it has ended (no state: rebuilt when due)
+
+
+def unscheduled(store: Store, found: Iterable[StoredEntry]) -> list[str]:
+    """The names of ``found`` (entries that :func:`looks_unscheduled`) that are neither due
+    nor in flight, their definition unchanged and still not quarantined, paused or ended,
+    in one atomic read (MULTI) of each of their partitions. A partition whose keys cannot
+    be read (another type) is left out: the indexes check names such keys."""
+    by_part: dict[str, list[StoredEntry]] = defaultdict(list)
+    for item in found:
+        by_part[store.keys.of(item.name).tag].append(item)
+    lost: list[str] = []
+    for items in by_part.values():
+        part = store.keys.of(items[0].name)
+        names = [item.name for item in items]
+        pipe = store.client.pipeline(transaction=True)
+        pipe.zmscore(part.due, names)
+        pipe.hmget(part.entries, names)
+        pipe.hmget(part.state, names)
+        pipe.hmget(part.quarantine, names)
+        pipe.hkeys(part.ticks)
+        replies = pipe.execute(raise_on_error=False)
+        if any(isinstance(reply, Exception) for reply in replies):
+            continue
+        scores, definitions, states, reasons, ticks = replies
+        flying = {str(tick).rpartition("@")[0] for tick in ticks}
+        for item, score, definition, raw, reason in zip(
+            items, scores, definitions, states, reasons, strict=True
+        ):
+            if score is not None or reason is not None or item.name in flying:
+                continue
+            state = _state(raw)
+            if definition == item.definition and state.get("paused") != "1":
+                lost += [item.name] if state.get("next") != "" else []
+    return sorted(lost)
