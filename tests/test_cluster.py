@@ -135,6 +135,30 @@ def test_every_script_runs_on_the_cluster(cluster_api: Periodiq) -> None:
     assert api.list(owner="tests") == []
 
 
+def test_an_entry_lost_from_the_due_set_is_found_and_scheduled_again_on_the_cluster(
+    cluster_api: Periodiq,
+) -> None:
+    # doctor's "due" check reads each partition in one MULTI, and index.lua gets the due
+    # set and the ticks: on a cluster both must name keys of one slot only
+    api, store = cluster_api, cluster_api.store
+    names = [f"lost-{n}" for n in range(12)]
+    for name in names:
+        api.add(name, "proj.t", every=60, owner="tests")
+    lost = names[::3]
+    for name in lost:
+        store.client.zrem(store.keys.of(name).due, name)
+
+    (check,) = [check for check in api.diagnose() if check.name == "due"]
+    api.reindex()
+    (after,) = [check for check in api.diagnose() if check.name == "due"]
+
+    assert check.status == "fail"
+    assert check.detail.startswith(f"{len(lost)} entries are neither due nor in flight")
+    assert all(name in check.detail for name in lost[:4])
+    assert after.status == "ok"
+    assert all(store.client.zscore(store.keys.of(name).due, name) for name in names)
+
+
 def test_history_and_counters_on_the_cluster(cluster_api: Periodiq) -> None:
     api, store, app = cluster_api, cluster_api.store, cluster_api.app
 

@@ -79,9 +79,16 @@ def test_an_entry_with_no_state_and_not_due_is_scheduled_now_and_rebuilt(world: 
     assert world.api.get("victim").next_run is not None
 
 
+@pytest.mark.parametrize("state", ["kept", "deleted", "garbage next"])
 def test_a_tick_in_flight_is_not_taken_for_a_lost_entry_nor_scheduled_twice(
-    world: World,
+    world: World, state: str
 ) -> None:
+    # a claim's id is name@next, or name@due when the state has no readable next tick
+    if state == "deleted":
+        world.client.hdel(world.part.state, "victim")
+    elif state == "garbage next":
+        stored = json.loads(world.client.hget(world.part.state, "victim") or "{}")
+        world.client.hset(world.part.state, "victim", json.dumps({**stored, "next": "soon"}))
     batch = world.store.scripts.claim(world.part, "test-beat", 10, 2000, to_ms(FIRST))
     assert "victim" in {claim.name for claim in batch.claims}
     assert world.client.zscore(world.part.due, "victim") is None

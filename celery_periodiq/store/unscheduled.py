@@ -34,7 +34,10 @@ def looks_unscheduled(item: StoredEntry) -> bool:
 def unscheduled(store: Store, found: Iterable[StoredEntry]) -> list[str]:
     """The names of ``found`` (entries that :func:`looks_unscheduled`) that are neither due
     nor in flight, their definition unchanged and still not quarantined, paused or ended,
-    in one atomic read (MULTI) of each of their partitions. A partition whose keys cannot
+    in one atomic read (MULTI) of each of their partitions. A claim in flight is looked up
+    by its id (``name@next``, as claim.lua makes it); only a partition with an entry whose
+    state has no readable next tick (claimed by its due instant) has all of its ticks'
+    ids read. A partition whose keys cannot
     be read (another type) is left out: the indexes check names such keys."""
     by_part: dict[str, list[StoredEntry]] = defaultdict(list)
     for item in found:
@@ -43,23 +46,35 @@ def unscheduled(store: Store, found: Iterable[StoredEntry]) -> list[str]:
     for items in by_part.values():
         part = store.keys.of(items[0].name)
         names = [item.name for item in items]
+        nexts = [item.state.get("next") for item in items]
         pipe = store.client.pipeline(transaction=True)
         pipe.zmscore(part.due, names)
         pipe.hmget(part.entries, names)
         pipe.hmget(part.state, names)
         pipe.hmget(part.quarantine, names)
-        pipe.hkeys(part.ticks)
+        pipe.hmget(part.ticks, [f"{name}@{at}" for name, at in zip(names, nexts, strict=True)])
+        if any(at is None or not at.isdigit() for at in nexts):  # claimed by its due instant
+            pipe.hkeys(part.ticks)
         replies = pipe.execute(raise_on_error=False)
         if any(isinstance(reply, Exception) for reply in replies):
             continue
-        scores, definitions, states, reasons, ticks = replies
-        flying = {str(tick).rpartition("@")[0] for tick in ticks}
-        for item, score, definition, raw, reason in zip(
-            items, scores, definitions, states, reasons, strict=True
-        ):
-            if score is not None or reason is not None or item.name in flying:
-                continue
-            state = _state(raw)
-            if definition == item.definition and state.get("paused") != "1":
-                lost += [item.name] if state.get("next") != "" else []
+        scores, definitions, states, reasons, claims, *every = replies
+        flying = {str(tick).rpartition("@")[0] for tick in every[0]} if every else set()
+        for k, item in enumerate(items):
+            state = _state(states[k])
+            if (
+                scores[k] is None
+                and reasons[k] is None
+                and claims[k] is None
+                and item.name not in flying
+                and definitions[k] == item.definition
+                and state.get("paused") != "1"
+                and _text(state.get("next")) == nexts[k]  # else a beat settled it meanwhile
+            ):
+                lost.append(item.name)
     return sorted(lost)
+
+
+def _text(value: object) -> str | None:
+    """A state field as :attr:`StoredEntry.state` holds it."""
+    return None if value is None else str(value)
