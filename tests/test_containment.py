@@ -255,6 +255,37 @@ def test_a_state_lost_after_the_claim_and_begun_afresh_by_the_guard_keeps_its_ne
     assert world.run_beat(FIRST + timedelta(seconds=60)) == ["healthy", "victim"]
 
 
+@pytest.mark.parametrize("damage", ["deleted", "not json"])
+def test_a_claim_whose_state_was_lost_is_taken_over_not_dropped(world: World, damage: str) -> None:
+    # A beat claims, then dies; the entry's state is lost meanwhile. The claim's
+    # incarnation matches no state any more, but the entry was not deleted: another beat
+    # takes the claim over, as any other, and settles it with the next tick. Dropping
+    # it, as for a deleted entry, left the entry neither due nor in flight: never run again.
+    batch = world.store.scripts.claim(world.part, "dead-beat", 10, 2000, to_ms(FIRST))
+    assert "victim" in {claim.name for claim in batch.claims}
+    if damage == "deleted":
+        world.client.hdel(world.part.state, "victim")
+    else:
+        world.client.hset(world.part.state, "victim", "{not json")
+
+    sent = world.run_beat(FIRST + timedelta(seconds=5))  # the lease (2 s) ran out
+
+    assert sent == ["healthy", "victim"]
+    victim = world.api.get("victim")
+    assert (victim.status, victim.next_run) == ("active", FIRST + timedelta(seconds=60))
+
+
+def test_a_claim_of_a_deleted_entry_is_dropped_when_its_lease_runs_out(world: World) -> None:
+    world.store.scripts.claim(world.part, "dead-beat", 10, 2000, to_ms(FIRST))
+    world.api.delete("victim")
+
+    batch = world.store.scripts.claim(world.part, "other-beat", 10, 2000, to_ms(FIRST) + 5000)
+
+    assert "victim" not in {claim.name for claim in batch.claims}
+    assert world.client.hlen(world.part.ticks) == 0  # nothing of it left in flight
+    assert world.client.zcard(world.part.inflight) == 0
+
+
 def test_a_missing_state_at_an_instant_that_is_no_tick_is_scheduled_afresh(
     world: World,
 ) -> None:

@@ -82,6 +82,16 @@ local out = {now, -1, -1, micros, ''}
 local taken = 0
 local vanished = {}
 
+-- Whether a claim's entry was deleted since (and maybe created again: its state names
+-- another incarnation). A state lost meanwhile (gone or not JSON, or begun afresh by a
+-- worker's guard, with no incarnation) while the definition stays is the same entry:
+-- its claim is taken over as any other, and its settlement rebuilds the state.
+local function another_incarnation(claim)
+  local state = parse_state(redis.call('HGET', states, claim.name))
+  if state and type(state.inc) == 'string' then return state.inc ~= claim.inc end
+  return redis.call('HEXISTS', entries, claim.name) == 0
+end
+
 -- 1. Claims whose lease ran out: keep them with a live owner, take the rest.
 local expired = redis.call('ZRANGEBYSCORE', inflight, '-inf', now, 'LIMIT', 0, batch)
 for _, id in ipairs(expired) do
@@ -90,8 +100,7 @@ for _, id in ipairs(expired) do
   if not claim or type(claim.name) ~= 'string' then
     redis.call('ZREM', inflight, id)
     redis.call('HDEL', ticks, id)
-  elseif type(claim.inc) == 'string'
-      and (parse_state(redis.call('HGET', states, claim.name)) or {}).inc ~= claim.inc then
+  elseif type(claim.inc) == 'string' and another_incarnation(claim) then
     -- the entry was deleted (and maybe created again) since: nothing of this claim applies
     redis.call('ZREM', inflight, id)
     redis.call('HDEL', ticks, id)
