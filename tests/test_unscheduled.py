@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
+import redis
 
 from celery_periodiq.model.plan import to_ms
 from tests.test_cli import cli
@@ -46,7 +47,7 @@ def test_an_entry_neither_due_nor_in_flight_is_named_and_scheduled_again(
 
     assert status == "fail"
     assert detail.startswith("1 entry is neither due nor in flight, so no beat will run")
-    assert "victim (doctor --reindex schedules them again)" in detail
+    assert detail.endswith("again: victim (doctor --reindex repairs them)")
     assert world.run_beat(FIRST) == ["healthy"]  # as lost as doctor says
 
     caplog.set_level(logging.WARNING, logger="celery_periodiq")
@@ -136,3 +137,44 @@ def test_doctor_cli_names_it_and_reindex_repairs_it(world: World) -> None:
     repaired = cli(world.app, "doctor", "--reindex")
     assert "scheduled again 1 entry that was neither due nor in flight" in repaired.stderr
     assert world.client.zscore(world.part.due, "victim") == to_ms(FIRST)
+
+
+@pytest.mark.parametrize("role", ["due", "ticks", "inflight"])
+def test_a_claim_key_of_another_type_is_named_and_replaced_and_the_ticks_go_on(
+    world: World, role: str
+) -> None:
+    key = getattr(world.part, role)
+    world.client.delete(key)
+    world.client.set(key, "written by something else")
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        world.store.scripts.claim(world.part, "test-beat", 10, 2000, to_ms(FIRST))
+
+    status, detail = _scheduled(world)
+
+    assert status == "fail"
+    kind = "hash" if role == "ticks" else "zset"
+    assert f"{key} holds a string, not a {kind}: no tick of its partition can be claimed" in detail
+    world.api.reindex()
+    assert _scheduled(world)[0] == "ok"
+    world.dispatcher.touch(None)
+    assert world.run_beat(FIRST) == ["healthy", "victim"]  # due again: rebuilt from states
+
+
+def test_ticks_in_flight_the_in_flight_set_lacks_are_named_and_looked_at_again(
+    world: World,
+) -> None:
+    batch = world.store.scripts.claim(world.part, "dead-beat", 10, 2000, to_ms(FIRST))
+    assert "victim" in {claim.name for claim in batch.claims}
+    world.client.delete(world.part.inflight)  # the claim's lease is lost with it
+    assert world.run_beat(FIRST + timedelta(seconds=5)) == ["healthy"]  # never looked at
+
+    status, detail = _scheduled(world)
+
+    assert status == "fail"
+    assert "at least 1 tick is in flight but not in the in-flight set" in detail
+    world.api.reindex()
+    assert world.client.zcard(world.part.inflight) == 1
+    world.dispatcher.touch(None)
+    assert world.run_beat(FIRST + timedelta(seconds=6)) == ["victim"]  # taken over, sent
+    assert world.api.get("victim").next_run == FIRST + timedelta(seconds=60)
+    assert _scheduled(world)[0] == "ok"

@@ -17,7 +17,11 @@ from celery_periodiq.ops.checks import Check, Scope
 from celery_periodiq.runtime import Runtime
 from celery_periodiq.store import walk
 from celery_periodiq.store.store import Store
-from celery_periodiq.store.unscheduled import looks_unscheduled, unscheduled
+from celery_periodiq.store.unscheduled import (
+    claim_keys_report,
+    looks_unscheduled,
+    unscheduled,
+)
 from celery_periodiq.store.views import StoredEntry
 from celery_periodiq.worker.task import PeriodicTask
 from celery_periodiq.worker.task_modules import import_task_modules
@@ -104,12 +108,15 @@ class _Unscheduled:
             self.lost.add(name, name)
 
     def check(self, scope: Scope) -> Check:
+        said = claim_keys_report(self.context.store)
         if self.lost.count:
             noun = "entry is" if self.lost.count == 1 else "entries are"
-            detail = (
+            said.append(
                 f"{self.lost.count} {noun} neither due nor in flight, so no beat will run "
-                f"them again: {self.lost.text()} (doctor --reindex schedules them again)"
+                f"them again: {self.lost.text()}"
             )
+        if said:
+            detail = "; ".join(said) + " (doctor --reindex repairs them)"
             return Check("due", "fail", scope.said(detail, short=True), scope)
         detail = "every entry that should run is due or in flight"
         return Check("due", "ok", scope.said(detail, short=True), scope)

@@ -60,7 +60,7 @@ INDEX = ScriptKeys(
     "index",
     (
         "entries", "state", "quarantine", "stats", *INDEXES, "audit", "audit_newest", "pauses",
-        "due", "ticks",
+        "due", "ticks", "inflight",
     ),
 )  # fmt: skip
 INDEX_VERSION = "1"

@@ -169,6 +169,8 @@ class Reads:
                 pipe.type(key)
         replies = pipe.execute(raise_on_error=False)
         definitions, reasons, states, dues = replies[:4]
+        if not isinstance(dues, list):  # a due set of another type: doctor's due check names it
+            dues = [None] * len(names)
         types = replies[4:]
         width = len(part.entry_keys("")) if checked else 0
         loaded = {}

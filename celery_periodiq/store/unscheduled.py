@@ -4,8 +4,9 @@ Every script keeps an entry that should run (enabled, clock-driven, not quaranti
 paused or ended) either in its partition's due set or, while a beat holds its tick, in
 flight. Damaged data, a write from outside periodiq or a bug can leave one in neither:
 it would never run again, and its status would still say "active". ``doctor``'s
-"due" check finds them (:func:`unscheduled`), and ``lua/index.lua`` (``doctor
---reindex``) schedules them again.
+"due" check finds them (:func:`unscheduled`), and the keys that would stop a whole
+partition (:func:`claim_keys_report`); ``lua/index.lua`` (``doctor --reindex``)
+repairs both.
 """
 
 from __future__ import annotations
@@ -17,7 +18,10 @@ from celery_periodiq.schedules import EventSchedule
 from celery_periodiq.store.store import Store
 from celery_periodiq.store.views import StoredEntry, _state
 
-__all__ = ["looks_unscheduled", "unscheduled"]
+__all__ = ["claim_keys_report", "looks_unscheduled", "unscheduled"]
+
+_CLAIM_KEYS = (("due", "zset"), ("inflight", "zset"), ("ticks", "hash"))
+"""The keys a partition's ticks are claimed through, with their types."""
 
 
 def looks_unscheduled(item: StoredEntry) -> bool:
@@ -78,3 +82,37 @@ def unscheduled(store: Store, found: Iterable[StoredEntry]) -> list[str]:
 def _text(value: object) -> str | None:
     """A state field as :attr:`StoredEntry.state` holds it."""
     return None if value is None else str(value)
+
+
+def claim_keys_report(store: Store) -> list[str]:
+    """What stops the ticks of a whole partition: its due set, in-flight set or ticks
+    holding another type (every claim there fails), or ticks in flight that the in-flight
+    set lacks (no beat would look at them again, nor run their entries). One round trip."""
+    parts = store.keys.all()
+    pipe = store.client.pipeline(transaction=False)
+    for part in parts:
+        for role, _ in _CLAIM_KEYS:
+            pipe.type(getattr(part, role))
+        pipe.hlen(part.ticks)
+        pipe.zcard(part.inflight)
+    replies = pipe.execute(raise_on_error=False)
+    width = len(_CLAIM_KEYS) + 2
+    said: list[str] = []
+    orphans = 0
+    for index, part in enumerate(parts):
+        *types, ticks, watched = replies[index * width : (index + 1) * width]
+        for (role, kind), found in zip(_CLAIM_KEYS, types, strict=True):
+            if found not in ("none", kind):
+                said.append(
+                    f"{getattr(part, role)} holds a {found}, not a {kind}: no tick of its "
+                    "partition can be claimed"
+                )
+        if isinstance(ticks, int) and isinstance(watched, int) and ticks > watched:
+            orphans += ticks - watched
+    if orphans:
+        noun = "tick is" if orphans == 1 else "ticks are"
+        said.append(
+            f"at least {orphans} {noun} in flight but not in the in-flight set: no beat "
+            "would look at them again, nor run their entries"
+        )
+    return said

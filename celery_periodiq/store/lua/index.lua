@@ -30,9 +30,14 @@
 --                           there keeps its score (a beat may be ending it, claim.lua)
 -- KEYS[15] due        zset  entry name -> due instant (ms)
 -- KEYS[16] ticks      hash  tick id (name@nominal) -> claim JSON: the ticks in flight
+-- KEYS[17] inflight   zset  tick id -> when a beat looks at it again (ms)
 -- ARGV[1] the version of the indexes, written to stats' "idx" field (INDEX_VERSION)
 --
--- It also schedules again each entry no beat would ever run: enabled, clock-driven, not
+-- It repairs what stops a partition's ticks: a due set, ticks or in-flight set of another
+-- type is deleted (every claim there failed), and a tick in flight that the in-flight set
+-- lacks (no beat would look at it again) is put back in it, to be looked at at once (its
+-- owner, alive, keeps it: claim.lua). It also schedules again each entry no beat would
+-- ever run: enabled, clock-driven, not
 -- quarantined, paused or ended, yet neither due nor in flight (every script keeps an
 -- entry in one or the other; damaged data, a write from outside periodiq or a bug can
 -- leave it in neither). It is due at its next tick (jitter left out), or now when its
@@ -56,18 +61,24 @@ for _, key in ipairs({entries, quarantine}) do
   end
 end
 
-local pauses, due, ticks = KEYS[14], KEYS[15], KEYS[16]
-if wrong_type(pauses, 'zset') then redis.call('DEL', pauses) end
-local flying, quarantined = {}, {}
-if not wrong_type(ticks, 'hash') then
-  for _, id in ipairs(redis.call('HKEYS', ticks)) do
-    flying[string.match(id, '^(.*)@%-?%d+$') or id] = true
-  end
+local pauses, due, ticks, inflight = KEYS[14], KEYS[15], KEYS[16], KEYS[17]
+local now = clock_ms('')
+for key, kind in pairs({[pauses] = 'zset', [due] = 'zset', [ticks] = 'hash', [inflight] = 'zset'}) do
+  if wrong_type(key, kind) then redis.call('DEL', key) end
+end
+local flying, quarantined, watched = {}, {}, {}
+local ids = redis.call('HKEYS', ticks)
+for _, id in ipairs(ids) do
+  flying[string.match(id, '^(.*)@%-?%d+$') or id] = true
+  watched[#watched + 1] = 0
+  watched[#watched + 1] = id
+end
+for first = 1, #watched, 1000 do
+  redis.call('ZADD', inflight, 'NX', unpack(watched, first, math.min(first + 999, #watched)))
 end
 if not wrong_type(quarantine, 'hash') then
   for _, name in ipairs(redis.call('HKEYS', quarantine)) do quarantined[name] = true end
 end
-local usable_due = not wrong_type(due, 'zset')
 
 -- Whether an entry neither due nor in flight should be due: when at (ms), or nil.
 local function stranded(name, definition, state, unreadable, now)
@@ -82,14 +93,13 @@ local function stranded(name, definition, state, unreadable, now)
 end
 
 local sums, named, disabled, rescheduled, scheduled = {}, {}, {}, {}, {}
-local now = clock_ms('')
 for first = 1, #names, 1000 do
   local group = {unpack(names, first, math.min(first + 999, #names))}
   local definitions = redis.call('HMGET', entries, unpack(group))
   local stored = redis.call('HMGET', states, unpack(group))
-  local scores = usable_due and redis.call('ZMSCORE', due, unpack(group)) or {}
+  local scores = redis.call('ZMSCORE', due, unpack(group))
   for k, name in ipairs(group) do
-    if usable_due and not scores[k] then
+    if not scores[k] then
       local state, unreadable = parse_state(stored[k])
       local at = stranded(name, definitions[k], state, unreadable, now)
       if at then
