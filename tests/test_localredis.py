@@ -13,7 +13,8 @@ import pytest
 import redis
 
 from celery_periodiq.errors import RedisServerError
-from celery_periodiq.localredis import LocalRedis, find_redis_server
+from celery_periodiq.localredis import LocalRedis, LocalSentinel, find_redis_server
+from celery_periodiq.localredis.server import _free_ports
 from tests.processes import wait_for
 
 
@@ -144,3 +145,19 @@ def _answers(client: redis.Redis) -> bool:
         return bool(client.ping())
     except redis.ConnectionError:
         return False
+
+
+def test_ports_reserved_together_are_distinct() -> None:
+    ports = _free_ports(50)
+    assert len(set(ports)) == 50
+
+
+def test_a_sentinel_whose_port_was_taken_starts_again_on_another(tmp_path: Path) -> None:
+    # CI: two sentinels were given one port (probed one after another), one exited, and
+    # the setup waited 30 s for it; a port taken by anything else ends the same way
+    setup = LocalSentinel(tmp_path, replicas=1)
+    taken = setup.sentinel_ports[0]
+    with socket.create_server(("127.0.0.1", taken)), setup:
+        assert taken not in setup.sentinel_ports
+        assert setup.primary() is setup.nodes[0]
+        assert setup.in_sync()

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from celery_periodiq.errors import RedisServerError
-from celery_periodiq.localredis.server import LocalRedis, _free_port, _Started
+from celery_periodiq.localredis.server import LocalRedis, _free_ports, _Started
 
 __all__ = ["LocalRedisCluster"]
 
@@ -32,11 +32,13 @@ class LocalRedisCluster(_Started):
     ) -> None:
         self.directory = Path(directory)
         count = masters * (1 + replicas)
-        self.bus_ports = [_free_port() for _ in range(count)]
+        ports = _free_ports(2 * count)
+        self.bus_ports = ports[count:]
         self.nodes = [
             LocalRedis(
                 self.directory / f"node-{index}",
                 persist=True,
+                port=ports[index],
                 extra_args=[
                     "--cluster-enabled",
                     "yes",

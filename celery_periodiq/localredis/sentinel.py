@@ -9,7 +9,7 @@ from typing import Any
 
 from celery_periodiq.errors import RedisServerError
 from celery_periodiq.localredis.cluster import LocalRedisCluster
-from celery_periodiq.localredis.server import LocalRedis, _free_port, _Started, find_redis_server
+from celery_periodiq.localredis.server import LocalRedis, _free_ports, _Started, find_redis_server
 
 __all__ = ["LocalSentinel"]
 
@@ -37,17 +37,22 @@ class LocalSentinel(_Started):
         self.down_after_ms = down_after_ms
         # replicas sync at once (Redis waits 5 s by default for more to sync together)
         fast_sync = ["--repl-diskless-sync-delay", "0"]
-        self.nodes = [LocalRedis(self.directory / "node-0", persist=True, extra_args=fast_sync)]
+        ports = _free_ports(1 + replicas + sentinels)
+        self.nodes = [
+            LocalRedis(self.directory / "node-0", persist=True, port=ports[0], extra_args=fast_sync)
+        ]
         self.nodes += [
             LocalRedis(
                 self.directory / f"node-{index}",
                 persist=True,
+                port=ports[index],
                 extra_args=[*fast_sync, "--replicaof", "127.0.0.1", str(self.nodes[0].port)],
             )
             for index in range(1, replicas + 1)
         ]
-        self.sentinel_ports = [_free_port() for _ in range(sentinels)]
+        self.sentinel_ports = ports[1 + replicas :]
         self._sentinels: list[subprocess.Popen[bytes]] = []
+        self._relaunched = 0
         self.executable = find_redis_server()
 
     @property
@@ -64,36 +69,51 @@ class LocalSentinel(_Started):
         try:
             for node in self.nodes:
                 node.start()
-            quorum = len(self.sentinel_ports) // 2 + 1
-            for index, port in enumerate(self.sentinel_ports):
-                folder = self.directory / f"sentinel-{index}"
-                folder.mkdir(parents=True, exist_ok=True)
-                config = folder / "sentinel.conf"
-                config.write_text(
-                    f"port {port}\nbind 127.0.0.1\ndir {folder}\n"
-                    f"logfile {folder / 'sentinel.log'}\n"
-                    f"sentinel monitor {self.master_name} 127.0.0.1 {self.nodes[0].port} "
-                    f"{quorum}\n"
-                    f"sentinel down-after-milliseconds {self.master_name} {self.down_after_ms}\n"
-                    f"sentinel failover-timeout {self.master_name} 10000\n"
-                    f"sentinel parallel-syncs {self.master_name} {len(self.nodes)}\n"
-                )
-                self._sentinels.append(
-                    subprocess.Popen(
-                        [self.executable, str(config), "--sentinel"],
-                        stdin=subprocess.DEVNULL,
-                        stdout=subprocess.DEVNULL,
-                        stderr=subprocess.DEVNULL,
-                    )
-                )
+            for index in range(len(self.sentinel_ports)):
+                self._sentinels.append(self._launch(index))
             LocalRedisCluster._wait(self._ready, "replicas in sync, sentinels watching them")
         except BaseException:
             self.close()
             raise
         return self
 
+    def _launch(self, index: int) -> subprocess.Popen[bytes]:
+        """Sentinel ``index``, on its port, with a fresh configuration."""
+        folder = self.directory / f"sentinel-{index}"
+        folder.mkdir(parents=True, exist_ok=True)
+        config = folder / "sentinel.conf"
+        quorum = len(self.sentinel_ports) // 2 + 1
+        config.write_text(
+            f"port {self.sentinel_ports[index]}\nbind 127.0.0.1\ndir {folder}\n"
+            f"logfile {folder / 'sentinel.log'}\n"
+            f"sentinel monitor {self.master_name} 127.0.0.1 {self.nodes[0].port} {quorum}\n"
+            f"sentinel down-after-milliseconds {self.master_name} {self.down_after_ms}\n"
+            f"sentinel failover-timeout {self.master_name} 10000\n"
+            f"sentinel parallel-syncs {self.master_name} {len(self.nodes)}\n"
+        )
+        return subprocess.Popen(
+            [self.executable, str(config), "--sentinel"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+
+    def _relaunch_the_dead(self) -> None:
+        """A sentinel that exited while starting (its port taken meanwhile, by a client's
+        connection) starts again on another port, up to three times in all."""
+        for index, process in enumerate(self._sentinels):
+            if process.poll() is None:
+                continue
+            if self._relaunched >= 3:
+                raise RedisServerError(f"sentinel {index} exited with code {process.returncode}")
+            self._relaunched += 1
+            self.sentinel_ports[index] = _free_ports(1)[0]
+            self._sentinels[index] = self._launch(index)
+
     def _ready(self) -> bool:
         import redis
+
+        self._relaunch_the_dead()
 
         for port in self.sentinel_ports:
             client: Any = redis.Redis(port=port, decode_responses=True, socket_timeout=1)

