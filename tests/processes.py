@@ -266,11 +266,21 @@ class Cluster:
         return again
 
     def logs(self) -> str:
-        return "\n".join(f"--- {p.log.name}\n{p.output()[-4000:]}" for p in self.processes)
+        """Each process's log: its warnings and errors from the start (the last 40), then
+        its last 4,000 characters."""
+        return "\n".join(_log_of(p.log.name, p.output()) for p in self.processes)
 
     def stop(self) -> None:
         for process in self.processes:
             process.stop()
+
+
+def _log_of(name: str, text: str) -> str:
+    tail = text[-4000:]
+    head = text[: len(text) - len(tail)]
+    notable = [line for line in head.splitlines() if "WARNING/" in line or "ERROR/" in line]
+    said = "".join(f"{line}\n" for line in notable[-40:])
+    return f"--- {name}\n" + (f"{said}[...]\n" if said else "") + tail
 
 
 @contextmanager
