@@ -62,7 +62,7 @@ INDEX = ScriptKeys(
         "entries", "state", "quarantine", "stats", *INDEXES, "audit", "audit_newest", "pauses",
         "due", "ticks", "inflight",
     ),
-)  # fmt: skip
+)  # fmt: skip # table: the KEYS of index.lua, in its order
 INDEX_VERSION = "1"
 """The version of the read side's indexes: a partition whose stats hash says another
 one (or none: written by an older version) has them built afresh (``lua/index.lua``)."""
