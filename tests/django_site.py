@@ -18,7 +18,7 @@ import requests
 from celery_periodiq import Periodiq
 from celery_periodiq.localredis import LocalRedis
 from tests.browser import answers
-from tests.processes import ROOT, api_for, wait_for
+from tests.processes import OPENED, ROOT, api_for, wait_for
 from tests.test_cli import free_port
 
 PROJECT = ROOT / "tests" / "django_project"
@@ -43,6 +43,7 @@ class Site:
         """The runtime API of the project's Celery app (the same schedule)."""
         if not self.clients:
             self.clients.append(api_for(self.redis_url, self.broker_url))
+            OPENED.remove(self.clients[0])  # the site's, for all its tests: it closes it
         return self.clients[0]
 
     def queued(self) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -40,7 +41,25 @@ def api_for(
     app.conf.periodiq_redis_url = redis_url
     app.conf.periodiq_redis_cluster = clustered
     app.conf.periodiq_redis_options = redis_options
-    return periodiq(app)
+    api = periodiq(app)
+    OPENED.append(api)
+    return api
+
+
+OPENED: list[Periodiq] = []
+"""The APIs :func:`api_for` made: ``tests/conftest.py`` closes their Redis clients after
+each test. One a test left open was found only by the garbage collector's last pass,
+after the last test: an unclosed socket then failed the whole run."""
+
+
+def close_opened() -> None:
+    """Close the Redis clients and the apps of the APIs :func:`api_for` made."""
+    while OPENED:
+        api = OPENED.pop()
+        with contextlib.suppress(Exception):  # closed already, or its Redis gone
+            api.store.client.close()
+        with contextlib.suppress(Exception):  # its broker connections
+            api.app.close()
 
 
 def wait_for(condition: Callable[[], T], timeout: float, what: str, interval: float = 0.05) -> T:
