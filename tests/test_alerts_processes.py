@@ -33,7 +33,9 @@ def test_overdue_and_failing_reach_the_alert_task_once_each(tmp_path: Path, redi
                 owner="tests")  # fmt: skip
         api.add("doomed", "guarded_fail", every=1, failure_threshold=3, pause_on_failure=True,
                 alert_after=None, owner="tests")  # fmt: skip
-        api.add("fine", "guarded_record", every=1, owner="tests")
+        # its default alert_after (a few intervals) is a deadline a loaded machine missed:
+        # the worker started its first runs late, and "fine" was overdue, then recovered
+        api.add("fine", "guarded_record", every=1, owner="tests", alert_after=30)
         running.beat("beat-1")
         running.beat("beat-2")
 
