@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 import redis
+from celery import Celery
 from hypothesis import HealthCheck, settings
 
+from celery_periodiq import Periodiq, periodiq
 from celery_periodiq.localredis import LocalRedis
 from tests.processes import close_opened
 
@@ -50,6 +52,22 @@ def redis_client(redis_server: LocalRedis) -> Iterator[redis.Redis]:
     client = redis.Redis.from_url(redis_server.url, decode_responses=True)
     yield client
     client.close()
+
+
+@pytest.fixture
+def app(redis_url: str) -> Iterator[Celery]:
+    """An app whose schedule is in the test's Redis, its broker in memory (no worker)."""
+    app = Celery("periodiq-tests", broker="memory://", set_as_current=False)
+    app.conf.periodiq_redis_url = redis_url
+    yield app
+    periodiq(app).store.client.close()
+    app.close()
+
+
+@pytest.fixture
+def api(app: Celery) -> Periodiq:
+    """The runtime API of :func:`app`."""
+    return periodiq(app)
 
 
 @pytest.fixture

@@ -8,30 +8,15 @@ claim.lua directly, as that beat made it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 
 import pytest
 from celery import Celery
 
-from celery_periodiq import Periodiq, periodiq
+from celery_periodiq import Periodiq
 from celery_periodiq.model.plan import to_ms
 from celery_periodiq.protocol.records import EventRow, Settlement
 from tests.test_one_off import Beat
-
-
-@pytest.fixture
-def app(redis_url: str) -> Iterator[Celery]:
-    app = Celery("incarnations", broker="memory://", set_as_current=False)
-    app.conf.periodiq_redis_url = redis_url
-    yield app
-    periodiq(app).store.client.close()
-    app.close()
-
-
-@pytest.fixture
-def api(app: Celery) -> Periodiq:
-    return periodiq(app)
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -19,7 +18,7 @@ import pytest
 import redis
 from celery import Celery
 
-from celery_periodiq import Periodiq, periodic, periodiq
+from celery_periodiq import Periodiq, periodic
 from celery_periodiq.declare.registry import declared
 from celery_periodiq.errors import EntryError
 from celery_periodiq.model.plan import to_ms
@@ -29,20 +28,6 @@ from celery_periodiq.present.text import list_text, show_text
 from tests.test_cli import cli
 from tests.test_decorator import clean_registry  # noqa: F401 (autouse: restores the declarations)
 from tests.test_one_off import Beat, snapshot
-
-
-@pytest.fixture
-def app(redis_url: str) -> Iterator[Celery]:
-    app = Celery("limited", broker="memory://", set_as_current=False)
-    app.conf.periodiq_redis_url = redis_url
-    yield app
-    periodiq(app).store.client.close()
-    app.close()
-
-
-@pytest.fixture
-def api(app: Celery) -> Periodiq:
-    return periodiq(app)
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import pickle
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -56,20 +55,6 @@ class Beat:
                     ticks.append(int(headers[HEADER_TICK]))
             queue.close()
         return ticks
-
-
-@pytest.fixture
-def app(redis_url: str) -> Iterator[Celery]:
-    app = Celery("one-off", broker="memory://", set_as_current=False)
-    app.conf.periodiq_redis_url = redis_url
-    yield app
-    periodiq(app).store.client.close()
-    app.close()
-
-
-@pytest.fixture
-def api(app: Celery) -> Periodiq:
-    return periodiq(app)
 
 
 @pytest.fixture

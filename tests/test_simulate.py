@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -26,7 +25,6 @@ from celery_periodiq import (
     EntryNotFoundError,
     Periodiq,
     SimulationError,
-    periodiq,
 )
 from celery_periodiq.beat.dispatch import Dispatcher
 from celery_periodiq.model.build import build_entry
@@ -38,20 +36,6 @@ from tests.test_cli import cli, snapshot
 
 BERLIN = ZoneInfo("Europe/Berlin")
 T0 = datetime(2026, 10, 24, 23, 0, tzinfo=UTC)  # Berlin falls back at 01:00 UTC next day
-
-
-@pytest.fixture
-def app(redis_url: str) -> Iterator[Celery]:
-    app = Celery("simulate", broker="memory://", set_as_current=False)
-    app.conf.periodiq_redis_url = redis_url
-    yield app
-    periodiq(app).store.client.close()
-    app.close()
-
-
-@pytest.fixture
-def api(app: Celery) -> Periodiq:
-    return periodiq(app)
 
 
 def put(api: Periodiq, name: str, at: datetime, **options: Any) -> Entry:
@@ -165,10 +149,10 @@ def test_an_hourly_entry_fires_25_times_on_the_fall_back_day(api: Periodiq) -> N
 # a down window: what plan_tick decides, and what a real beat publishes
 
 
-def plan_at_return(entry: Entry, first: datetime, back: datetime, cap: int = 100) -> Any:
+def plan_at_return(api: Periodiq, entry: Entry, first: datetime, back: datetime) -> Any:
     return plan_tick(
-        entry, first, back, running=False, queued=False, prefix="periodiq:simulate",
-        catchup_cap=cap, default_grace=10.0,
+        entry, first, back, running=False, queued=False, prefix=api.settings.key_prefix,
+        catchup_cap=100, default_grace=10.0,
     )  # fmt: skip
 
 
@@ -191,7 +175,7 @@ def test_the_catch_up_when_the_beats_come_back_is_what_plan_tick_decides(
 
     item = only(api.simulate(start=T0, end=T0 + timedelta(hours=2), down=(gone, back)), "e")
 
-    plan = plan_at_return(entry, T0 + timedelta(minutes=15), back)
+    plan = plan_at_return(api, entry, T0 + timedelta(minutes=15), back)
     caught_up = [fire for fire in item.fires if fire.kind == "caught_up"]
     assert [(f.tick, f.stands_for, f.task_id) for f in caught_up] == [
         (t.nominal, t.missed, t.task_id) for t in plan.publish
