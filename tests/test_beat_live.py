@@ -43,10 +43,15 @@ def test_added_paused_resumed_and_deleted_entries_take_effect_within_a_second(
         api = api_for(redis_url, broker_url)
         # The beats sleep up to beat_max_loop_interval (5 s) with nothing due: only a wake-up
         # through pub/sub lets the new entry fire within its first second.
+        # Its first tick is the first whole second after Redis stored it (not after this
+        # line: the add takes a few ms, which can pass a whole second).
         added = time.time()
-        api.add("live", "record", every=1)
+        stored = api.add("live", "record", every=1)
+        assert stored.next_run is not None
+        first_tick = stored.next_run.timestamp()
         first = wait_for(lambda: runs_after(running, "live", added - 1), 5, "the first run")
-        assert first[0]["tick"] / 1000 - added <= 1.0
+        assert first[0]["tick"] / 1000 == first_tick
+        assert float(first[0]["at"]) - first_tick <= 1.0  # not at the beats' next 5 s loop
 
         paused = time.time()
         api.pause("live", note="maintenance")
