@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, settings
 
 from celery_periodiq import Periodiq, periodiq
 from celery_periodiq.localredis import LocalRedis
-from tests.processes import close_opened
+from tests.processes import api_for, close_opened
 
 settings.register_profile(
     "default",
@@ -55,13 +55,10 @@ def redis_client(redis_server: LocalRedis) -> Iterator[redis.Redis]:
 
 
 @pytest.fixture
-def app(redis_url: str) -> Iterator[Celery]:
-    """An app whose schedule is in the test's Redis, its broker in memory (no worker)."""
-    app = Celery("periodiq-tests", broker="memory://", set_as_current=False)
-    app.conf.periodiq_redis_url = redis_url
-    yield app
-    periodiq(app).store.client.close()
-    app.close()
+def app(redis_url: str) -> Celery:
+    """An app whose schedule is in the test's Redis, its broker in memory (no worker);
+    closed after the test (:func:`_close_apis`)."""
+    return api_for(redis_url, "memory://", "periodiq-tests").app
 
 
 @pytest.fixture

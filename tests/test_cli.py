@@ -116,11 +116,6 @@ def app(redis_url: str, broker_url: str) -> Iterator[Celery]:
 
 
 @pytest.fixture
-def api(app: Celery) -> Periodiq:
-    return periodiq(app)
-
-
-@pytest.fixture
 def offline(broker_url: str) -> Iterator[Celery]:
     """An app whose schedule Redis is not running."""
     app = Celery("cli-offline", broker=broker_url, set_as_current=False)

@@ -83,13 +83,7 @@ after a late one, past its expiry, the last run unfinished) or the beat skipped 
 def silent(api: Periodiq, lost: list[tuple[str, int]]) -> list[tuple[str, int]]:
     """The ``lost`` (entry, tick) pairs whose entry's history records no drop of them:
     lost silently (the history must keep every event of the scenario)."""
-    dropped = {
-        (name, int(event.tick.timestamp() * 1000))
-        for name in {name for name, _ in lost}
-        for event in api.history(name, limit=1000)
-        if event.kind in DROPS and event.tick is not None
-    }
-    return [tick for tick in lost if tick not in dropped]
+    return _unrecorded(api, lost, DROPS)
 
 
 def by_the_beats(api: Periodiq, lost: list[tuple[str, int]]) -> list[tuple[str, int]]:
@@ -97,13 +91,20 @@ def by_the_beats(api: Periodiq, lost: list[tuple[str, int]]) -> list[tuple[str, 
     drop, recorded): what the beats lost. A worker that began a run late (a loaded
     machine) makes the next on-time run too soon after it, and drops it, by design; the
     scenarios bound what the beats lose, not the worker's pace."""
-    too_soon = {
+    return _unrecorded(api, lost, frozenset({"dropped_too_soon"}))
+
+
+def _unrecorded(
+    api: Periodiq, lost: list[tuple[str, int]], kinds: frozenset[str]
+) -> list[tuple[str, int]]:
+    """The ``lost`` (entry, tick) pairs whose entry's history has no event of ``kinds`` for them."""
+    recorded = {
         (name, int(event.tick.timestamp() * 1000))
         for name in {name for name, _ in lost}
         for event in api.history(name, limit=1000)
-        if event.kind == "dropped_too_soon" and event.tick is not None
+        if event.kind in kinds and event.tick is not None
     }
-    return [tick for tick in lost if tick not in too_soon]
+    return [tick for tick in lost if tick not in recorded]
 
 
 def let_pass(seconds: float) -> None:

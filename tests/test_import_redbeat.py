@@ -112,11 +112,6 @@ def app(redis_url: str, broker_url: str, source: redis.Redis) -> Iterator[Celery
     app.close()
 
 
-@pytest.fixture
-def api(app: Celery) -> Periodiq:
-    return periodiq(app)
-
-
 def snapshot(redis_url: str) -> dict[tuple[int, bytes], Any]:
     """Every key of db 0 and db 1, with its type and value."""
     seen = {}

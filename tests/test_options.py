@@ -104,11 +104,6 @@ def app(redis_url: str, broker_url: str) -> Iterator[Celery]:
     app.close()
 
 
-@pytest.fixture
-def api(app: Celery) -> Periodiq:
-    return periodiq(app)
-
-
 def _picky_encode(value: Any) -> str:
     text = json.dumps(value)
     if "boom" in text:

@@ -11,7 +11,7 @@ from starlette.testclient import TestClient
 
 from celery_periodiq import Periodiq
 from celery_periodiq.web import make_app
-from tests.test_cli import START, api, app, cli  # noqa: F401  (fixtures)
+from tests.test_cli import START, app, cli  # noqa: F401  (its app; conftest's api uses it)
 
 NOW = "2090-01-01T02:30:00Z"
 
@@ -65,7 +65,7 @@ def test_exclude_dates_from_the_command_line(app: Celery, api: Periodiq) -> None
     assert api.get("report").entry.exclude == []  # type: ignore[union-attr]
 
 
-def test_the_dashboard_says_which_entry_is_in_a_window_until_when(api: Periodiq) -> None:  # noqa: F811
+def test_the_dashboard_says_which_entry_is_in_a_window_until_when(api: Periodiq) -> None:
     api.add("report", "proj.report", every=60, owner="team")
     api.add("other", "proj.other", every=60)
     api.add_window(
