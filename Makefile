@@ -40,7 +40,7 @@ lint: venv
 # two at once take about 60 % of the time one does (18 min against 29.5 on two cores), and
 # every fault scenario runs beside another, on a machine that is busy as production is.
 # PYTEST_ARGS="-p no:xdist" runs them one at a time; PYTEST_ARGS="tests/test_x.py" one file.
-PYTEST_ARGS ?= -n 2 --dist loadfile
+PYTEST_ARGS ?=
 
 test: lint docs tools release-check
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
