@@ -3,11 +3,22 @@ body) and record.lua (a run published outside the beat's claims)."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from celery_periodiq.errors import ReplicasBehindError
 from celery_periodiq.protocol.headers import task_id_for
 from celery_periodiq.protocol.records import Admission, RunEnd, RunStart
 from celery_periodiq.store.scripts import INDEXES, ScriptCalls, ScriptKeys
 
-__all__ = ["BACKFILL_MEMORY_MS", "BEGIN", "FINISH", "RECORD", "RunScripts"]
+__all__ = [
+    "BACKFILL_MEMORY_MS",
+    "BEGIN",
+    "FINISH",
+    "RECORD",
+    "RECORDED",
+    "RefusalBehindError",
+    "RunScripts",
+]
 
 BACKFILL_MEMORY_MS = 30 * 24 * 3600 * 1000
 """How long an entry remembers which backfilled ticks began, after the newest one."""
@@ -110,7 +121,9 @@ class RunScripts(ScriptCalls):
         Raises:
             ReplicasBehindError: with ``replica_acks``, the run started (or resumed) but
                 too few replicas acknowledged it; its ``now_ms`` is the Redis clock then.
-                Sending the same ``run`` (its attempt token) again writes the start again.
+                :class:`RefusalBehindError`: the run was refused, and that recorded, but
+                too few replicas acknowledged it. Sending the same ``run`` (its attempt
+                token) again writes either again.
         """
         keys = BEGIN.keys(self.keys.of(name), name=name, group=run.group)
         args = [
@@ -139,22 +152,19 @@ class RunScripts(ScriptCalls):
         ]
         if self.replica_acks:
             [(reply, behind)] = self._replicated_calls(
-                BEGIN.script, [(keys, args)], "start of the run", ""
+                BEGIN.script, [(keys, args)], "run's begin", ""
             )
-            outcome, now, last, note = reply
-            # A refusal need not be replicated: nothing runs on it. A start must be
-            # before the body runs; the caller sends it again (see PeriodicTask._begin).
-            if behind is not None and outcome in ("started", "resumed"):
-                behind.now_ms = int(now)
+            admission = _admission(reply)
+            # A start must be on the replicas before the body runs, a refusal before its
+            # message is let go (a failover would lose its record: the tick lost silently);
+            # the caller sends it again (begin.py)
+            if behind is not None and admission.outcome in RECORDED:
+                if not admission.runs:
+                    raise RefusalBehindError(str(behind), admission) from behind
+                behind.now_ms = admission.now_ms
                 raise behind
-        else:
-            outcome, now, last, note = self._run(BEGIN.script, keys, args)
-        return Admission(
-            outcome=outcome,
-            now_ms=int(now),
-            last_run_ms=None if int(last) < 0 else int(last),
-            note=str(note or ""),
-        )
+            return admission
+        return _admission(self._run(BEGIN.script, keys, args))
 
     def finish(self, name: str, end: RunEnd, now_ms: int | None = None) -> str:
         """Record how a run ended (finish.lua): the outcome recorded, which is "duplicate"
@@ -184,3 +194,29 @@ class RunScripts(ScriptCalls):
             ],
         )
         return str(recorded or "")
+
+
+class RefusalBehindError(ReplicasBehindError):
+    """A run's refusal (too soon, a duplicate...) that too few replicas acknowledged."""
+
+    def __init__(self, message: str, admission: Admission) -> None:
+        super().__init__(message)
+        self.admission = admission
+        self.now_ms = admission.now_ms
+
+
+RECORDED = frozenset(
+    {"started", "resumed", "duplicate", "dropped_too_soon", "skipped_overlap"}
+    | {"dropped_group_limit", "expired"}
+)
+"""begin.lua's outcomes that it records (the others write nothing, or quarantine)."""
+
+
+def _admission(reply: list[Any]) -> Admission:
+    outcome, now, last, note = reply
+    return Admission(
+        outcome=str(outcome),
+        now_ms=int(now),
+        last_run_ms=None if int(last) < 0 else int(last),
+        note=str(note or ""),
+    )

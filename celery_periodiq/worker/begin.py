@@ -10,7 +10,11 @@ began since), not as a duplicate, and writes the start again for the replicas to
   ``periodiq_replica_acks``) has the start, until the tick's expiry or, for a run
   without one, until its running marker would end, on the Redis clock; then
   :class:`~celery_periodiq.errors.ReplicasBehindError`, and the run is not run
-  (:func:`refused_end` is what it records).
+  (:func:`refused_end` is what it records);
+- while they do not have its refusal (too soon, a duplicate, expired...), up to
+  ``FAILOVER_PATIENCE``: the message is let go only once a failover cannot lose the
+  record of why it did not run; then the refusal is returned as it is, and said so.
+  begin.lua tells the same refusal to a begin sent again, and records it once.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import redis
 
 from celery_periodiq.errors import ReplicasBehindError
 from celery_periodiq.protocol.records import Admission, RunEnd, RunStart
+from celery_periodiq.store.run_scripts import RECORDED, RefusalBehindError
 from celery_periodiq.store.store import Store
 
 __all__ = ["FAILOVER_PATIENCE", "begin_in_line", "begin_run", "refused_end"]
@@ -67,18 +72,35 @@ def begin_run(
         except ReplicasBehindError as behind:
             answered = time.monotonic()
             now_ms = behind.now_ms if behind.now_ms is not None else 0
+            refusal = behind.admission if isinstance(behind, RefusalBehindError) else None
             if limit_ms is None:
-                limit_ms = _replica_limit_ms(start, now_ms)
+                limit_ms = (
+                    _replica_limit_ms(start, now_ms)
+                    if refusal is None
+                    else now_ms + int(FAILOVER_PATIENCE * 1000)
+                )
                 # the same bound on this host's clock, should the Redis clock be held
                 give_up = answered + (limit_ms - now_ms) / 1000
                 logger.warning(
-                    "periodiq: entry %r run %s waits: %s; its start is written again "
+                    "periodiq: entry %r run %s waits: %s; its %s is written again "
                     "until the replicas have it, for up to %.1f s",
                     entry,
                     start.task_id,
                     behind,
+                    "start" if refusal is None else f"refusal ({refusal.outcome})",
                     (limit_ms - now_ms) / 1000,
                 )
+            if refusal is not None and (now_ms >= limit_ms or time.monotonic() >= give_up):
+                logger.error(
+                    "periodiq: entry %r run %s: its refusal (%s) is recorded on the primary, "
+                    "but the replicas did not have it %.1f s later; a failover before they "
+                    "do loses that record",
+                    entry,
+                    start.task_id,
+                    refusal.outcome,
+                    time.monotonic() - began,
+                )
+                return refusal
             if now_ms >= limit_ms or time.monotonic() >= give_up:
                 until = (
                     "its tick expired"
@@ -105,11 +127,12 @@ def begin_run(
                 )
             wait = pause
         else:
-            if limit_ms is not None and admission.guarded:  # a refusal is the caller's to say
+            if limit_ms is not None and admission.outcome in RECORDED:
                 logger.info(
-                    "periodiq: entry %r run %s: the replicas have its start after %.1f s",
+                    "periodiq: entry %r run %s: the replicas have its %s after %.1f s",
                     entry,
                     start.task_id,
+                    "start" if admission.guarded else f"refusal ({admission.outcome})",
                     time.monotonic() - began,
                 )
             return admission

@@ -10,6 +10,8 @@
 --   tokens            the attempt tokens of the runs that started and have not ended
 --                     yet, newest first (at most WINDOW): a begin sent again is known by
 --                     its own (begin.lua); finish.lua forgets a run's as it ends
+--   refused           {token, outcome, note} of the newest refused begins (at most
+--                     REFUSALS, begin.lua), newest first: one sent again is told the same
 --   alert             ms without a success before the entry is overdue (none: never)
 --   gen               the generation of the declaration set that wrote (or last declared)
 --                     a declared entry (put.lua, remove.lua)

@@ -55,7 +55,10 @@
 -- ARGV[14] this delivery's attempt token, or "": a begin sent again (its reply lost, or
 --          its replicas behind) finds its token among those of the runs not ended yet
 --          (whatever began since: another tick's run, a plain run that keeps no marker),
---          writes the state again unchanged and is told "started" (a retry: "resumed")
+--          writes the state again unchanged and is told "started" (a retry: "resumed");
+--          one that was refused finds its token among the entry's newest refusals (at
+--          most REFUSALS), writes the state again unchanged and is told the same refusal,
+--          recorded once, whatever changed since
 -- ARGV[15] "1" for a backfill run
 -- ARGV[16] how long the backfilled set is kept after its newest tick (ms)
 -- ARGV[17] "1" for a catch-up run: published too late to keep its place, it is not
@@ -114,12 +117,28 @@ keep_indexes(KEYS[8], 10)
 local state = load_state(states, name) or {}
 local last = tonumber(state.last_run)
 
+-- the refusal of the begin with token `token` sent before, {token, outcome, note}, or nil
+local function refused_by(state, token)
+  if token == nil or token == '' or type(state.refused) ~= 'table' then return nil end
+  for _, known in ipairs(state.refused) do
+    if type(known) == 'table' and known[1] == token and type(known[2]) == 'string' then
+      return known
+    end
+  end
+  return nil
+end
+
 if started_by(state, ARGV[14]) then
   -- written again, unchanged: a WAIT after this call then counts a write of this
   -- connection, so it says whether a replica has the start (the reply may have been lost
   -- on another connection, or the replicas were behind when it was first written)
   save_state(states, name, state)
   return {retries > 0 and 'resumed' or 'started', now, last or -1, ''}
+end
+local refused = refused_by(state, ARGV[14])
+if refused then  -- written again, unchanged, as a start is above
+  save_state(states, name, state)
+  return {refused[2], now, last or -1, refused[3] or ''}
 end
 if type(state.queued) == 'table' and state.queued[1] == task_id then state.queued = nil end
 state.waiting_since = nil
@@ -140,8 +159,25 @@ local function remember_token()
   state.tokens = tokens
 end
 
+-- this refusal, newest first, among the entry's last REFUSALS (a begin is sent again
+-- within seconds: its reply lost, or the replicas behind)
+local REFUSALS = 4
+local function remember_refusal(token, outcome, note)
+  if token == '' then return end
+  local kept = {{token, outcome, note}}
+  for _, known in ipairs(type(state.refused) == 'table' and state.refused or {}) do
+    if #kept >= REFUSALS then break end
+    -- (what is not a refusal, written by someone else, is dropped)
+    if type(known) == 'table' and type(known[1]) == 'string' and type(known[2]) == 'string' then
+      kept[#kept + 1] = known
+    end
+  end
+  state.refused = kept
+end
+
 local function refuse(outcome, note)
   count(state, outcome, 1)
+  remember_refusal(ARGV[14], outcome, note)
   save_state(states, name, state)
   event(outcome, note)
   return {outcome, now, last or -1, note}
