@@ -25,6 +25,7 @@ from celery_periodiq.localredis import LocalRedis
 from celery_periodiq.model.plan import to_ms
 from celery_periodiq.protocol.headers import HEADER_ENTRY, HEADER_TICK
 from celery_periodiq.protocol.records import RunEnd, RunStart
+from celery_periodiq.worker.begin import begin_run
 from tests.processes import wait_for
 from tests.test_replica_acks import START, acked_app, in_sync, primary, replica_of
 
@@ -160,3 +161,33 @@ def test_a_refusal_waits_until_a_replica_has_its_record_and_is_recorded_once(
     assert api.get("acked").counters.get("duplicate") == 1
     replica.close()
     api.store.client.close()
+
+
+def test_a_refusal_no_replica_acknowledges_is_let_go_after_thirty_seconds_and_said(
+    primary: LocalRedis, broker_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # No replica at all, replica acks 1: every begin is behind. The Redis clock is
+    # injected (begin.lua takes it as an argument): the second begin comes 31 s later.
+    plain_app, _, _ = acked_app(primary, broker_url, "refusal-unacked")
+    plain_app.conf.periodiq_replica_acks = 0
+    setup = periodiq(plain_app)
+    setup.add("acked", "proj.acked", every=60, start_at=START)
+    tick = to_ms(START + timedelta(seconds=60))
+    assert setup.store.scripts.begin("acked", run_start("one", tick, "a1"), tick).outcome == (
+        "started"
+    )
+    acked_api = periodiq(acked_app(primary, broker_url, "refusal-unacked")[0])
+    clock = iter([tick + 1, tick + 31_001, tick + 31_002])
+    logger = logging.getLogger("celery_periodiq.task")
+
+    refusal = begin_run(acked_api.store, "acked", run_start("one", tick, "c1"), logger,
+                        lambda: next(clock))  # fmt: skip
+
+    assert refusal.outcome == "duplicate"
+    assert next(clock) == tick + 31_002  # sent twice: once, and once more 31 s later
+    assert "its refusal (duplicate) is written again until the replicas have it" in caplog.text
+    assert "its refusal (duplicate) is recorded on the primary, but the replicas did not " \
+        "have it" in caplog.text  # fmt: skip
+    assert setup.get("acked").counters.get("duplicate") == 1  # written twice, recorded once
+    for api in (setup, acked_api):
+        api.store.client.close()
