@@ -136,3 +136,48 @@ def test_a_failover_to_the_replica_that_lacks_a_runs_start_runs_its_tick_once(
     assert not taken_up.is_alive()
     assert bodies == [tick]  # once: not twice, not lost
     api.store.client.close()
+
+
+def test_a_failover_to_the_replica_that_lacks_a_runs_refusal_records_the_refusal_there(
+    sentinel: LocalSentinel, broker_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Before: the refusal was returned at once and its message let go while only the
+    # primary had its record; the promoted replica knew nothing of the copy: lost silently.
+    primary, acknowledging, lagging = sentinel.nodes
+    never_promoted(sentinel, acknowledging)
+    app, acked, bodies = acked_app(sentinel.url, broker_url, "refusal-promoted",
+                                   master_name=MASTER)  # fmt: skip
+    api = periodiq(app)
+    api.add("acked", "proj.acked", every=60)
+    now = api.store.now_ms()
+    tick = now - now % 60_000
+    message = {HEADER_ENTRY: "acked", HEADER_TICK: tick, HEADER_EXPIRES: now + 60_000}
+    assert acked.apply(args=[tick], task_id="the-tick", headers=message).state == "SUCCESS"
+    assert api.store.client.wait(2, 5000) == 2  # both replicas have the run
+
+    with Proxy(primary.port) as link:
+        replicating_through(sentinel, lagging, link)
+        link.drop_replies()  # attached, but it receives nothing more: it lags
+        outcome: list[str] = []
+        copy = threading.Thread(
+            target=lambda: outcome.append(
+                acked.apply(args=[tick], task_id="the-copy", headers=message).state
+            )
+        )
+        copy.start()  # a worker takes up a copy of the tick: a duplicate
+        wait_for(lambda: "run the-copy waits" in caplog.text or not copy.is_alive(), 30,
+                 "the refused copy to wait for the replicas")  # fmt: skip
+        assert copy.is_alive()  # its message is not let go while the lagging one lacks it
+        sentinel.kill_primary()
+        promoted = wait_for(lambda: sentinel.primary() not in (None, primary)
+                            and sentinel.primary(), 30, "a promotion")  # fmt: skip
+        assert promoted is lagging, "the sentinels promoted the replica chosen not to be"
+        copy.join(60)
+
+    assert not copy.is_alive()
+    assert outcome == ["IGNORED"]
+    assert bodies == [tick]  # once
+    with client_of(lagging) as client:  # the new primary records why the copy did not run
+        events = client.lrange(api.store.keys.of("acked").history("acked"), 0, -1)
+    assert [event for event in events if '"duplicate"' in event and "the-copy" in event]
+    api.store.client.close()
