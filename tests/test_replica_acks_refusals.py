@@ -13,6 +13,7 @@ import logging
 import os
 import signal
 import threading
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -39,83 +40,79 @@ def run_start(task_id: str, tick_ms: int, attempt: str) -> RunStart:
     )  # fmt: skip
 
 
+FIRST, SECOND = to_ms(START + timedelta(seconds=60)), to_ms(START + timedelta(seconds=120))
+APP = "refusals"
+
+
+@pytest.fixture
+def started(primary: LocalRedis, broker_url: str) -> Iterator[Periodiq]:
+    """The API (no replica acks) of entry "acked", whose tick FIRST's run "one" (attempt
+    token "a1") started."""
+    app, _, _ = acked_app(primary, broker_url, APP)
+    app.conf.periodiq_replica_acks = 0  # no replica: every reply is returned at once
+    api = periodiq(app)
+    api.add("acked", "proj.acked", every=60, start_at=START)
+    assert api.store.scripts.begin("acked", run_start("one", FIRST, "a1"), FIRST).outcome == (
+        "started"
+    )
+    yield api
+    api.store.client.close()
+
+
 def stored_state(api: Periodiq) -> Any:
     """The entry "acked"'s state as begin.lua keeps it."""
     return json.loads(api.store.client.hget(api.store.keys.of("acked").state, "acked") or "{}")
 
 
 def test_a_refused_begin_sent_again_is_told_the_same_refusal_recorded_once(
-    primary: LocalRedis, broker_url: str
+    started: Periodiq,
 ) -> None:
     # Before: the begin sent again was decided afresh; the run it overlapped had ended
     # meanwhile, so it started, and the entry recorded both a refusal and a start of it.
-    app, _, _ = acked_app(primary, broker_url, "refused-again")
-    app.conf.periodiq_replica_acks = 0  # no replica: every reply is returned at once
-    api = periodiq(app)
-    api.add("acked", "proj.acked", every=60, start_at=START)
-    first, second = to_ms(START + timedelta(seconds=60)), to_ms(START + timedelta(seconds=120))
-    scripts = api.store.scripts
+    api, scripts = started, started.store.scripts
 
-    assert scripts.begin("acked", run_start("one", first, "a1"), first).outcome == "started"
-    refused = scripts.begin("acked", run_start("two", second, "b2"), second)
-    scripts.finish("acked", RunEnd(task_id="one", tick_ms=first, outcome="succeeded", error="",
+    refused = scripts.begin("acked", run_start("two", SECOND, "b2"), SECOND)
+    scripts.finish("acked", RunEnd(task_id="one", tick_ms=FIRST, outcome="succeeded", error="",
                                    duration_ms=5, host="h", history_length=20, attempt="a1"),
-                   second + 5)  # fmt: skip
-    again = scripts.begin("acked", run_start("two", second, "b2"), second + 10)  # reply lost
-    other = scripts.begin("acked", run_start("two", second, "c3"), second + 20)  # a copy
+                   SECOND + 5)  # fmt: skip
+    again = scripts.begin("acked", run_start("two", SECOND, "b2"), SECOND + 10)  # reply lost
+    other = scripts.begin("acked", run_start("two", SECOND, "c3"), SECOND + 20)  # a copy
 
     assert refused.outcome == again.outcome == "skipped_overlap"
     assert again.note == refused.note == "run one is unfinished"
-    assert other.outcome == "started"  # another delivery is decided afresh: nothing runs now
+    assert other.outcome == "started"  # another delivery, decided afresh: nothing runs now
     kinds = [event.kind for event in api.history("acked", limit=20)]
     assert kinds.count("skipped_overlap") == 1
     assert kinds.count("started") == 2
     assert api.get("acked").counters.get("skipped_overlap") == 1
-    api.store.client.close()
 
 
 def test_a_refused_begin_sent_again_after_four_other_refusals_is_decided_afresh(
-    primary: LocalRedis, broker_url: str
+    started: Periodiq,
 ) -> None:
     # The entry keeps its four newest refusals: what a begin sent again within seconds needs
-    app, _, _ = acked_app(primary, broker_url, "refused-forgotten")
-    app.conf.periodiq_replica_acks = 0
-    api = periodiq(app)
-    api.add("acked", "proj.acked", every=60, start_at=START)
-    tick = to_ms(START + timedelta(seconds=60))
-    scripts = api.store.scripts
-    scripts.begin("acked", run_start("one", tick, "a1"), tick)
-    copies = [scripts.begin("acked", run_start("one", tick, f"c{n}"), tick + n) for n in range(5)]
-    again = scripts.begin("acked", run_start("one", tick, "c0"), tick + 10)
+    api, scripts = started, started.store.scripts
+    copies = [scripts.begin("acked", run_start("one", FIRST, f"c{n}"), FIRST + n) for n in range(5)]
+    again = scripts.begin("acked", run_start("one", FIRST, "c0"), FIRST + 10)
 
     assert [copy.outcome for copy in copies] == ["duplicate"] * 5
     assert again.outcome == "duplicate"  # decided afresh: the same answer, recorded again
     assert api.get("acked").counters.get("duplicate") == 6
     assert [refusal[0] for refusal in stored_state(api)["refused"]] == ["c0", "c4", "c3", "c2"]
-    api.store.client.close()
 
 
-def test_damaged_refusals_in_the_state_are_ignored_and_replaced(
-    primary: LocalRedis, broker_url: str
-) -> None:
-    app, _, _ = acked_app(primary, broker_url, "refused-damaged")
-    app.conf.periodiq_replica_acks = 0
-    api = periodiq(app)
-    api.add("acked", "proj.acked", every=60, start_at=START)
-    tick = to_ms(START + timedelta(seconds=60))
-    scripts = api.store.scripts
-    scripts.begin("acked", run_start("one", tick, "a1"), tick)
+def test_damaged_refusals_in_the_state_are_ignored_and_replaced(started: Periodiq) -> None:
+    api = started
     key = api.store.keys.of("acked").state
     state = api.store.client.hget(key, "acked")
     assert state is not None
     damaged = state[:-1] + ', "refused": [["c1", 5], "c1", 7]}'  # written by someone else
     api.store.client.hset(key, "acked", damaged)
 
-    copy = scripts.begin("acked", run_start("one", tick, "c1"), tick + 1)
+    copy = api.store.scripts.begin("acked", run_start("one", FIRST, "c1"), FIRST + 1)
 
     assert copy.outcome == "duplicate"
     assert stored_state(api)["refused"] == [["c1", "duplicate", "this tick already began"]]
-    api.store.client.close()
 
 
 def test_a_refusal_waits_until_a_replica_has_its_record_and_is_recorded_once(
@@ -164,30 +161,21 @@ def test_a_refusal_waits_until_a_replica_has_its_record_and_is_recorded_once(
 
 
 def test_a_refusal_no_replica_acknowledges_is_let_go_after_thirty_seconds_and_said(
-    primary: LocalRedis, broker_url: str, caplog: pytest.LogCaptureFixture
+    started: Periodiq, primary: LocalRedis, broker_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     # No replica at all, replica acks 1: every begin is behind. The Redis clock is
     # injected (begin.lua takes it as an argument): the second begin comes 31 s later.
-    plain_app, _, _ = acked_app(primary, broker_url, "refusal-unacked")
-    plain_app.conf.periodiq_replica_acks = 0
-    setup = periodiq(plain_app)
-    setup.add("acked", "proj.acked", every=60, start_at=START)
-    tick = to_ms(START + timedelta(seconds=60))
-    assert setup.store.scripts.begin("acked", run_start("one", tick, "a1"), tick).outcome == (
-        "started"
-    )
-    acked_api = periodiq(acked_app(primary, broker_url, "refusal-unacked")[0])
-    clock = iter([tick + 1, tick + 31_001, tick + 31_002])
+    acked_api = periodiq(acked_app(primary, broker_url, APP)[0])
+    clock = iter([FIRST + 1, FIRST + 31_001, FIRST + 31_002])
     logger = logging.getLogger("celery_periodiq.task")
 
-    refusal = begin_run(acked_api.store, "acked", run_start("one", tick, "c1"), logger,
+    refusal = begin_run(acked_api.store, "acked", run_start("one", FIRST, "c1"), logger,
                         lambda: next(clock))  # fmt: skip
 
     assert refusal.outcome == "duplicate"
-    assert next(clock) == tick + 31_002  # sent twice: once, and once more 31 s later
+    assert next(clock) == FIRST + 31_002  # sent twice: once, and once more 31 s later
     assert "its refusal (duplicate) is written again until the replicas have it" in caplog.text
     assert "its refusal (duplicate) is recorded on the primary, but the replicas did not " \
         "have it" in caplog.text  # fmt: skip
-    assert setup.get("acked").counters.get("duplicate") == 1  # written twice, recorded once
-    for api in (setup, acked_api):
-        api.store.client.close()
+    assert started.get("acked").counters.get("duplicate") == 1  # written twice, recorded once
+    acked_api.store.client.close()
