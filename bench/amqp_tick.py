@@ -9,14 +9,20 @@ nothing staged: RabbitMQ has no staging) publish them all to a queue of its own 
 RabbitMQ at ``--amqp``; then Celery's ``send_task`` sends as many messages in
 ``producer.batch(500)`` to another queue, as bench/beat.py's batched reference does on
 Redis. Printed per message: the beat's CPU (``time.process_time``), the schedule's
-Redis CPU (``INFO cpu``) and the wall time, the loop's CPU and wall time, and the
-ratio of the two rates. The queues are deleted after. Printed, never asserted.
+Redis CPU (``INFO cpu``), RabbitMQ's CPU while the beat sent (its ``beam.smp``
+processes' in /proc, when it runs on this machine) and the wall time, the loop's CPU
+and wall time, and the ratio of the two rates; then what this machine allows at most:
+``floor_us``, the least wall time a tick can take with these CPU costs (the beat is one
+thread; it, the schedule's Redis and RabbitMQ share the machine's cores), and
+``ceiling``, the ratio at that floor. The queues are deleted after. Printed, never
+asserted.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import tempfile
 import time
@@ -39,6 +45,21 @@ _TASK = "bench.noop"
 def _cpu(client: redis.Redis) -> float:
     info = client.info("cpu")
     return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
+def _rabbitmq_cpu() -> float | None:
+    """CPU seconds of this machine's RabbitMQ (its ``beam.smp`` processes), or None."""
+    ticks, found = 0, False
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:  # gone meanwhile
+            continue
+        name, _, rest = text.partition(") ")
+        if name.endswith("(beam.smp"):
+            fields = rest.split()
+            ticks, found = ticks + int(fields[11]) + int(fields[12]), True  # utime, stime
+    return ticks / os.sysconf("SC_CLK_TCK") if found else None
 
 
 def _queued(channel: Any, queue: str, due: int) -> int:
@@ -79,21 +100,26 @@ def _beat(folder: Path, broker: str, due: int) -> dict[str, float]:
         dispatcher.dispatch()  # connects to the broker and Redis
         time.sleep(max(first - time.time(), 0) + 0.05)
         client = redis.Redis.from_url(schedule.url)
+        broker_before = _rabbitmq_cpu()
         redis_before, began, wall = _cpu(client), time.process_time(), time.perf_counter()
         sent = 0
         while sent < due:
             sent += dispatcher.dispatch().claimed
         beat, wall = time.process_time() - began, time.perf_counter() - wall
         redis_cpu = _cpu(client) - redis_before
-        queued = _queued(connection.default_channel, queue, due)
+        queued = _queued(connection.default_channel, queue, due)  # RabbitMQ has them all
+        broker_after = _rabbitmq_cpu()
         connection.default_channel.queue_delete(queue)
     if queued != due:
         raise SystemExit(f"{queued} messages in the queue, {due} expected")
-    return {
+    found = {
         "beat_us": beat / due * 1e6,
         "schedule_redis_us": redis_cpu / due * 1e6,
         "beat_wall_us": wall / due * 1e6,
     }
+    if broker_before is not None and broker_after is not None:
+        found["rabbitmq_us"] = (broker_after - broker_before) / due * 1e6
+    return found
 
 
 def _loop(broker: str, due: int) -> dict[str, float]:
@@ -126,6 +152,9 @@ def main() -> None:
         for index in range(args.rounds):
             found = _beat(Path(tmp) / str(index), args.amqp, args.due) | _loop(args.amqp, args.due)
             found["ratio"] = found["loop_wall_us"] / found["beat_wall_us"]
+            spent = found["beat_us"] + found["schedule_redis_us"] + found.get("rabbitmq_us", 0)
+            found["floor_us"] = max(found["beat_us"], spent / (os.cpu_count() or 1))
+            found["ceiling"] = found["loop_wall_us"] / found["floor_us"]
             rounds.append(found)
             print(json.dumps({key: round(value, 2) for key, value in found.items()}))
     median = {key: round(statistics.median(r[key] for r in rounds), 2) for key in rounds[0]}

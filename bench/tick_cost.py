@@ -8,7 +8,12 @@ ahead) in a fresh private ``redis-server`` pair (schedule and broker), waits unt
 they are due, then lets ``--beats`` processes, each a bare ``Dispatcher`` (the
 beat's claim/publish/settle passes without ``celery beat`` around it), publish them
 all. Printed per tick: CPU seconds of the beat processes (``time.process_time``),
-of the schedule's Redis and of the broker's (``INFO cpu``), and the wall time. What
+of the schedule's Redis and of the broker's (``INFO cpu``), and the wall time. Then
+Celery's ``send_task`` loop in ``producer.batch(500)`` (bench/_limit.py) sends as many
+messages to the same broker: ``loop_wall_us`` a message, ``ratio`` (the beats' rate
+over the loop's), and what this machine allows at most: ``floor_us``, the least wall
+time a tick can take with these CPU costs (each beat is one thread; the beats and both
+Redis servers share the machine's cores), and ``ceiling``, the ratio at that floor. What
 ``bench/beat.py --scenario burst`` measures end to end, taken apart; the machine's
 speed drifts, so compare two checkouts by running this in each, one after the other,
 more than once. Printed, never asserted.
@@ -145,12 +150,29 @@ def _round(folder: Path, due: int, beats: int, counted: Path | None = None) -> d
                 "beat": sum(_instructions(f"{counted}/beat.{proc.pid}.out") for proc in procs),
                 "schedule_redis": _instructions(f"{counted}/redis.{schedule_pid}.out"),
             }
-    return {
+        loop_wall_us = _loop(broker.url, due)
+    found = {
         "beat_us": beat_seconds / due * 1e6,
         "schedule_redis_us": (redis_after[0] - redis_before[0]) / due * 1e6,
         "broker_redis_us": (redis_after[1] - redis_before[1]) / due * 1e6,
         "wall_us": wall / due * 1e6,
+        "loop_wall_us": loop_wall_us,
     }
+    found["ratio"] = loop_wall_us / found["wall_us"]
+    spent = found["beat_us"] + found["schedule_redis_us"] + found["broker_redis_us"]
+    found["floor_us"] = max(found["beat_us"] / beats, spent / (os.cpu_count() or 1))
+    found["ceiling"] = loop_wall_us / found["floor_us"]
+    return found
+
+
+def _loop(broker_url: str, due: int) -> float:
+    """Wall µs a message of Celery's ``send_task`` loop in ``producer.batch(500)``."""
+    limit = str(Path(__file__).with_name("_limit.py"))
+    at = str(time.time() + 2)  # the loop's connection is open by then
+    command = [sys.executable, limit, "--broker", broker_url, "--count", str(due), "--at", at,
+               "--batch", "500"]  # fmt: skip
+    done = subprocess.run(command, check=True, capture_output=True, text=True)
+    return float(json.loads(done.stdout.strip().splitlines()[-1])["seconds"]) / due * 1e6
 
 
 def _count_instructions(due: int) -> None:
