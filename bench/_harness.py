@@ -24,13 +24,13 @@ from pathlib import Path
 from typing import Any
 
 import redis
+from _machine import cpu_seconds
 
 from celery_periodiq.localredis import LocalRedis, LocalRedisCluster
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 TASK = "bench.noop"
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 # ------------------------------------------------------------------ statistics
@@ -102,12 +102,7 @@ class Proc:
 
     def cpu_seconds(self) -> float:
         """User + system CPU time so far (0 once it has exited)."""
-        try:
-            stat = Path(f"/proc/{self.pid}/stat").read_text()
-        except OSError:
-            return 0.0
-        fields = stat.rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+        return cpu_seconds(self.pid) or 0.0
 
     def status_kib(self, key: str) -> int | None:
         """A ``/proc/<pid>/status`` figure in KiB (``VmRSS``, ``VmHWM``)."""

@@ -52,3 +52,21 @@ def machine() -> dict[str, Any]:
         "celery_redbeat": _version("celery-redbeat"),
         "loadavg": os.getloadavg(),
     }
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of process ``pid`` so far (/proc), or None once it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def ceiling(one_thread_us: float, every_us: float, loop_wall_us: float) -> tuple[float, float]:
+    """The least wall time a tick can take on this machine, when one thread of it costs
+    ``one_thread_us`` of CPU and all its processes ``every_us`` (sharing the cores), and
+    ``loop_wall_us`` (a batched loop's message) over that: ``(floor_us, ceiling)``."""
+    floor_us = max(one_thread_us, every_us / (os.cpu_count() or 1))
+    return floor_us, loop_wall_us / floor_us

@@ -21,8 +21,8 @@ asserted.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
-import os
 import statistics
 import tempfile
 import time
@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import redis
+from _machine import ceiling, cpu_seconds
 from celery import Celery
 from kombu import Connection, Queue
 
@@ -49,17 +50,13 @@ def _cpu(client: redis.Redis) -> float:
 
 def _rabbitmq_cpu() -> float | None:
     """CPU seconds of this machine's RabbitMQ (its ``beam.smp`` processes), or None."""
-    ticks, found = 0, False
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:  # gone meanwhile
-            continue
-        name, _, rest = text.partition(") ")
-        if name.endswith("(beam.smp"):
-            fields = rest.split()
-            ticks, found = ticks + int(fields[11]) + int(fields[12]), True  # utime, stime
-    return ticks / os.sysconf("SC_CLK_TCK") if found else None
+    spent = []
+    for comm in Path("/proc").glob("[0-9]*/comm"):
+        with contextlib.suppress(OSError):  # gone meanwhile
+            if comm.read_text().strip() == "beam.smp":
+                spent.append(cpu_seconds(int(comm.parent.name)))
+    found = [seconds for seconds in spent if seconds is not None]
+    return sum(found) if found else None
 
 
 def _queued(channel: Any, queue: str, due: int) -> int:
@@ -153,8 +150,9 @@ def main() -> None:
             found = _beat(Path(tmp) / str(index), args.amqp, args.due) | _loop(args.amqp, args.due)
             found["ratio"] = found["loop_wall_us"] / found["beat_wall_us"]
             spent = found["beat_us"] + found["schedule_redis_us"] + found.get("rabbitmq_us", 0)
-            found["floor_us"] = max(found["beat_us"], spent / (os.cpu_count() or 1))
-            found["ceiling"] = found["loop_wall_us"] / found["floor_us"]
+            found["floor_us"], found["ceiling"] = ceiling(
+                found["beat_us"], spent, found["loop_wall_us"]
+            )
             rounds.append(found)
             print(json.dumps({key: round(value, 2) for key, value in found.items()}))
     median = {key: round(statistics.median(r[key] for r in rounds), 2) for key in rounds[0]}

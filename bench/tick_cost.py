@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import redis
+from _machine import ceiling
 from celery import Celery
 
 from celery_periodiq import periodiq
@@ -160,8 +161,7 @@ def _round(folder: Path, due: int, beats: int, counted: Path | None = None) -> d
     }
     found["ratio"] = loop_wall_us / found["wall_us"]
     spent = found["beat_us"] + found["schedule_redis_us"] + found["broker_redis_us"]
-    found["floor_us"] = max(found["beat_us"] / beats, spent / (os.cpu_count() or 1))
-    found["ceiling"] = loop_wall_us / found["floor_us"]
+    found["floor_us"], found["ceiling"] = ceiling(found["beat_us"] / beats, spent, loop_wall_us)
     return found
 
 
