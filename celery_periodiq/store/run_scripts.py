@@ -206,8 +206,15 @@ class RefusalBehindError(ReplicasBehindError):
 
 
 RECORDED = frozenset(
-    {"started", "resumed", "duplicate", "dropped_too_soon", "skipped_overlap"}
-    | {"dropped_group_limit", "expired"}
+    {
+        "started",
+        "resumed",
+        "duplicate",
+        "dropped_too_soon",
+        "skipped_overlap",
+        "dropped_group_limit",
+        "expired",
+    }
 )
 """begin.lua's outcomes that it records (the others write nothing, or quarantine)."""
 

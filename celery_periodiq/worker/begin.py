@@ -90,18 +90,18 @@ def begin_run(
                     "start" if refusal is None else f"refusal ({refusal.outcome})",
                     (limit_ms - now_ms) / 1000,
                 )
-            if refusal is not None and (now_ms >= limit_ms or time.monotonic() >= give_up):
-                logger.error(
-                    "periodiq: entry %r run %s: its refusal (%s) is recorded on the primary, "
-                    "but the replicas did not have it %.1f s later; a failover before they "
-                    "do loses that record",
-                    entry,
-                    start.task_id,
-                    refusal.outcome,
-                    time.monotonic() - began,
-                )
-                return refusal
             if now_ms >= limit_ms or time.monotonic() >= give_up:
+                if refusal is not None:
+                    logger.error(
+                        "periodiq: entry %r run %s: its refusal (%s) is recorded on the "
+                        "primary, but the replicas did not have it %.1f s later; a failover "
+                        "before they do loses that record",
+                        entry,
+                        start.task_id,
+                        refusal.outcome,
+                        time.monotonic() - began,
+                    )
+                    return refusal
                 until = (
                     "its tick expired"
                     if limit_ms == start.expires_ms
