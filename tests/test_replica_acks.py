@@ -49,6 +49,13 @@ def replica_of(tmp_path: Path, primary: LocalRedis, name: str = "replica") -> Lo
     return LocalRedis(tmp_path / name, extra_args=["--replicaof", "127.0.0.1", str(primary.port)])
 
 
+def synced_replica(tmp_path: Path, primary: LocalRedis) -> LocalRedis:
+    """A replica of ``primary``, started and in sync with it."""
+    replica = replica_of(tmp_path, primary).start()
+    wait_for(lambda: in_sync(primary), 30, "the replica to sync")
+    return replica
+
+
 def in_sync(primary: LocalRedis, replicas: int = 1) -> bool:
     client = redis.Redis(port=primary.port, decode_responses=True)
     try:
@@ -63,8 +70,7 @@ def in_sync(primary: LocalRedis, replicas: int = 1) -> bool:
 def test_with_a_replica_missing_no_claim_is_published_and_with_it_back_each_once(
     tmp_path: Path, primary: LocalRedis, broker_url: str
 ) -> None:
-    replica = replica_of(tmp_path, primary).start()
-    wait_for(lambda: in_sync(primary), 30, "the replica to sync")
+    replica = synced_replica(tmp_path, primary)
     app = Celery("acked", broker=broker_url, set_as_current=False)
     app.conf.periodiq_redis_url = primary.url
     app.conf.periodiq_replica_acks = 1
@@ -157,8 +163,7 @@ def test_a_run_waits_while_no_replica_has_its_start_and_runs_once_one_has(
     tmp_path: Path, primary: LocalRedis, broker_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="celery_periodiq.task")
-    replica = replica_of(tmp_path, primary).start()
-    wait_for(lambda: in_sync(primary), 30, "the replica to sync")
+    replica = synced_replica(tmp_path, primary)
     app, acked, bodies = acked_app(primary, broker_url, "acked-runs")
     api = periodiq(app)
     api.add("acked", "proj.acked", every=60, start_at=START)
@@ -291,8 +296,7 @@ def test_a_begin_sent_again_with_its_token_writes_its_start_again_for_the_replic
 ) -> None:
     # A begin whose reply was lost is sent again on another connection (one that has
     # written nothing): WAIT there counts nothing unless the begin writes again.
-    replica = replica_of(tmp_path, primary).start()
-    wait_for(lambda: in_sync(primary), 30, "the replica to sync")
+    replica = synced_replica(tmp_path, primary)
     app, _, _ = acked_app(primary, broker_url, "acked-resent")
     api = periodiq(app)
     api.add("acked", "proj.acked", every=60, start_at=START)

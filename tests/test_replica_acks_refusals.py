@@ -28,7 +28,7 @@ from celery_periodiq.protocol.headers import HEADER_ENTRY, HEADER_TICK
 from celery_periodiq.protocol.records import RunEnd, RunStart
 from celery_periodiq.worker.begin import begin_run
 from tests.processes import wait_for
-from tests.test_replica_acks import START, acked_app, in_sync, primary, replica_of
+from tests.test_replica_acks import START, acked_app, primary, synced_replica
 
 __all__ = ["primary"]  # the fixture, imported
 
@@ -121,8 +121,7 @@ def test_a_refusal_waits_until_a_replica_has_its_record_and_is_recorded_once(
     # Before: the refusal was returned at once, its message let go, while no replica had
     # its record; the primary failing then lost the tick silently.
     caplog.set_level(logging.INFO, logger="celery_periodiq.task")
-    replica = replica_of(tmp_path, primary).start()
-    wait_for(lambda: in_sync(primary), 30, "the replica to sync")
+    replica = synced_replica(tmp_path, primary)
     app, acked, bodies = acked_app(primary, broker_url, "refusal-replicated")
     app.conf.periodiq_replica_timeout = 1  # a replica that answers does, on a loaded machine
     api = periodiq(app)
