@@ -31,7 +31,7 @@ from celery_periodiq.config import Settings
 from celery_periodiq.localredis import LocalRedis
 from celery_periodiq.model.plan import tick_text, to_ms
 from celery_periodiq.protocol.headers import HEADER_ENTRY, HEADER_TICK
-from celery_periodiq.protocol.records import RunStart, Settlement
+from celery_periodiq.protocol.records import Settlement
 from celery_periodiq.store.scripts import script_source
 from celery_periodiq.store.store import Store
 from tests.processes import wait_for
@@ -428,51 +428,3 @@ def test_a_settlement_of_a_claim_another_beat_took_over_is_said_refused(
 
     assert "1 settlements refused: another beat took their claims over" in caplog.text
     assert ledger.refused == 1
-
-
-def test_a_tick_taken_over_after_its_publish_reply_was_lost_and_its_run_began_counts_sent_once(
-    app: Celery, broker_url: str, caplog: pytest.LogCaptureFixture
-) -> None:
-    # The broker took beat A's message but its reply was lost: A's flush failed, its
-    # claim stayed in flight, and a worker began the run. Beat B takes the claim over a
-    # lease later, when the tick is late enough to be folded into the next one. Before,
-    # B planned it afresh: it recorded the tick as missed (the next run standing for it)
-    # although it ran, and never counted it enqueued.
-    app.conf.periodiq_claim_lease = 2.0
-    api = periodiq(app)
-    entry = api.add("lost-reply", "proj.t", every=4, start_at=START).entry
-    assert entry is not None
-    api.store.put("update", [entry], now_ms=to_ms(START))
-    due = to_ms(START + timedelta(seconds=4))
-    broker = redis.Redis.from_url(broker_url)
-    port = broker.connection_pool.connection_kwargs["port"]
-    caplog.set_level(logging.INFO, logger="celery_periodiq")
-    with Proxy(port) as proxy:
-        cut = Celery("counted", broker=f"redis://127.0.0.1:{proxy.port}/0", set_as_current=False)
-        cut.conf.periodiq_redis_url = app.conf.periodiq_redis_url
-        cut.conf.periodiq_claim_lease = 2.0
-        proxy.drop_replies_after(b"LPUSH")
-        beat_a = Dispatcher(cut, periodiq(cut).store, "beat-a")
-        told = beat_a.dispatch(now_ms=due)  # the flush waits, then fails: A keeps its claim
-        periodiq(cut).store.client.close()
-    assert (told.claimed, told.complete) == (1, False)
-    sent = [json.loads(raw)["headers"] for raw in broker.lrange("celery", 0, -1)]
-    assert [headers[HEADER_TICK] for headers in sent] == [due]  # it arrived all the same
-    task_id = sent[0]["id"]
-    start = RunStart(task_id=task_id, tick_ms=due, min_gap_ms=0, overlap="skip", ttl_ms=600_000,
-                     retries=0, host="h", history_length=20, attempt="a1")  # fmt: skip
-    assert api.store.scripts.begin("lost-reply", start, due + 500).outcome == "started"
-
-    taken = Dispatcher(app, api.store, "beat-b").dispatch(now_ms=due + 3000)
-
-    assert taken.claimed == 1
-    assert broker.llen("celery") == 1  # not sent again
-    broker.close()
-    (stored,) = api.list()
-    assert stored.counters == {"enqueued": 1, "started": 1}  # before: missed 1, enqueued 0
-    kinds = [(event.kind, event.task_id) for event in api.history("lost-reply")]
-    assert ("enqueued", task_id) in kinds
-    assert "missed" not in [kind for kind, _ in kinds]
-    assert stored.next_run == START + timedelta(seconds=8)
-    assert "its run began already" in caplog.text
-    assert sum(api.store.client.zcard(part.inflight) for part in api.store.keys.all()) == 0

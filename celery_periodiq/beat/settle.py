@@ -126,45 +126,19 @@ class Settler:
                 tick_text(nominal),
             )
             claim = claim._replace(nominal_ms=nominal)
-        if claim.started:
-            settled = self._sent_before(entry, claim)
-            if settled is not None:
-                return settled
-        plan = self._decided(entry, claim, sent_at_ms)
+        book = self.windows
+        if book.windows or entry.exclude:
+            plan = self._held(entry, claim, sent_at_ms, book.of(entry) if book.windows else ())
+        else:  # a tick claimed ahead is decided as of its own instant
+            plan = self._plan(
+                entry, claim, sent_at_ms, from_ms(max(claim.claimed_ms, claim.nominal_ms))
+            )
         if self.tracing.on:
             self.tracing.planned(plan)
         for tick in plan.publish:
             self._publisher.send(entry, tick, producer, sent_at_ms)
             sent.append((entry.name, tick))
         return self._accounting(plan, claim, sent_at_ms)
-
-    def _decided(self, entry: Entry, claim: Claim, sent_at_ms: int) -> Plan:
-        """The plan of ``claim`` sent at ``sent_at_ms``: under the entry's windows and
-        excluded dates, if any; a tick claimed ahead is decided as of its own instant."""
-        book = self.windows
-        if book.windows or entry.exclude:
-            return self._held(entry, claim, sent_at_ms, book.of(entry) if book.windows else ())
-        return self._plan(
-            entry, claim, sent_at_ms, from_ms(max(claim.claimed_ms, claim.nominal_ms))
-        )
-
-    def _sent_before(self, entry: Entry, claim: Claim) -> Settlement | None:
-        """The settlement of a claim taken over whose very tick a worker began: the beat
-        whose claim it was sent it (only its settlement was lost), so it is counted sent
-        then, as that beat planned it, and not sent again. None when that plan would not
-        have sent the tick: decided the usual way then."""
-        sent_ms = max(claim.claimed_ms, claim.due_ms)
-        plan = self._decided(entry, claim, sent_ms)
-        if [to_ms(tick.nominal) for tick in plan.publish] != [claim.nominal_ms]:
-            return None
-        logger.info(
-            "periodiq: entry %r tick %s, taken over: its run began already (the beat that "
-            "claimed it sent it, and its settlement was lost); counted as sent then",
-            claim.name,
-            tick_text(claim.nominal_ms),
-        )
-        # its run began: nothing of it waits in the queue any more
-        return self._accounting(plan, claim, sent_ms)._replace(queued=None)
 
     def _plan(self, entry: Entry, claim: Claim, sent_at_ms: int, now: datetime) -> Plan:
         """:func:`plan_tick` of ``claim`` as of ``now``."""

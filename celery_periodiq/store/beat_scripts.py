@@ -91,9 +91,6 @@ class Claim(NamedTuple):
     """Ticks folded into the entry's next run by earlier claims (it stands for them)."""
     inc: str | None = None
     """The entry's incarnation when it was claimed (None: written before there were)."""
-    started: bool = False
-    """A claim taken over whose very tick a worker began: the beat whose claim it was sent
-    it, and only its settlement was lost."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +134,6 @@ def _decode_claims(partition: int, raw: list[Any]) -> ClaimBatch:
                 runs=int(record.get("runs", 0)),
                 owed=int(record.get("owed") or 0),
                 inc=record.get("inc"),
-                started=record.get("started") is True,
             )
         )
     return ClaimBatch(

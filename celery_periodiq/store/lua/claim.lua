@@ -50,13 +50,11 @@
 -- listed again a lease later until resumed (pause.lua), so a beat that dies first leaves
 -- it to another; a pause's end also counts as the partition's next due instant),
 -- claim is JSON {name, nominal, due, claimed, owner, running, queued, version, prev,
--- runs, taken, started, rebuilt, owed, inc} (nominal: the tick before jitter, ms; prev: the
+-- runs, taken, rebuilt, owed, inc} (nominal: the tick before jitter, ms; prev: the
 -- entry's previous tick, ms, or -1: the newest its settlements wrote, or the newest that
 -- began if later (an entry written while a settlement of it is pending is due again
 -- before that settlement writes its tick); runs: ticks published for it so far;
--- taken counts takeovers; started (a claim taken over only): a worker began this very
--- tick's run (the state's "top"), so the beat whose claim it was sent it and only its
--- settlement was lost; rebuilt: the state had no readable next tick and the due
+-- taken counts takeovers; rebuilt: the state had no readable next tick and the due
 -- instant stands in for it; owed: ticks folded into the entry's next run; inc: the
 -- entry's incarnation, which a delete ends: a claim of an incarnation that is gone
 -- is dropped, not handed out)
@@ -112,15 +110,13 @@ for _, id in ipairs(expired) do
       -- look again the moment the owner's heartbeat would run out
       redis.call('ZADD', inflight, tonumber(owned), id)
     else
-      local stored = redis.call('HGET', states, claim.name)
+      local stored = type(claim.owner) == 'string' and claim.owner ~= me
+        and redis.call('HGET', states, claim.name)
       local state = stored and parse_state(stored)
-      if state and type(claim.owner) == 'string' and claim.owner ~= me then
+      if state then
         state.handover = {id, claim.owner}
         redis.call('HSET', states, claim.name, cjson.encode(state))
       end
-      -- a worker began this very tick's run: its message went out (see "started" above)
-      claim.started = (state and tonumber(state.top) ~= nil
-        and tonumber(state.top) == tonumber(claim.nominal)) or nil
       claim.owner = me
       claim.taken = (tonumber(claim.taken) or 0) + 1
       raw = cjson.encode(claim)
